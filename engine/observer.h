@@ -1,0 +1,94 @@
+#pragma once
+// Observer: how the harness watches the engine without steering it.
+//
+// The engine calls these hooks at fixed points; the harness (harness/)
+// implements them (NVTX ranges, alias tracker, KV recorder, memory map, run
+// directory). With no observer attached each hook site is one predictable
+// branch; with LANTERN_INSTRUMENTATION=0 the LANTERN_OBSERVE macro compiles
+// the call away entirely.
+#include <cstdint>
+#include <string>
+
+#include "kernels/registry.h"
+
+namespace lantern {
+
+class Arena;
+using ViewId = int;
+
+struct StepInfo {
+  int64_t step = 0;          // 0-based engine step counter
+  int num_prefill_seqs = 0;  // sequences prefilling in this step
+  int num_decode_seqs = 0;   // sequences decoding in this step
+  int num_tokens = 0;        // rows in the step's batch
+  const char* phase = "";    // "prefill", "decode" or "mixed"
+};
+
+// One operation of the forward pass: one registry launch (or, for "attention",
+// the prefill and decode launches of a mixed step) with the arena views it
+// reads and writes.
+struct OpInfo {
+  const char* op = "";           // stable op name: "embed", "attn_norm", "q_proj", ...
+  int layer = -1;                // -1 outside the layer loop
+  const kernels::KernelEntry* kernel = nullptr;
+  kernels::Cost cost;
+  const ViewId* reads = nullptr;
+  int num_reads = 0;
+  const ViewId* writes = nullptr;
+  int num_writes = 0;
+};
+
+struct KvEvent {
+  enum Kind : uint8_t { alloc, free } kind = alloc;
+  int64_t step = 0;
+  int block = -1;    // physical block id
+  int64_t seq = -1;  // request / sequence id
+  int layer = -1;
+};
+
+struct KvStepStats {
+  int64_t step = 0;
+  int used_blocks = 0;
+  int free_blocks = 0;
+  int total_blocks = 0;
+  int64_t used_token_slots = 0;  // tokens actually stored
+  int64_t wasted_token_slots = 0;  // unused rows in partly filled last blocks
+  int num_seqs = 0;
+};
+
+struct AllocEvent {
+  std::string owner;  // "weights", "arena", "kv_pool", "cublas_workspace", "sampling", ...
+  std::string name;
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  kernels::Backend backend = kernels::Backend::cpu;
+  bool is_free = false;
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void on_alloc(const AllocEvent&) {}
+  virtual void on_arena(const Arena&) {}  // after the arena is allocated
+  virtual void on_step_begin(const StepInfo&) {}
+  virtual void on_step_end(const StepInfo&) {}
+  virtual void on_layer_begin(int layer) {}
+  virtual void on_layer_end(int layer) {}
+  virtual void on_op_begin(const OpInfo&) {}
+  virtual void on_op_end(const OpInfo&) {}
+  virtual void on_kv_event(const KvEvent&) {}
+  virtual void on_kv_step(const KvStepStats&) {}
+};
+
+}  // namespace lantern
+
+#if LANTERN_INSTRUMENTATION
+#define LANTERN_OBSERVE(obs, call) \
+  do {                             \
+    if (obs) (obs)->call;          \
+  } while (0)
+#else
+#define LANTERN_OBSERVE(obs, call) \
+  do {                             \
+  } while (0)
+#endif

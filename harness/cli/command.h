@@ -1,0 +1,45 @@
+#pragma once
+// `lantern` subcommands: each lives in its own file and registers itself with
+// LANTERN_COMMAND(name, summary, function).
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lantern::cli {
+
+// Parsed "--key value" / "--flag" options plus positional arguments. Every
+// option a command reads must be declared; unknown ones are an error.
+class Args {
+ public:
+  Args(std::vector<std::string> argv, std::vector<std::string> value_options,
+       std::vector<std::string> flag_options);
+  std::optional<std::string> get(const std::string& key) const;
+  std::string require(const std::string& key) const;  // throws naming the missing option
+  std::string get_or(const std::string& key, const std::string& fallback) const;
+  long get_int(const std::string& key, long fallback) const;
+  double get_double(const std::string& key, double fallback) const;
+  bool flag(const std::string& key) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> flags_;
+  std::vector<std::string> positional_;
+};
+
+using CommandFn = std::function<int(const std::vector<std::string>& argv)>;
+struct Command {
+  std::string name, summary;
+  CommandFn fn;
+};
+std::map<std::string, Command>& commands();
+struct Registrar {
+  Registrar(const char* name, const char* summary, CommandFn fn);
+};
+
+}  // namespace lantern::cli
+
+#define LANTERN_COMMAND(name, summary, fn) \
+  static ::lantern::cli::Registrar lantern_command_registrar_##fn(name, summary, fn)

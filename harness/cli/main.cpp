@@ -1,0 +1,121 @@
+// `lantern`: entry point; dispatches to the subcommands registered in cli/*.cpp.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "engine/common.h"
+#include "harness/cli/command.h"
+
+namespace lantern::cli {
+
+std::map<std::string, Command>& commands() {
+  static std::map<std::string, Command> table;
+  return table;
+}
+
+Registrar::Registrar(const char* name, const char* summary, CommandFn fn) {
+  commands()[name] = Command{name, summary, std::move(fn)};
+}
+
+Args::Args(std::vector<std::string> argv, std::vector<std::string> value_options,
+           std::vector<std::string> flag_options) {
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    for (const auto& x : v)
+      if (x == s) return true;
+    return false;
+  };
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.rfind("--", 0) == 0 && a.size() > 2) {
+      std::string key = a, value;
+      bool inline_value = false;
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        key = a.substr(0, eq);
+        value = a.substr(eq + 1);
+        inline_value = true;
+      }
+      if (has(flag_options, key) && !inline_value) {
+        flags_.push_back(key);
+      } else if (has(value_options, key)) {
+        if (!inline_value) {
+          LANTERN_CHECK(i + 1 < argv.size(), "option %s needs a value", key.c_str());
+          value = argv[++i];
+        }
+        values_[key] = value;
+      } else {
+        std::string valid;
+        for (const auto& o : value_options) valid += " " + o;
+        for (const auto& o : flag_options) valid += " " + o;
+        LANTERN_FAIL("unknown option %s: valid options are%s", key.c_str(), valid.c_str());
+      }
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+std::optional<std::string> Args::get(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+std::string Args::require(const std::string& key) const {
+  auto v = get(key);
+  LANTERN_CHECK(v.has_value(), "missing required option %s", key.c_str());
+  return *v;
+}
+std::string Args::get_or(const std::string& key, const std::string& fallback) const {
+  return get(key).value_or(fallback);
+}
+long Args::get_int(const std::string& key, long fallback) const {
+  auto v = get(key);
+  if (!v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v->c_str(), &end, 10);
+  LANTERN_CHECK(end && *end == '\0' && !v->empty(), "option %s expects an integer, got '%s'",
+                key.c_str(), v->c_str());
+  return x;
+}
+double Args::get_double(const std::string& key, double fallback) const {
+  auto v = get(key);
+  if (!v) return fallback;
+  char* end = nullptr;
+  double x = std::strtod(v->c_str(), &end);
+  LANTERN_CHECK(end && *end == '\0' && !v->empty(), "option %s expects a number, got '%s'",
+                key.c_str(), v->c_str());
+  return x;
+}
+bool Args::flag(const std::string& key) const {
+  for (const auto& f : flags_)
+    if (f == key) return true;
+  return false;
+}
+
+}  // namespace lantern::cli
+
+static void usage() {
+  std::fprintf(stderr, "usage: lantern <command> [options]\n\ncommands:\n");
+  for (const auto& [name, c] : lantern::cli::commands())
+    std::fprintf(stderr, "  %-12s %s\n", name.c_str(), c.summary.c_str());
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  auto& table = lantern::cli::commands();
+  auto it = table.find(argv[1]);
+  if (it == table.end()) {
+    std::fprintf(stderr, "lantern: unknown command '%s'\n", argv[1]);
+    usage();
+    return 2;
+  }
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  try {
+    return it->second.fn(rest);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lantern %s: error: %s\n", argv[1], e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,1 @@
+#include "harness/observer_set.h"

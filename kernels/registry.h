@@ -1,0 +1,263 @@
+#pragma once
+// The kernel registry: every kernel family, its argument struct, and its
+// numbered variants.
+//
+// Variant numbers never change meaning: 0 is the CPU fp32 reference (host
+// pointers, float activations), 1 reproduces the seed engine's approach on the
+// GPU (corrected), higher numbers are ours. Every entry knows its launcher and
+// the bytes and FLOPs one call moves, so the harness can report achieved GB/s
+// and TFLOP/s against the roofline.
+//
+// Element types: weights are always bf16. Activations ("act") are float on the
+// CPU backend and bf16 on CUDA. Logits are float on both.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+namespace lantern::kernels {
+
+enum class Backend : uint8_t { cpu, cuda };
+const char* backend_name(Backend b);
+
+enum class Family : uint8_t {
+  embedding,
+  rmsnorm,
+  rope,
+  kv_write,
+  attention_prefill,
+  attention_decode,
+  swiglu,
+  residual,
+  gemm,
+  argmax,
+  sample,
+  count
+};
+constexpr int kNumFamilies = static_cast<int>(Family::count);
+const char* family_name(Family f);
+Family family_from_name(std::string_view name);  // throws lantern::Error listing valid names
+
+// What one launch needs besides its arguments.
+struct LaunchCtx {
+  Backend backend = Backend::cpu;
+  cudaStream_t stream = nullptr;   // cuda only
+  cublasHandle_t cublas = nullptr; // cuda only
+  void* workspace = nullptr;       // device scratch shared by variants (attention, sampling)
+  size_t workspace_bytes = 0;
+};
+
+// Bytes moved and FLOPs done by one call, as the variant counts them
+// (the minimum traffic: each input read once, each output written once).
+struct Cost {
+  double bytes = 0;
+  double flops = 0;
+};
+
+// ---------------------------------------------------------------- arguments
+// Shapes in comments are [rows, cols], row-major. "act" = float (cpu) / bf16 (cuda).
+
+struct EmbeddingArgs {
+  const int32_t* ids;  // [n] token ids, each < vocab
+  const void* table;   // bf16 [vocab, hidden]
+  void* out;           // act [n, hidden]
+  int n, hidden, vocab;
+};
+
+// out[i] = x[row(i)] * rsqrt(mean(x[row(i)]^2) + eps) * weight; row(i) = rows ? rows[i] : i.
+struct RmsnormArgs {
+  const void* x;        // act [*, hidden]
+  const void* weight;   // bf16 [hidden]
+  void* out;            // act [n, hidden]
+  const int32_t* rows;  // [n] or nullptr: gather rows of x (final norm on logit rows only)
+  int n, hidden;
+  float eps;
+};
+
+// In-place rotary embedding, HF rotate-half convention: for pair (j, j + hd/2),
+// angle = pos * inv_freq[j].
+struct RopeArgs {
+  void* q;                   // act [n, q_stride]  (heads contiguous, head_dim each)
+  void* k;                   // act [n, k_stride]
+  const int32_t* positions;  // [n]
+  const float* inv_freq;     // [head_dim / 2], llama3 scaling already applied
+  int n, n_q_heads, n_kv_heads, head_dim;
+  int q_stride, k_stride;    // elements between consecutive tokens
+};
+
+// Paged KV cache. The pool holds num_blocks blocks; block b is
+//   k: pool[b][0][block_size][n_kv_heads][head_dim]
+//   v: pool[b][1][block_size][n_kv_heads][head_dim]
+// Blocks are owned per (sequence, layer). block_tables for ONE layer is
+// [max_seqs][max_blocks_per_seq] (physical block ids), indexed by a
+// sequence's slot. Token at position p of slot s lives in block
+// block_tables[s][p / block_size], row p % block_size.
+struct KvCacheRef {
+  void* pool;                  // act-typed elements (float cpu / bf16 cuda)
+  const int32_t* block_tables; // [max_seqs][max_blocks_per_seq] for this layer
+  int block_size, max_blocks_per_seq, n_kv_heads, head_dim;
+};
+
+struct KvWriteArgs {
+  const void* k;             // act [n, kv_stride]
+  const void* v;             // act [n, kv_stride]
+  const int32_t* positions;  // [n]
+  const int32_t* seq_slots;  // [n] slot of each token's sequence
+  KvCacheRef cache;
+  int n, kv_stride;
+};
+
+// Causal self-attention over whole prompts (each sequence attends to its own
+// tokens only). Tokens of sequence s are rows [seq_starts[s], seq_starts[s+1]).
+// out may alias q (the seed's q_proj / attention-output alias): a variant
+// reads the q rows/heads it writes before writing them.
+struct AttentionPrefillArgs {
+  const void* q;                   // act [n, q_stride]
+  const void* k;                   // act [n, kv_stride]
+  const void* v;                   // act [n, kv_stride]
+  void* out;                       // act [n, q_stride]
+  const int32_t* seq_starts;       // [num_seqs + 1] device (cuda) / host (cpu)
+  const int32_t* host_seq_starts;  // [num_seqs + 1] always host (per-head GEMM variants loop on host)
+  int num_seqs, max_seq_len;
+  int n_q_heads, n_kv_heads, head_dim, q_stride, kv_stride;
+  float scale;                     // 1/sqrt(head_dim)
+};
+
+// One query token per sequence against its paged cache (which already holds
+// the current token). out may alias q.
+struct AttentionDecodeArgs {
+  const void* q;                // act [b, q_stride]
+  void* out;                    // act [b, q_stride]
+  const int32_t* seq_slots;     // [b]
+  const int32_t* context_lens;  // [b] tokens in cache including the current one
+  KvCacheRef cache;
+  int b, max_context, n_q_heads, q_stride;
+  float scale;
+};
+
+struct SwigluArgs {
+  const void* gate;  // act [n, inter]
+  const void* up;    // act [n, inter]
+  void* out;         // act [n, inter]  out = silu(gate) * up
+  int n, inter;
+};
+
+struct ResidualArgs {
+  void* x;        // act [count]  x += y
+  const void* y;  // act [count]
+  size_t count;
+};
+
+// c[m, n] = a[m, k] @ w[n, k]^T (w in HF layout [out_features, in_features]).
+struct GemmArgs {
+  const void* a;     // act [m, k]
+  const void* w;     // bf16 [n, k]
+  void* c;           // act [m, n], or float when c_f32
+  int m, n, k;
+  bool c_f32 = false;  // logits: write float32 on every backend
+};
+
+struct ArgmaxArgs {
+  const float* logits;  // [b, vocab]
+  int32_t* out;         // [b] device (cuda) / host (cpu)
+  int b, vocab;
+};
+
+// Per-row sampling: temperature <= 0 means greedy. top_k <= 0 means off,
+// top_p >= 1 means off. Reproducible: the draw for a row depends only on
+// (seed, step) -- Philox counter-based.
+struct SampleArgs {
+  const float* logits;       // [b, vocab]
+  const float* temperature;  // [b]
+  const int32_t* top_k;      // [b]
+  const float* top_p;        // [b]
+  const uint64_t* seeds;     // [b]
+  const int32_t* steps;      // [b] generated-token index (the Philox counter)
+  int32_t* out;              // [b]
+  int b, vocab;
+};
+
+// ---------------------------------------------------------------- entries
+template <class Args>
+struct FamilyOf;
+#define LANTERN_FAMILY_ARGS(F, A) \
+  template <>                     \
+  struct FamilyOf<A> {            \
+    static constexpr Family value = Family::F; \
+  }
+LANTERN_FAMILY_ARGS(embedding, EmbeddingArgs);
+LANTERN_FAMILY_ARGS(rmsnorm, RmsnormArgs);
+LANTERN_FAMILY_ARGS(rope, RopeArgs);
+LANTERN_FAMILY_ARGS(kv_write, KvWriteArgs);
+LANTERN_FAMILY_ARGS(attention_prefill, AttentionPrefillArgs);
+LANTERN_FAMILY_ARGS(attention_decode, AttentionDecodeArgs);
+LANTERN_FAMILY_ARGS(swiglu, SwigluArgs);
+LANTERN_FAMILY_ARGS(residual, ResidualArgs);
+LANTERN_FAMILY_ARGS(gemm, GemmArgs);
+LANTERN_FAMILY_ARGS(argmax, ArgmaxArgs);
+LANTERN_FAMILY_ARGS(sample, SampleArgs);
+#undef LANTERN_FAMILY_ARGS
+
+template <class Args>
+using Launcher = void (*)(const Args&, const LaunchCtx&);
+template <class Args>
+using CostFn = Cost (*)(const Args&);
+
+struct KernelEntry {
+  Family family;
+  int variant;               // stable number: 0 cpu reference, 1 seed, 2.. ours
+  const char* name;          // short stable name, e.g. "cpu_ref", "seed", "warp_vec"
+  Backend backend;
+  const char* description;   // one line: what this variant changes
+  bool verified;             // passed its GPU test against the reference on the H200
+  void (*launch)(const void* args, const LaunchCtx& ctx);
+  Cost (*cost)(const void* args);
+};
+
+// Typed registration: wraps a typed launcher and cost function.
+template <class Args, Launcher<Args> L, CostFn<Args> C>
+KernelEntry make_entry(int variant, const char* name, Backend backend, const char* description,
+                       bool verified = true) {
+  return KernelEntry{FamilyOf<Args>::value, variant, name, backend, description, verified,
+                     [](const void* a, const LaunchCtx& ctx) { L(*static_cast<const Args*>(a), ctx); },
+                     [](const void* a) { return C(*static_cast<const Args*>(a)); }};
+}
+
+class Registry {
+ public:
+  // The process-wide registry with every built-in variant registered.
+  static const Registry& global();
+
+  void add(const KernelEntry& e);  // throws on a duplicate (family, variant) or name
+  const std::vector<KernelEntry>& entries() const { return entries_; }
+  std::vector<const KernelEntry*> variants(Family f) const;
+  // Lookup by name ("seed") or number ("1"). Throws lantern::Error listing the
+  // family's variants when nothing matches.
+  const KernelEntry& find(Family f, std::string_view name_or_number) const;
+  // The default for a backend: the highest-numbered verified variant of it.
+  const KernelEntry& best(Family f, Backend b) const;
+
+ private:
+  std::vector<KernelEntry> entries_;
+};
+
+// A choice of one variant per family, all on one backend.
+struct KernelSet {
+  const KernelEntry* chosen[kNumFamilies] = {};
+
+  // Defaults for the backend, then overrides {"rmsnorm": "seed", ...}.
+  static KernelSet defaults(Backend b);
+  void select(Family f, std::string_view name_or_number, Backend b);
+  const KernelEntry& entry(Family f) const { return *chosen[static_cast<int>(f)]; }
+};
+
+// Registration hooks, one per backend file group (explicit, so static
+// libraries never drop them).
+void register_cpu_kernels(Registry& r);
+void register_cuda_kernels(Registry& r);
+
+}  // namespace lantern::kernels
