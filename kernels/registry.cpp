@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 
 #include "engine/common.h"
 
@@ -66,6 +67,12 @@ const KernelEntry& Registry::best(Family f, Backend b) const {
     if (e->backend == b && (e->verified || !best)) best = e;
   LANTERN_CHECK(best, "no %s kernel is built for the %s backend", family_name(f), backend_name(b));
   return *best;
+}
+
+void launch_family_mismatch(const KernelEntry& e, Family expected) {
+  LANTERN_ASSERT(false, "kernel %s.%s launched with %s arguments", family_name(e.family), e.name,
+                 family_name(expected));
+  std::abort();
 }
 
 const Registry& Registry::global() {

@@ -202,6 +202,16 @@ LANTERN_FAMILY_ARGS(argmax, ArgmaxArgs);
 LANTERN_FAMILY_ARGS(sample, SampleArgs);
 #undef LANTERN_FAMILY_ARGS
 
+// Upper bounds the engine sizes the shared device workspace from (once, at
+// start-up: no allocation after that).
+struct WorkspaceShape {
+  int max_batch_tokens = 0;  // rows in one step
+  int max_seqs = 0;          // concurrent sequences
+  int max_seq_len = 0;       // longest prompt prefilled in one step
+  int max_context = 0;       // longest context (tokens) a sequence may reach
+  int n_q_heads = 0, n_kv_heads = 0, head_dim = 0, vocab = 0;
+};
+
 template <class Args>
 using Launcher = void (*)(const Args&, const LaunchCtx&);
 template <class Args>
@@ -216,16 +226,23 @@ struct KernelEntry {
   bool verified;             // passed its GPU test against the reference on the H200
   void (*launch)(const void* args, const LaunchCtx& ctx);
   Cost (*cost)(const void* args);
+  size_t (*workspace_bytes)(const WorkspaceShape&) = nullptr;  // nullptr: needs none
 };
 
 // Typed registration: wraps a typed launcher and cost function.
 template <class Args, Launcher<Args> L, CostFn<Args> C>
 KernelEntry make_entry(int variant, const char* name, Backend backend, const char* description,
-                       bool verified = true) {
+                       bool verified = true,
+                       size_t (*workspace_bytes)(const WorkspaceShape&) = nullptr) {
   return KernelEntry{FamilyOf<Args>::value, variant, name, backend, description, verified,
                      [](const void* a, const LaunchCtx& ctx) { L(*static_cast<const Args*>(a), ctx); },
-                     [](const void* a) { return C(*static_cast<const Args*>(a)); }};
+                     [](const void* a) { return C(*static_cast<const Args*>(a)); },
+                     workspace_bytes};
 }
+
+// Typed launch through an entry (checks the family matches).
+template <class Args>
+void launch(const KernelEntry& e, const Args& args, const LaunchCtx& ctx);
 
 class Registry {
  public:
@@ -255,9 +272,16 @@ struct KernelSet {
   const KernelEntry& entry(Family f) const { return *chosen[static_cast<int>(f)]; }
 };
 
+[[noreturn]] void launch_family_mismatch(const KernelEntry& e, Family expected);
+
 // Registration hooks, one per backend file group (explicit, so static
 // libraries never drop them).
 void register_cpu_kernels(Registry& r);
+template <class Args>
+void launch(const KernelEntry& e, const Args& args, const LaunchCtx& ctx) {
+  if (e.family != FamilyOf<Args>::value) launch_family_mismatch(e, FamilyOf<Args>::value);
+  e.launch(&args, ctx);
+}
 void register_cuda_kernels(Registry& r);
 
 }  // namespace lantern::kernels
