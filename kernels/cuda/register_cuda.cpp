@@ -1,10 +1,20 @@
 // Registers every CUDA variant (variants 1.. of each family).
-#include "kernels/registry.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace lantern::kernels {
 
 void register_cuda_kernels(Registry& r) {
-  (void)r;  // families add their register_*_cuda(r) calls here
+  register_embedding_cuda(r);
+  register_rmsnorm_cuda(r);
+  register_rope_cuda(r);
+  register_kv_write_cuda(r);
+  register_attention_prefill_cuda(r);
+  register_attention_decode_cuda(r);
+  register_swiglu_cuda(r);
+  register_residual_cuda(r);
+  register_gemm_cuda(r);
+  register_argmax_cuda(r);
+  register_sample_cuda(r);
 }
 
 }  // namespace lantern::kernels

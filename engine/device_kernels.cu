@@ -1,0 +1,18 @@
+#include "engine/device_kernels.h"
+
+#include "engine/device.h"
+
+namespace lantern {
+
+__global__ void scatter_i32_kernel(int32_t* dst, const int32_t* pairs, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[pairs[2 * i]] = pairs[2 * i + 1];
+}
+
+void launch_scatter_i32(int32_t* dst, const int32_t* pairs, int n, cudaStream_t stream) {
+  if (n <= 0) return;
+  scatter_i32_kernel<<<(n + 255) / 256, 256, 0, stream>>>(dst, pairs, n);
+  LANTERN_CUDA(cudaGetLastError());
+}
+
+}  // namespace lantern

@@ -1,0 +1,126 @@
+#pragma once
+// Engine: the public API. Requests go into a thread-safe queue; each step()
+// the scheduler (no CUDA) picks which sequences prefill and which decode; the
+// Model runs that step through the kernel registry; the sampler picks tokens
+// on the device; results stream out through per-request callbacks.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/config.h"
+#include "engine/observer.h"
+#include "engine/weights.h"
+#include "kernels/registry.h"
+
+namespace lantern {
+
+// Limits: everything that sizes memory. Nothing is allocated after start-up.
+struct EngineLimits {
+  int max_batch_tokens = 512;      // rows in one step (prefill tokens + decode rows)
+  int max_seqs = 16;               // concurrent sequences (slots)
+  int max_context = 4096;          // tokens per sequence (prompt + generated); <= model max
+  int kv_block_size = 16;          // tokens per KV block
+  int kv_num_blocks = 0;           // 0: derived from kv_memory_fraction (cuda) or
+                                   //    max_seqs * max_context (cpu)
+  double kv_memory_fraction = 0.9; // cuda: share of the free memory left after weights,
+                                   // arena and workspace given to the KV pool
+  int max_queue = 4096;            // waiting requests; submit() beyond this is refused
+  int logits_rows = 0;             // rows of the logits buffer; 0: max_seqs (score mode
+                                   // asks for more)
+
+  void validate(const ModelConfig& cfg) const;  // throws naming the limit and the fix
+  nlohmann::json to_json() const;
+  static EngineLimits from_json(const nlohmann::json& j);  // unknown keys are an error
+};
+
+struct SamplingParams {
+  float temperature = 0.0f;  // <= 0: greedy
+  int top_k = 0;             // <= 0: off
+  float top_p = 1.0f;        // >= 1: off
+  uint64_t seed = 0;         // per request; draws depend on (seed, token index) only
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids (BOS included if wanted)
+  int max_new_tokens = 128;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+  std::string tag;              // free text carried into outputs
+  // Teacher forcing (lantern score): feed these ids as the generated tokens
+  // instead of sampling; logits of every position are delivered to on_logits.
+  std::vector<int32_t> forced_tokens;
+  bool all_logits = false;
+  // Called on the engine thread for every generated token (streaming).
+  std::function<void(int64_t request_id, int32_t token)> on_token;
+  // Called with host copies of logits rows: (request id, position, row[vocab]).
+  std::function<void(int64_t, int, const float*)> on_logits;
+};
+
+struct RequestResult {
+  int64_t id = -1;
+  std::string tag;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> tokens;  // generated
+  std::string finish_reason;    // "eos", "length", "context", "error"
+  std::string error;            // set when finish_reason == "error"
+  double submit_s = 0, first_token_s = 0, finish_s = 0;  // engine clock (seconds)
+  int preemptions = 0;
+};
+
+// Where the device memory goes, printed at start-up.
+struct MemoryBudget {
+  size_t weights = 0, arena = 0, kv_pool = 0, workspace = 0, sampling = 0, block_tables = 0;
+  int kv_blocks = 0;
+  size_t total() const { return weights + arena + kv_pool + workspace + sampling + block_tables; }
+  std::string table() const;  // human-readable, one line per item
+  nlohmann::json to_json() const;
+};
+
+struct EngineOptions {
+  kernels::Backend backend = kernels::Backend::cpu;
+  EngineLimits limits;
+  // Kernel variant overrides, family name -> variant name or number.
+  std::vector<std::pair<std::string, std::string>> kernels;
+  Observer* observer = nullptr;  // harness; never steers the engine
+  bool use_cuda_graphs = true;   // cuda: capture decode steps per batch size
+  int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
+  int profile_last_step = -1;    // cudaProfilerStop after this step
+};
+
+class EngineImpl;
+
+class Engine {
+ public:
+  Engine(const ModelConfig& cfg, Weights&& weights, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. Validates the request (prompt length vs context, ids in the
+  // vocabulary, queue capacity) and throws lantern::Error with the fix;
+  // otherwise queues it and returns its id.
+  int64_t submit(Request request);
+  // One scheduler step (prefills + decodes). Returns false when idle.
+  bool step();
+  void run_until_idle();
+  bool idle() const;
+  // Results of finished requests, in finishing order, removed from the engine.
+  std::vector<RequestResult> take_finished();
+
+  const ModelConfig& config() const;
+  const EngineLimits& limits() const;
+  const MemoryBudget& memory_budget() const;
+  const kernels::KernelSet& kernel_set() const;
+  int64_t steps_run() const;
+  double now_s() const;  // engine clock used in RequestResult
+  nlohmann::json describe() const;  // resolved config: model, limits, kernels, backend
+
+ private:
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+}  // namespace lantern

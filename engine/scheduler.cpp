@@ -1,0 +1,135 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "engine/common.h"
+
+namespace lantern {
+
+int StepPlan::rows() const {
+  int n = 0;
+  for (const auto& c : fresh) n += c.count;
+  for (const auto& c : paged) n += c.count;
+  return n;
+}
+
+Scheduler::Scheduler(const EngineLimits& limits, int num_layers, KvBlockManager& kv)
+    : limits_(limits), num_layers_(num_layers), kv_(kv) {
+  for (int s = limits.max_seqs - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+void Scheduler::enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
+
+int Scheduler::logit_rows(const ScheduledChunk& c) const {
+  if (c.seq->req.all_logits) return c.count;
+  return c.produces_token() ? 1 : 0;
+}
+
+bool Scheduler::preempt_one(const Sequence* keep, int64_t step, StepPlan& plan) {
+  Sequence* victim = nullptr;
+  for (auto& s : running_)
+    if (s.get() != keep && (!victim || s->admit_order > victim->admit_order)) victim = s.get();
+  if (!victim) return false;
+  // Drop anything already planned for the victim this step.
+  auto drop = [victim](std::vector<ScheduledChunk>& v) {
+    v.erase(std::remove_if(v.begin(), v.end(), [victim](const ScheduledChunk& c) { return c.seq == victim; }),
+            v.end());
+  };
+  drop(plan.fresh);
+  drop(plan.paged);
+  kv_.release(victim->slot, victim->id, step);
+  free_slots_.push_back(victim->slot);
+  victim->slot = -1;
+  victim->cached = 0;  // recompute prompt + generated tokens on re-admission
+  victim->preemptions++;
+  plan.preempted.push_back(victim);
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [victim](const auto& p) { return p.get() == victim; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+  return true;
+}
+
+StepPlan Scheduler::plan(int64_t step) {
+  StepPlan plan;
+  int budget = limits_.max_batch_tokens;
+  int logit_budget = limits_.logits_rows;
+
+  // 1. Decodes first (one row each), oldest admitted first; preempt the newest
+  //    sequences when the pool is short.
+  std::vector<Sequence*> order;
+  for (auto& s : running_) order.push_back(s.get());
+  std::sort(order.begin(), order.end(),
+            [](const Sequence* a, const Sequence* b) { return a->admit_order < b->admit_order; });
+  for (Sequence* s : order) {
+    if (s->slot < 0 || s->pending() != 1) continue;
+    if (budget < 1 || logit_budget < 1) break;
+    while (!kv_.can_grow(s->slot, s->cached + 1))
+      if (!preempt_one(s, step, plan)) break;
+    if (!kv_.can_grow(s->slot, s->cached + 1)) continue;  // cannot happen with validated limits
+    kv_.grow(s->slot, s->id, s->cached + 1, step);
+    ScheduledChunk c{s, s->cached, 1};
+    plan.paged.push_back(c);
+    budget -= 1;
+    logit_budget -= logit_rows(c);
+  }
+
+  // 2. Admitted sequences still prefilling (chunked prompts, recomputes).
+  for (Sequence* s : order) {
+    if (s->slot < 0 || s->pending() <= 1 || budget <= 0) continue;
+    int count = std::min(s->pending(), budget);
+    ScheduledChunk c{s, s->cached, count};
+    if (logit_rows(c) > logit_budget) {
+      count = std::max(0, std::min(count, s->pending() - 1));  // defer the token-producing row
+      if (s->req.all_logits) count = std::min(count, logit_budget);
+      c.count = count;
+    }
+    if (count <= 0 || !kv_.can_grow(s->slot, s->cached + count)) continue;
+    kv_.grow(s->slot, s->id, s->cached + count, step);
+    (c.fresh() ? plan.fresh : plan.paged).push_back(c);
+    budget -= count;
+    logit_budget -= logit_rows(c);
+  }
+
+  // 3. Admit waiting requests in FCFS order while slot, budget and blocks allow.
+  while (!waiting_.empty() && !free_slots_.empty() && budget > 0 && logit_budget > 0) {
+    Sequence* s = waiting_.front().get();
+    int count = std::min<int>(static_cast<int>(s->tokens.size()), budget);
+    ScheduledChunk c{s, 0, count};
+    if (logit_rows(c) > logit_budget) {
+      if (s->req.all_logits) count = logit_budget;
+      else if (count == static_cast<int>(s->tokens.size())) count -= 1;
+      c.count = count;
+    }
+    if (count <= 0) break;
+    int slot = free_slots_.back();
+    // Reserve blocks for the whole known sequence plus one token so a fresh
+    // admission does not immediately force a preemption.
+    int want = std::min<int>(static_cast<int>(s->tokens.size()) + 1, limits_.max_context);
+    if (kv_.blocks_to_grow(slot, want) > kv_.free_blocks()) break;
+    free_slots_.pop_back();
+    s->slot = slot;
+    s->admit_order = admit_counter_++;
+    kv_.grow(slot, s->id, count, step);
+    plan.fresh.push_back(c);
+    budget -= count;
+    logit_budget -= logit_rows(c);
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+  return plan;
+}
+
+std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq, int64_t step) {
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [seq](const auto& p) { return p.get() == seq; });
+  LANTERN_ASSERT(it != running_.end(), "finishing a sequence that is not running");
+  kv_.release(seq->slot, seq->id, step);
+  free_slots_.push_back(seq->slot);
+  seq->slot = -1;
+  std::unique_ptr<Sequence> out = std::move(*it);
+  running_.erase(it);
+  return out;
+}
+
+}  // namespace lantern

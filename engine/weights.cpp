@@ -1,0 +1,448 @@
+// Weights: the tensor table derived from the config, and the loader that
+// moves every weight byte into ONE allocation.
+//
+// Loader pipeline (CUDA): the tensors are read in file order in chunks of
+// kChunkBytes; each chunk is read by a few threads in parallel (pread) into
+// one of kStagingBuffers pinned host buffers, then copied with
+// cudaMemcpyAsync on one stream to the tensors' places in the device block.
+// While the copy of chunk i runs, chunk i+1 is being read into the next
+// buffer; a buffer is reused only after the event recorded behind its copies
+// has fired. Host memory stays at kStagingBuffers x kChunkBytes.
+// CPU: the same chunks, read straight into the host block.
+#include "engine/weights.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <cuda_runtime_api.h>
+
+#include "engine/common.h"
+#include "engine/safetensors.h"
+
+namespace lantern {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kChunkBytes = 64ull << 20;    // one staging buffer
+constexpr size_t kReadJobBytes = 8ull << 20;   // one pread job inside a chunk
+constexpr int kStagingBuffers = 3;
+constexpr int kMaxReadThreads = 8;
+constexpr size_t kProgressThreshold = 1'000'000'000;  // print progress for models over 1 GB
+
+size_t align_up(size_t x) { return (x + kWeightAlign - 1) / kWeightAlign * kWeightAlign; }
+
+void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
+  if (err == cudaSuccess) return;
+  throw Error(strformat("%s failed: %s (%s) at %s:%d", call, cudaGetErrorName(err),
+                        cudaGetErrorString(err), file, line));
+}
+#define WEIGHTS_CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// HF names, one place. Layer tensors are "model.layers.<i>." + suffix.
+struct RoleName {
+  TensorRole role;
+  const char* name;
+};
+constexpr RoleName kLayerTensors[] = {
+    {TensorRole::attn_norm, "input_layernorm.weight"},
+    {TensorRole::wq, "self_attn.q_proj.weight"},
+    {TensorRole::wk, "self_attn.k_proj.weight"},
+    {TensorRole::wv, "self_attn.v_proj.weight"},
+    {TensorRole::wo, "self_attn.o_proj.weight"},
+    {TensorRole::mlp_norm, "post_attention_layernorm.weight"},
+    {TensorRole::w_gate, "mlp.gate_proj.weight"},
+    {TensorRole::w_up, "mlp.up_proj.weight"},
+    {TensorRole::w_down, "mlp.down_proj.weight"},
+};
+
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  Fd(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// One contiguous file range and where its bytes go.
+struct Piece {
+  int file = 0;           // index into the open files
+  uint64_t file_offset = 0;
+  size_t bytes = 0;
+  size_t dst_offset = 0;  // inside the weight block
+  size_t stage_offset = 0;  // inside the chunk's staging buffer
+};
+
+struct Chunk {
+  std::vector<Piece> pieces;
+  size_t bytes = 0;
+};
+
+// Splits the tensors (already in file order) into chunks of at most
+// kChunkBytes; a tensor larger than the space left spans chunks.
+std::vector<Chunk> plan_chunks(const std::vector<Piece>& tensors) {
+  std::vector<Chunk> chunks(1);
+  for (Piece p : tensors) {
+    while (p.bytes > 0) {
+      if (chunks.back().bytes == kChunkBytes) chunks.emplace_back();
+      Chunk& c = chunks.back();
+      Piece part = p;
+      part.bytes = std::min(p.bytes, kChunkBytes - c.bytes);
+      part.stage_offset = c.bytes;
+      c.pieces.push_back(part);
+      c.bytes += part.bytes;
+      p.file_offset += part.bytes;
+      p.dst_offset += part.bytes;
+      p.bytes -= part.bytes;
+    }
+  }
+  if (chunks.back().bytes == 0) chunks.pop_back();
+  return chunks;
+}
+
+void pread_exact(int fd, char* dst, size_t n, uint64_t offset, const fs::path& file) {
+  while (n > 0) {
+    ssize_t r = ::pread(fd, dst, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    LANTERN_CHECK(r > 0, "%s: read of %zu bytes at offset %llu failed: %s", file.c_str(), n,
+                  static_cast<unsigned long long>(offset),
+                  r < 0 ? std::strerror(errno) : "unexpected end of file (truncated while loading?)");
+    dst += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+}
+
+// Reads one chunk's pieces into `base` (+ stage_offset when `staged`, else +
+// dst_offset) with up to `threads` threads. Rethrows the first read error.
+void read_chunk(const Chunk& chunk, char* base, bool staged, const std::vector<Fd>& fds,
+                const std::vector<fs::path>& paths, int threads) {
+  struct Job {
+    const Piece* piece;
+    size_t skip, bytes;
+  };
+  std::vector<Job> jobs;
+  for (const auto& p : chunk.pieces)
+    for (size_t s = 0; s < p.bytes; s += kReadJobBytes)
+      jobs.push_back({&p, s, std::min(kReadJobBytes, p.bytes - s)});
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (size_t i; !failed.load() && (i = next.fetch_add(1)) < jobs.size();) {
+      const Job& j = jobs[i];
+      char* dst = base + (staged ? j.piece->stage_offset : j.piece->dst_offset) + j.skip;
+      try {
+        pread_exact(fds[j.piece->file].fd, dst, j.bytes, j.piece->file_offset + j.skip,
+                    paths[j.piece->file]);
+      } catch (...) {
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    }
+  };
+  const int n = std::max(1, std::min<int>(threads, static_cast<int>(jobs.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// Pinned staging buffers, their events and the copy stream; the destructor
+// waits for copies in flight before freeing what they read from.
+struct CudaStaging {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done[kStagingBuffers] = {};
+  void* host[kStagingBuffers] = {};
+  ~CudaStaging() {
+    if (stream) cudaStreamSynchronize(stream);
+    for (int i = 0; i < kStagingBuffers; ++i) {
+      if (done[i]) cudaEventDestroy(done[i]);
+      if (host[i]) cudaFreeHost(host[i]);
+    }
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+void require_cuda_device() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error
+    LANTERN_FAIL("--device cuda requested but no CUDA device: %s (%s)", cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+  }
+  LANTERN_CHECK(count > 0, "--device cuda requested but no CUDA device: cudaGetDeviceCount found 0");
+}
+
+std::function<void(size_t, size_t)> stderr_progress(kernels::Backend backend) {
+  const bool tty = ::isatty(STDERR_FILENO);
+  auto last = std::make_shared<double>(-1.0);
+  auto t0 = std::chrono::steady_clock::now();
+  return [=](size_t done, size_t total) {
+    double pct = 100.0 * double(done) / double(total);
+    double now = seconds_since(t0);
+    // A terminal gets a line redrawn every 0.2 s; a log one line per quarter.
+    bool show = tty ? (now - *last >= 0.2 || done == total)
+                    : (std::floor(pct / 25) > std::floor(*last / 25) || done == total);
+    if (!show) return;
+    *last = tty ? now : pct;
+    std::fprintf(stderr, "%sloading weights to %s: %.2f / %.2f GB (%3.0f%%)%s", tty ? "\r" : "",
+                 kernels::backend_name(backend), done / 1e9, total / 1e9, pct,
+                 tty && done != total ? "" : "\n");
+    std::fflush(stderr);
+  };
+}
+
+}  // namespace
+
+size_t TensorSpec::bytes() const {
+  size_t n = safetensors_dtype_bytes(dtype);
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
+  const int64_t hidden = cfg.hidden_size, inter = cfg.intermediate_size;
+  const int64_t q_dim = cfg.q_dim(), kv_dim = cfg.kv_dim(), vocab = cfg.vocab_size;
+  auto layer_shape = [&](TensorRole r) -> std::vector<int64_t> {
+    switch (r) {
+      case TensorRole::attn_norm:
+      case TensorRole::mlp_norm: return {hidden};
+      case TensorRole::wq: return {q_dim, hidden};
+      case TensorRole::wk:
+      case TensorRole::wv: return {kv_dim, hidden};
+      case TensorRole::wo: return {hidden, q_dim};
+      case TensorRole::w_gate:
+      case TensorRole::w_up: return {inter, hidden};
+      case TensorRole::w_down: return {hidden, inter};
+      default: LANTERN_ASSERT(false, "not a layer tensor role %d", static_cast<int>(r));
+    }
+  };
+  std::vector<TensorSpec> t;
+  t.push_back({"model.embed_tokens.weight", {vocab, hidden}, "BF16", TensorRole::embed, -1});
+  for (int l = 0; l < cfg.num_layers; ++l)
+    for (const auto& rn : kLayerTensors)
+      t.push_back({"model.layers." + std::to_string(l) + "." + rn.name, layer_shape(rn.role), "BF16",
+                   rn.role, l});
+  t.push_back({"model.norm.weight", {hidden}, "BF16", TensorRole::final_norm, -1});
+  if (!cfg.tie_word_embeddings)
+    t.push_back({"lm_head.weight", {vocab, hidden}, "BF16", TensorRole::lm_head, -1});
+  return t;
+}
+
+// Friend of Weights: fills its private members.
+struct WeightsLoader {
+  static Weights load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
+                      const std::function<void(size_t, size_t)>& progress_in) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const SafetensorsModel model = open_safetensors_model(model_dir);
+    const std::vector<TensorSpec> specs = expected_tensors(cfg);
+    std::vector<std::string> extra;
+    const std::vector<SafetensorsEntry> entries = match_tensor_table(model, specs, &extra);
+    if (!extra.empty()) {
+      std::string names;
+      for (size_t i = 0; i < extra.size() && i < 8; ++i) names += (i ? ", " : "") + extra[i];
+      if (extra.size() > 8) names += strformat(", ... (%zu more)", extra.size() - 8);
+      std::fprintf(stderr, "warning: %s: %zu tensor%s not used by the model: %s\n",
+                   model_dir.c_str(), extra.size(), extra.size() == 1 ? "" : "s", names.c_str());
+    }
+
+    Weights w;
+    w.backend_ = backend;
+    size_t offset = 0, payload = 0;
+    for (const auto& s : specs) {
+      w.views_.push_back(WeightView{s.name, offset, s.bytes(), s.shape});
+      offset = align_up(offset + s.bytes());
+      payload += s.bytes();
+    }
+    w.bytes_ = std::max(offset, kWeightAlign);
+
+    // Tensors in file order so every file is read front to back.
+    std::vector<fs::path> paths;
+    std::vector<Fd> fds;
+    for (const auto& f : model.files) {
+      Fd fd;
+      fd.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+      LANTERN_CHECK(fd.fd >= 0, "cannot open %s: %s", f.path.c_str(), std::strerror(errno));
+      paths.push_back(f.path);
+      fds.push_back(std::move(fd));
+    }
+    std::vector<Piece> pieces;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      int file = static_cast<int>(std::find(paths.begin(), paths.end(), entries[i].file) - paths.begin());
+      pieces.push_back({file, entries[i].begin, entries[i].bytes(), w.views_[i].offset, 0});
+    }
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+      return a.file != b.file ? a.file < b.file : a.file_offset < b.file_offset;
+    });
+    const std::vector<Chunk> chunks = plan_chunks(pieces);
+
+    std::function<void(size_t, size_t)> progress = progress_in;
+    const bool report = !progress && payload > kProgressThreshold;
+    if (report) progress = stderr_progress(backend);
+    const int threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1,
+                                        kMaxReadThreads);
+    double read_seconds = 0;
+    size_t done = 0;
+
+    if (backend == kernels::Backend::cpu) {
+      w.block_ = std::aligned_alloc(kWeightAlign, w.bytes_);
+      LANTERN_CHECK(w.block_, "out of host memory allocating the %zu-byte weight block", w.bytes_);
+      // Zero only the alignment gaps; every other byte is read from the files.
+      char* base = static_cast<char*>(w.block_);
+      size_t end = 0;
+      for (const auto& v : w.views_) {
+        std::memset(base + end, 0, v.offset - end);
+        end = v.offset + v.bytes;
+      }
+      std::memset(base + end, 0, w.bytes_ - end);
+      for (const auto& c : chunks) {
+        auto tr = std::chrono::steady_clock::now();
+        read_chunk(c, base, /*staged=*/false, fds, paths, threads);
+        read_seconds += seconds_since(tr);
+        done += c.bytes;
+        if (progress) progress(done, payload);
+      }
+    } else {
+      require_cuda_device();
+      cudaError_t err = cudaMalloc(&w.block_, w.bytes_);
+      if (err != cudaSuccess) {
+        w.block_ = nullptr;
+        cudaGetLastError();
+        LANTERN_FAIL("cudaMalloc of the %zu-byte weight block failed: %s (%s) at %s:%d", w.bytes_,
+                     cudaGetErrorName(err), cudaGetErrorString(err), __FILE__, __LINE__);
+      }
+      CudaStaging st;
+      WEIGHTS_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+      // Alignment gaps read as zeros, as on the CPU.
+      WEIGHTS_CUDA_CHECK(cudaMemsetAsync(w.block_, 0, w.bytes_, st.stream));
+      const size_t stage_bytes = std::min(kChunkBytes, std::max<size_t>(payload, 1));
+      for (int i = 0; i < kStagingBuffers; ++i) {
+        WEIGHTS_CUDA_CHECK(cudaHostAlloc(&st.host[i], stage_bytes, cudaHostAllocDefault));
+        WEIGHTS_CUDA_CHECK(cudaEventCreateWithFlags(&st.done[i], cudaEventDisableTiming));
+      }
+      char* dev = static_cast<char*>(w.block_);
+      for (size_t ci = 0; ci < chunks.size(); ++ci) {
+        const int b = static_cast<int>(ci % kStagingBuffers);
+        char* stage = static_cast<char*>(st.host[b]);
+        // Reuse a buffer only once the copies out of it have finished.
+        if (ci >= static_cast<size_t>(kStagingBuffers)) WEIGHTS_CUDA_CHECK(cudaEventSynchronize(st.done[b]));
+        auto tr = std::chrono::steady_clock::now();
+        read_chunk(chunks[ci], stage, /*staged=*/true, fds, paths, threads);
+        read_seconds += seconds_since(tr);
+        for (const auto& p : chunks[ci].pieces)
+          WEIGHTS_CUDA_CHECK(cudaMemcpyAsync(dev + p.dst_offset, stage + p.stage_offset, p.bytes,
+                                             cudaMemcpyHostToDevice, st.stream));
+        WEIGHTS_CUDA_CHECK(cudaEventRecord(st.done[b], st.stream));
+        done += chunks[ci].bytes;
+        if (progress) progress(done, payload);
+      }
+      WEIGHTS_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+    }
+    if (payload == 0 && progress) progress(0, 0);
+
+    w.stats_.bytes = payload;
+    w.stats_.read_seconds = read_seconds;
+    w.stats_.total_seconds = seconds_since(t0);
+    if (report)
+      std::fprintf(stderr, "loaded %.2f GB of weights to %s in %.3f s (%.2f GB/s; reading %.3f s)\n",
+                   payload / 1e9, kernels::backend_name(backend), w.stats_.total_seconds,
+                   w.stats_.gb_per_s(), read_seconds);
+    w.bind(cfg);
+    return w;
+  }
+};
+
+Weights Weights::load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
+                      const std::function<void(size_t, size_t)>& progress) {
+  return WeightsLoader::load(cfg, model_dir, backend, progress);
+}
+
+Weights::Weights(Weights&& o) noexcept { *this = std::move(o); }
+
+Weights& Weights::operator=(Weights&& o) noexcept {
+  if (this == &o) return *this;
+  release();
+  embed = o.embed;
+  final_norm = o.final_norm;
+  lm_head = o.lm_head;
+  layers = std::move(o.layers);
+  backend_ = o.backend_;
+  block_ = o.block_;
+  bytes_ = o.bytes_;
+  views_ = std::move(o.views_);
+  stats_ = o.stats_;
+  o.block_ = nullptr;
+  o.bytes_ = 0;
+  o.embed = o.final_norm = o.lm_head = nullptr;
+  o.layers.clear();
+  o.views_.clear();
+  return *this;
+}
+
+Weights::~Weights() { release(); }
+
+void Weights::release() {
+  if (!block_) return;
+  if (backend_ == kernels::Backend::cpu)
+    std::free(block_);
+  else
+    cudaFree(block_);
+  block_ = nullptr;
+  bytes_ = 0;
+  embed = final_norm = lm_head = nullptr;
+  layers.clear();
+  views_.clear();
+}
+
+void Weights::bind(const ModelConfig& cfg) {
+  const std::vector<TensorSpec> specs = expected_tensors(cfg);
+  LANTERN_ASSERT(specs.size() == views_.size(), "%zu views for %zu tensors", views_.size(),
+                 specs.size());
+  layers.assign(cfg.num_layers, LayerWeights{});
+  const char* base = static_cast<const char*>(block_);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const void* p = base + views_[i].offset;
+    const TensorSpec& s = specs[i];
+    LayerWeights* lw = s.layer >= 0 ? &layers[s.layer] : nullptr;
+    switch (s.role) {
+      case TensorRole::embed: embed = p; break;
+      case TensorRole::final_norm: final_norm = p; break;
+      case TensorRole::lm_head: lm_head = p; break;
+      case TensorRole::attn_norm: lw->attn_norm = p; break;
+      case TensorRole::wq: lw->wq = p; break;
+      case TensorRole::wk: lw->wk = p; break;
+      case TensorRole::wv: lw->wv = p; break;
+      case TensorRole::wo: lw->wo = p; break;
+      case TensorRole::mlp_norm: lw->mlp_norm = p; break;
+      case TensorRole::w_gate: lw->w_gate = p; break;
+      case TensorRole::w_up: lw->w_up = p; break;
+      case TensorRole::w_down: lw->w_down = p; break;
+    }
+  }
+  if (cfg.tie_word_embeddings) lm_head = embed;
+}
+
+const void* Weights::find(const std::string& name) const {
+  for (const auto& v : views_)
+    if (v.name == name) return static_cast<const char*>(block_) + v.offset;
+  LANTERN_FAIL("no weight tensor named %s", name.c_str());
+}
+
+}  // namespace lantern

@@ -1,0 +1,22 @@
+#pragma once
+// Variants 1.. of every kernel family on CUDA (bf16 activations, fp32
+// accumulation). One file per family: kernels/cuda/<family>.cu. Each launcher
+// checks its shape preconditions (lantern::Error naming the limit), launches on
+// ctx.stream and checks the launch. docs/kernels.md lists every variant.
+#include "kernels/registry.h"
+
+namespace lantern::kernels {
+
+void register_embedding_cuda(Registry& r);
+void register_rmsnorm_cuda(Registry& r);
+void register_rope_cuda(Registry& r);
+void register_kv_write_cuda(Registry& r);
+void register_attention_prefill_cuda(Registry& r);
+void register_attention_decode_cuda(Registry& r);
+void register_swiglu_cuda(Registry& r);
+void register_residual_cuda(Registry& r);
+void register_gemm_cuda(Registry& r);
+void register_argmax_cuda(Registry& r);
+void register_sample_cuda(Registry& r);
+
+}  // namespace lantern::kernels

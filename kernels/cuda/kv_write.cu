@@ -1,0 +1,70 @@
+// kv_write: scatter each token's k and v rows into its paged block (one kernel,
+// not a copy per chunk).
+//
+// Variant 1 (seed, as a kernel): one block per token; 16-byte vectors when the
+// row (n_kv_heads * head_dim) and pointers allow it. A token whose position or
+// block-table entry is out of range is skipped (never written outside the pool);
+// the CPU reference throws on it instead.
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+template <class T>  // uint4 (8 bf16) or bf16
+__global__ void kv_write_kernel(const T* __restrict__ k, const T* __restrict__ v, T* pool,
+                                const int32_t* __restrict__ positions,
+                                const int32_t* __restrict__ seq_slots,
+                                const int32_t* __restrict__ block_tables, int block_size,
+                                int max_blocks_per_seq, int row_units, int stride_units) {
+  const int i = blockIdx.x;
+  const int pos = positions[i], slot = seq_slots[i];
+  if (pos < 0 || slot < 0 || pos / block_size >= max_blocks_per_seq) return;
+  const int block = block_tables[size_t(slot) * max_blocks_per_seq + pos / block_size];
+  if (block < 0) return;
+  T* k_dst = pool + (size_t(block) * 2 * block_size + pos % block_size) * row_units;
+  T* v_dst = k_dst + size_t(block_size) * row_units;
+  const T* k_src = k + size_t(i) * stride_units;
+  const T* v_src = v + size_t(i) * stride_units;
+  for (int e = threadIdx.x; e < row_units; e += blockDim.x) {
+    k_dst[e] = k_src[e];
+    v_dst[e] = v_src[e];
+  }
+}
+
+void kv_write_seed(const KvWriteArgs& a, const LaunchCtx& ctx) {
+  const KvCacheRef& c = a.cache;
+  const int row = c.n_kv_heads * c.head_dim;
+  LANTERN_CHECK(c.n_kv_heads > 0 && c.head_dim > 0 && c.block_size > 0 && c.max_blocks_per_seq > 0,
+                "kv_write.seed: bad cache shape (kv heads %d, head_dim %d, block %d, blocks/seq %d)",
+                c.n_kv_heads, c.head_dim, c.block_size, c.max_blocks_per_seq);
+  LANTERN_CHECK(a.kv_stride >= row, "kv_write.seed: kv_stride %d < n_kv_heads*head_dim %d",
+                a.kv_stride, row);
+  if (a.n == 0) return;
+  const bool vec = row % 8 == 0 && a.kv_stride % 8 == 0 && aligned(a.k, 16) && aligned(a.v, 16) &&
+                   aligned(c.pool, 16);
+  if (vec)
+    kv_write_kernel<uint4><<<a.n, 128, 0, ctx.stream>>>(
+        static_cast<const uint4*>(a.k), static_cast<const uint4*>(a.v),
+        static_cast<uint4*>(c.pool), a.positions, a.seq_slots, c.block_tables, c.block_size,
+        c.max_blocks_per_seq, row / 8, a.kv_stride / 8);
+  else
+    kv_write_kernel<bf16><<<a.n, 128, 0, ctx.stream>>>(
+        static_cast<const bf16*>(a.k), static_cast<const bf16*>(a.v), static_cast<bf16*>(c.pool),
+        a.positions, a.seq_slots, c.block_tables, c.block_size, c.max_blocks_per_seq, row,
+        a.kv_stride);
+  CUDA_CHECK_LAST("kv_write_kernel");
+}
+
+}  // namespace
+
+void register_kv_write_cuda(Registry& r) {
+  r.add(make_entry<KvWriteArgs, kv_write_seed, kv_write_cost<2>>(
+      1, "seed", Backend::cuda,
+      "one block per token copies its k and v rows into the paged block (16-byte vectors)",
+      /*verified=*/false));
+}
+
+}  // namespace lantern::kernels

@@ -1,0 +1,66 @@
+// swiglu: out = silu(gate) * up = gate / (1 + exp(-gate)) * up, fp32 math on
+// bf16 activations (the CPU reference's formula, finite at both ends).
+//
+// Variant 1 (seed): grid-stride loop, 16-byte vectors when the shape allows.
+#include <algorithm>
+
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+__global__ void swiglu_vec_kernel(const uint4* __restrict__ gate, const uint4* __restrict__ up,
+                                  uint4* __restrict__ out, size_t vecs) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < vecs;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float g[8], u[8];
+    unpack8(gate[i], g);
+    unpack8(up[i], u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) g[j] = silu_mul(g[j], u[j]);
+    out[i] = pack8(g);
+  }
+}
+
+__global__ void swiglu_scalar_kernel(const bf16* __restrict__ gate, const bf16* __restrict__ up,
+                                     bf16* __restrict__ out, size_t count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(silu_mul(__bfloat162float(gate[i]), __bfloat162float(up[i])));
+}
+
+void swiglu_seed(const SwigluArgs& a, const LaunchCtx& ctx) {
+  LANTERN_CHECK(a.n >= 0 && a.inter > 0, "swiglu.seed: bad shape n=%d inter=%d", a.n, a.inter);
+  const size_t count = size_t(a.n) * a.inter;
+  if (count == 0) return;
+  const int threads = 256;
+  if (count % 8 == 0 && aligned(a.gate, 16) && aligned(a.up, 16) && aligned(a.out, 16)) {
+    const size_t vecs = count / 8;
+    const int blocks = static_cast<int>(std::min<size_t>((vecs + threads - 1) / threads, 132 * 16));
+    swiglu_vec_kernel<<<blocks, threads, 0, ctx.stream>>>(static_cast<const uint4*>(a.gate),
+                                                          static_cast<const uint4*>(a.up),
+                                                          static_cast<uint4*>(a.out), vecs);
+    CUDA_CHECK_LAST("swiglu_vec_kernel");
+  } else {
+    const int blocks = static_cast<int>(std::min<size_t>((count + threads - 1) / threads, 132 * 16));
+    swiglu_scalar_kernel<<<blocks, threads, 0, ctx.stream>>>(
+        static_cast<const bf16*>(a.gate), static_cast<const bf16*>(a.up), static_cast<bf16*>(a.out),
+        count);
+    CUDA_CHECK_LAST("swiglu_scalar_kernel");
+  }
+}
+
+}  // namespace
+
+void register_swiglu_cuda(Registry& r) {
+  r.add(make_entry<SwigluArgs, swiglu_seed, swiglu_cost<2>>(
+      1, "seed", Backend::cuda, "grid-stride silu(g)*u in fp32, 16-byte vectors when aligned",
+      /*verified=*/false));
+}
+
+}  // namespace lantern::kernels

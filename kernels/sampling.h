@@ -1,0 +1,138 @@
+#pragma once
+// THE sampling algorithm, shared by the CPU reference (kernels/cpu/sample_cpu.cpp,
+// argmax_cpu.cpp) and the CUDA variants. Both backends include this header so the
+// pieces that decide WHICH token is drawn are literally the same code.
+//
+// For one row of logits l[0..V) with temperature T, top_k K, top_p P, seed, step:
+//
+//  1. Greedy. If !(T > 0) (T <= 0 or NaN) the result is argmax(l) (step 5 below).
+//  2. Random number. u = uniform01(seed, step): Philox4x32-10 with
+//       key     = {uint32(seed), uint32(seed >> 32)}
+//       counter = {uint32(step), 0, 0, 0}
+//     and u = (out[0] >> 8) * 2^-24, a float in [0, 1) (exact: 24 bits).
+//     The draw depends on (seed, step) only -- not on the row or the batch.
+//  3. Rank order. Tokens are ranked by logit, highest first, ties by lower index;
+//     NaN ranks below every number (ranks_before() below). The ranking uses the
+//     logits themselves, so it is exact and identical on every backend.
+//     m = the largest non-NaN logit. If m is not finite (all NaN / -inf, or a +inf
+//     logit), the row is sampled greedily (argmax).
+//  4. Weights. w_i = expf((l_i - m) / T) in float (weight() below); NaN and -inf
+//     logits weigh 0. The top-ranked token has w = 1. This is softmax(l / T) with
+//     max subtraction, left unnormalised (normalising cancels in every step below).
+//     Candidates: the first k tokens in rank order, k = min(K, V) when K > 0, else V.
+//     Top-p (active when P < 1; a NaN P is inactive): C_j = w_(0) + ... + w_(j-1),
+//     summed in float in rank order; S = C_k. Keep the smallest prefix n >= 1 with
+//     C_n >= P * S (so P <= 0 keeps only the top token). Inactive: n = k.
+//     Draw: target = u * C_n (float); the result is the token of the smallest rank r < n
+//     with C_(r+1) > target. A zero-weight token is never drawn: if float rounding
+//     leaves no such r, the result is the last rank r < n with w_(r) > 0
+//     (pick_rank() below). So tokens of weight 0 may be dropped before ranking.
+//  5. Argmax. The index of the largest logit, lowest index on ties; NaN is smaller
+//     than every number, so a row that is all NaN returns 0 (argmax_better() below).
+//
+// Backends that sum in a different order (parallel reductions) can differ from the
+// reference only when `target` falls within float rounding of a boundary C_j or when
+// C_n ~ P * S; tests comparing backends must allow for that (rare) case.
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define LANTERN_HD __host__ __device__ __forceinline__
+#else
+#define LANTERN_HD inline
+#endif
+
+namespace lantern::kernels::sampling {
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+// Philox4x32-10 (Salmon et al., SC'11): 10 rounds, key bumped between rounds.
+LANTERN_HD Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key0 += kWeyl0;
+      key1 += kWeyl1;
+    }
+    const uint64_t p0 = static_cast<uint64_t>(kMul0) * ctr.v[0];
+    const uint64_t p1 = static_cast<uint64_t>(kMul1) * ctr.v[2];
+    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    ctr = Philox4{{hi1 ^ ctr.v[1] ^ key0, lo1, hi0 ^ ctr.v[3] ^ key1, lo0}};
+  }
+  return ctr;
+}
+
+// Step 2: the row's uniform draw in [0, 1).
+LANTERN_HD float uniform01(uint64_t seed, int32_t step) {
+  const Philox4 out = philox4x32_10(Philox4{{static_cast<uint32_t>(step), 0u, 0u, 0u}},
+                                    static_cast<uint32_t>(seed),
+                                    static_cast<uint32_t>(seed >> 32));
+  return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+// Steps 3 and 5: true when token (la, ia) ranks strictly before (lb, ib).
+// A total order: higher logit first, NaN last, lower index first among equals.
+LANTERN_HD bool ranks_before(float la, int32_t ia, float lb, int32_t ib) {
+  const bool a_nan = !(la == la), b_nan = !(lb == lb);
+  if (a_nan != b_nan) return b_nan;
+  if (!a_nan && la != lb) return la > lb;
+  return ia < ib;
+}
+// Argmax reduction step: the better of two (value, index) candidates.
+LANTERN_HD bool argmax_better(float la, int32_t ia, float lb, int32_t ib) {
+  return ranks_before(la, ia, lb, ib);
+}
+
+LANTERN_HD bool is_greedy(float temperature) { return !(temperature > 0.0f); }
+// Step 3: m must be finite for the weights to be meaningful.
+LANTERN_HD bool max_is_usable(float max_logit) {
+  return max_logit > -INFINITY && max_logit < INFINITY;
+}
+
+// Step 4: unnormalised softmax(l / T) weight. NaN and -inf weigh exactly 0.
+LANTERN_HD float weight(float logit, float max_logit, float temperature) {
+  if (!(logit > -INFINITY)) return 0.0f;
+  return expf((logit - max_logit) / temperature);
+}
+
+// Step 4: number of top-k candidates.
+LANTERN_HD int32_t candidate_count(int32_t top_k, int32_t vocab) {
+  return top_k > 0 && top_k < vocab ? top_k : vocab;
+}
+LANTERN_HD bool top_p_active(float top_p) { return top_p < 1.0f; }
+
+// Step 4 on candidates already in rank order: w_ranked[0..k) are their weights.
+// Returns the chosen rank (index into w_ranked). Sequential and in float, so a
+// device variant that has sorted its candidates can call it from one thread.
+LANTERN_HD int32_t pick_rank(const float* w_ranked, int32_t k, float top_p, float u) {
+  int32_t n = k;
+  if (top_p_active(top_p)) {
+    float total = 0.0f;
+    for (int32_t j = 0; j < k; ++j) total += w_ranked[j];
+    const float threshold = top_p * total;
+    float cum = 0.0f;
+    n = 0;
+    while (n < k) {
+      cum += w_ranked[n++];
+      if (cum >= threshold) break;
+    }
+    if (n < 1) n = 1;
+  }
+  float mass = 0.0f;
+  for (int32_t j = 0; j < n; ++j) mass += w_ranked[j];
+  const float target = u * mass;
+  float cum = 0.0f;
+  int32_t last_positive = 0;
+  for (int32_t r = 0; r < n; ++r) {
+    cum += w_ranked[r];
+    if (w_ranked[r] > 0.0f) last_positive = r;
+    if (cum > target) return r;
+  }
+  return last_positive;
+}
+
+}  // namespace lantern::kernels::sampling
