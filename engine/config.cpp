@@ -242,8 +242,12 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
   if (fs::is_regular_file(gen_path, ec)) {
     json g = read_json(gen_path);
     LANTERN_CHECK(g.is_object(), "%s: expected a JSON object", gen_path.string().c_str());
-    for (int id : token_ids(g, "eos_token_id", "generation_config.json"))
+    for (int id : token_ids(g, "eos_token_id", "generation_config.json")) {
+      LANTERN_CHECK(id >= 0 && id < c.vocab_size,
+                    "generation_config.json: eos_token_id %d is outside the vocabulary [0, %d)", id,
+                    c.vocab_size);
       if (!c.is_eos(id)) c.eos_token_ids.push_back(id);
+    }
     std::vector<int> bos = token_ids(g, "bos_token_id", "generation_config.json");
     if (c.bos_token_id < 0 && bos.size() == 1) c.bos_token_id = bos[0];
     c.validate();

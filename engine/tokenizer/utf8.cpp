@@ -72,6 +72,33 @@ void append_repaired(std::string_view s, std::string& out) {
   }
 }
 
+bool is_white_space(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
+}
+
+std::string_view trim_left(std::string_view s, bool (*is_space)(uint32_t)) {
+  while (!s.empty()) {
+    Step st = next(s);
+    if (!st.valid || !is_space(st.cp)) break;
+    s.remove_prefix(st.len);
+  }
+  return s;
+}
+
+std::string_view trim_right(std::string_view s, bool (*is_space)(uint32_t)) {
+  while (!s.empty()) {
+    size_t start = s.size() - 1;  // back over continuation bytes to the last character's start
+    while (start > 0 && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80 && s.size() - start < 4)
+      --start;
+    Step st = next(s.substr(start));
+    if (!st.valid || start + st.len != s.size() || !is_space(st.cp)) break;
+    s.remove_suffix(s.size() - start);
+  }
+  return s;
+}
+
 void append_code_point(uint32_t cp, std::string& out) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));

@@ -30,6 +30,13 @@ size_t valid_prefix(std::string_view s);
 // `s` with every maximal ill-formed subpart replaced by U+FFFD, appended to `out`.
 void append_repaired(std::string_view s, std::string& out);
 
+// Unicode White_Space (what HF's Rust code calls char::is_whitespace).
+bool is_white_space(uint32_t cp);
+
+// `s` without leading / trailing characters for which is_space(cp) holds.
+std::string_view trim_left(std::string_view s, bool (*is_space)(uint32_t));
+std::string_view trim_right(std::string_view s, bool (*is_space)(uint32_t));
+
 // Appends the UTF-8 encoding of `cp` (must be a Unicode scalar value).
 void append_code_point(uint32_t cp, std::string& out);
 

@@ -1,0 +1,39 @@
+#pragma once
+// Attribution: kernel rows for kernels.csv, each tied to its step, layer, op,
+// family and variant, with achieved rates against the roofline.
+//
+// GPU kernels (CUPTI) find their op through the external correlation id the
+// collector pushed in on_op_begin, or, when launched from a CUDA graph,
+// through the graph node the op created while the graph was captured; their
+// step comes from the step id pushed around the launching call. An op's
+// registry bytes/FLOPs are split over its kernels in proportion to duration.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "harness/gpu_records.h"
+#include "harness/runfmt/records.h"
+#include "harness/timeline.h"
+
+namespace lantern::harness {
+
+struct Roofline {
+  std::optional<double> copy_gb_per_s;     // device memory bandwidth (read + write)
+  std::optional<double> gemm_tflop_per_s;  // dense bf16 GEMM throughput
+};
+
+struct AttributionStats {
+  int64_t kernels = 0;
+  int64_t unattributed = 0;  // kernels with no op (launched outside op hooks)
+};
+
+// CUPTI kernels -> rows (memcpy/memset records are not kernels and are skipped).
+std::vector<runfmt::KernelRow> attribute_gpu_kernels(const GpuRecords& gpu, const Timeline& timeline,
+                                                     const Roofline& roofline, uint64_t origin_ns,
+                                                     AttributionStats* stats = nullptr);
+
+// Host-timed ops -> rows (the CPU backend: each op is its own "kernel").
+std::vector<runfmt::KernelRow> host_kernel_rows(const Timeline& timeline, const Roofline& roofline,
+                                                uint64_t origin_ns);
+
+}  // namespace lantern::harness

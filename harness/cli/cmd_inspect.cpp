@@ -1,0 +1,245 @@
+// `lantern inspect RUN_DIR [--compare OTHER_RUN]`: a run summarised through
+// the run-directory reader: top ops/kernels by time with achieved rates and
+// roofline share, alias violations, KV peak, the memory map; with --compare,
+// per-op times of two runs side by side with their ratio.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/common.h"
+#include "harness/cli/command.h"
+#include "harness/runfmt/run_dir.h"
+#include "harness/runfmt/summary.h"
+#include "harness/runfmt/trace.h"
+
+namespace lantern::cli {
+
+namespace {
+
+using runfmt::Run;
+
+std::string opt_num(const std::optional<double>& v, const char* fmt) {
+  return v ? strformat(fmt, *v) : std::string("-");
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return strformat(u ? "%.2f %s" : "%.0f %s", b, units[u]);
+}
+
+double metric(const nlohmann::json& m, const char* a, const char* b = nullptr) {
+  const nlohmann::json* v = &m;
+  for (const char* k : {a, b}) {
+    if (!k) break;
+    if (!v->is_object() || !v->contains(k)) return 0;
+    v = &(*v)[k];
+  }
+  return v->is_number() ? v->get<double>() : 0;
+}
+
+void print_header(const Run& run) {
+  const nlohmann::json& m = run.manifest.json;
+  std::string gpu = m.contains("gpu") && m["gpu"].is_object() ? m["gpu"].value("name", "") : "";
+  std::string commit = m.contains("git") ? m["git"].value("commit", "") : "";
+  bool dirty = m.contains("git") && m["git"].contains("dirty") && m["git"]["dirty"].is_boolean() &&
+               m["git"]["dirty"].get<bool>();
+  std::printf("run %s  (%s%s%s, commit %.12s%s, %s)\n", run.manifest.name.c_str(),
+              run.manifest.backend.c_str(), gpu.empty() ? "" : " on ", gpu.c_str(), commit.c_str(),
+              dirty ? " dirty" : "", m.value("created_utc", "").c_str());
+  std::printf("  format %d.%d%s\n", run.manifest.format_major, run.manifest.format_minor,
+              run.manifest.complete ? "" : "  INCOMPLETE (the run ended before finishing)");
+  const nlohmann::json& x = run.metrics;
+  std::printf("  requests %.0f  generated %.0f tokens  %.1f tokens/s  decode %.1f tokens/s\n",
+              metric(x, "requests"), metric(x, "generated_tokens"), metric(x, "tokens_per_s"),
+              metric(x, "decode_tokens_per_s"));
+  std::printf("  TTFT p50 %.2f ms p90 %.2f ms   TPOT p50 %.2f ms p90 %.2f ms\n",
+              1e3 * metric(x, "ttft_s", "p50"), 1e3 * metric(x, "ttft_s", "p90"),
+              1e3 * metric(x, "tpot_s", "p50"), 1e3 * metric(x, "tpot_s", "p90"));
+  if (run.manifest.copy_gb_per_s || run.manifest.gemm_tflop_per_s)
+    std::printf("  roofline: copy %s GB/s, bf16 GEMM %s TFLOP/s\n",
+                opt_num(run.manifest.copy_gb_per_s, "%.0f").c_str(),
+                opt_num(run.manifest.gemm_tflop_per_s, "%.0f").c_str());
+  const nlohmann::json& h = x.contains("harness") ? x["harness"] : nlohmann::json::object();
+  if (metric(h, "cupti_dropped_records") > 0)
+    std::printf("  WARNING: CUPTI dropped %.0f records: kernel timings are incomplete\n",
+                metric(h, "cupti_dropped_records"));
+  if (metric(h, "unattributed_kernels") > 0)
+    std::printf("  note: %.0f kernels were launched outside op hooks (unattributed)\n",
+                metric(h, "unattributed_kernels"));
+}
+
+void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, size_t top) {
+  auto rows = runfmt::summarize(run.kernels, by, phase);
+  const char* source = run.kernels.empty() ? "none" : run.kernels.front().source.c_str();
+  std::printf("\ntop %s by time (%s, timing: %s)\n", by == runfmt::GroupBy::op ? "ops" : "kernels",
+              phase.empty() ? "all phases" : phase.c_str(), source);
+  if (rows.empty()) {
+    std::printf("  (no kernel records)\n");
+    return;
+  }
+  std::printf("  %-28s %-28s %8s %10s %6s %10s %9s %9s %7s\n", "name", "family.variant", "calls",
+              "total ms", "share", "mean us", "GB/s", "TFLOP/s", "%roof");
+  for (size_t i = 0; i < rows.size() && i < top; ++i) {
+    const runfmt::TimeSummary& s = rows[i];
+    std::string fv = s.family.empty() ? "-" : s.family + "." + s.variant_name;
+    std::printf("  %-28.28s %-28.28s %8lld %10.3f %5.1f%% %10.2f %9s %9s %7s\n", s.key.c_str(),
+                fv.c_str(), static_cast<long long>(s.rows), s.total_us / 1e3, 100 * s.share,
+                s.mean_us, opt_num(s.gb_per_s, "%.1f").c_str(),
+                opt_num(s.tflop_per_s, "%.2f").c_str(), opt_num(s.pct_roofline, "%.1f").c_str());
+  }
+}
+
+void print_alias(const Run& run) {
+  const runfmt::MemoryMap& m = run.memory;
+  std::printf("\nalias plan: %lld violations, %lld stale-read warnings, %zu step patterns\n",
+              static_cast<long long>(m.violation_count), static_cast<long long>(m.warning_count),
+              m.patterns.size());
+  for (const runfmt::AliasIssue& v : m.violations)
+    std::printf("  VIOLATION x%lld: %s\n", static_cast<long long>(v.occurrences), v.message.c_str());
+  for (size_t i = 0; i < m.warnings.size() && i < 5; ++i)
+    std::printf("  warning x%lld: %s\n", static_cast<long long>(m.warnings[i].occurrences),
+                m.warnings[i].message.c_str());
+}
+
+void print_kv(const Run& run) {
+  const runfmt::KvData& kv = run.kv;
+  double max_frag = 0;
+  for (const auto& s : kv.steps) max_frag = std::max(max_frag, s.fragmentation);
+  std::printf("\nkv cache: peak %d / %d blocks (step %lld), %zu events, max fragmentation %.1f%%, "
+              "%zu leaked, %zu errors\n",
+              kv.peak_used_blocks, kv.total_blocks, static_cast<long long>(kv.peak_step),
+              kv.events.size(), 100 * max_frag, kv.leaked_blocks.size(), kv.errors.size());
+  for (size_t i = 0; i < kv.errors.size() && i < 5; ++i) std::printf("  %s\n", kv.errors[i].c_str());
+}
+
+void print_memory(const Run& run) {
+  const runfmt::MemoryMap& m = run.memory;
+  std::printf("\nmemory map (peak device %s):\n", human_bytes(static_cast<double>(m.peak_device_bytes)).c_str());
+  std::printf("  %-18s %-24s %-5s %-18s %12s\n", "owner", "name", "on", "address", "size");
+  for (const runfmt::Allocation& a : m.allocations)
+    std::printf("  %-18.18s %-24.24s %-5s 0x%-16llx %12s%s\n", a.owner.c_str(), a.name.c_str(),
+                a.backend.c_str(), static_cast<unsigned long long>(a.address),
+                human_bytes(static_cast<double>(a.bytes)).c_str(), a.free_us ? "  (freed)" : "");
+  if (!m.views.empty()) {
+    std::printf("  arena %s at 0x%llx: %zu buffers, %zu views\n",
+                human_bytes(static_cast<double>(m.arena_bytes)).c_str(),
+                static_cast<unsigned long long>(m.arena_address), m.buffers.size(), m.views.size());
+    for (const runfmt::ViewRecord& v : m.views) {
+      const runfmt::BufferRecord* b = v.buffer >= 0 ? &m.buffers[v.buffer] : nullptr;
+      std::printf("    %-20.20s buffer %-20.20s +%-10llu %12s %s\n", v.name.c_str(),
+                  b ? b->name.c_str() : "?", static_cast<unsigned long long>(v.offset),
+                  human_bytes(static_cast<double>(v.bytes)).c_str(), b ? b->shape.c_str() : "");
+    }
+  }
+  for (const std::string& e : m.errors) std::printf("  ERROR: %s\n", e.c_str());
+}
+
+void print_compare(const Run& a, const Run& b, const std::string& phase) {
+  std::printf("\ncompare A=%s  B=%s (%s)\n", a.manifest.name.c_str(), b.manifest.name.c_str(),
+              phase.empty() ? "all phases" : phase.c_str());
+  auto row = [](const char* what, double x, double y) {
+    std::printf("  %-22s %12.3f %12.3f %8s\n", what, x, y, x > 0 ? strformat("%.3f", y / x).c_str() : "-");
+  };
+  std::printf("  %-22s %12s %12s %8s\n", "metric", "A", "B", "B/A");
+  row("tokens/s", metric(a.metrics, "tokens_per_s"), metric(b.metrics, "tokens_per_s"));
+  row("decode tokens/s", metric(a.metrics, "decode_tokens_per_s"),
+      metric(b.metrics, "decode_tokens_per_s"));
+  row("TTFT p50 ms", 1e3 * metric(a.metrics, "ttft_s", "p50"), 1e3 * metric(b.metrics, "ttft_s", "p50"));
+  row("TPOT p50 ms", 1e3 * metric(a.metrics, "tpot_s", "p50"), 1e3 * metric(b.metrics, "tpot_s", "p50"));
+
+  struct Pair {
+    const runfmt::TimeSummary* a = nullptr;
+    const runfmt::TimeSummary* b = nullptr;
+  };
+  auto sa = runfmt::summarize(a.kernels, runfmt::GroupBy::op, phase);
+  auto sb = runfmt::summarize(b.kernels, runfmt::GroupBy::op, phase);
+  std::map<std::string, Pair> ops;
+  std::vector<std::string> order;
+  for (const auto& s : sa) {
+    if (!ops.count(s.key)) order.push_back(s.key);
+    ops[s.key].a = &s;
+  }
+  for (const auto& s : sb) {
+    if (!ops.count(s.key)) order.push_back(s.key);
+    ops[s.key].b = &s;
+  }
+  std::printf("\n  %-24s %-22s %-22s %11s %11s %11s %11s %8s\n", "op", "A variant", "B variant",
+              "A total ms", "B total ms", "A mean us", "B mean us", "B/A");
+  double ta = 0, tb = 0;
+  for (const std::string& key : order) {
+    const Pair& p = ops[key];
+    auto variant = [](const runfmt::TimeSummary* s) {
+      return s && !s->family.empty() ? s->family + "." + s->variant_name : std::string("-");
+    };
+    double at = p.a ? p.a->total_us / 1e3 : 0, bt = p.b ? p.b->total_us / 1e3 : 0;
+    ta += at;
+    tb += bt;
+    std::printf("  %-24.24s %-22.22s %-22.22s %11.3f %11.3f %11.2f %11.2f %8s\n", key.c_str(),
+                variant(p.a).c_str(), variant(p.b).c_str(), at, bt, p.a ? p.a->mean_us : 0.0,
+                p.b ? p.b->mean_us : 0.0, at > 0 && bt > 0 ? strformat("%.3f", bt / at).c_str() : "-");
+  }
+  std::printf("  %-24s %-22s %-22s %11.3f %11.3f %11s %11s %8s\n", "total", "", "", ta, tb, "", "",
+              ta > 0 ? strformat("%.3f", tb / ta).c_str() : "-");
+}
+
+int inspect(const std::vector<std::string>& argv) {
+  Args args(argv, {"--compare", "--top", "--phase", "--by"}, {"--check", "--help"});
+  if (args.flag("--help") || args.positional().size() != 1) {
+    std::fprintf(stderr,
+                 "usage: lantern inspect RUN_DIR [--compare OTHER_RUN] [--top N] [--phase "
+                 "prefill|decode|mixed] [--by op|kernel] [--check]\n"
+                 "  --check   also validate trace.json; exit 1 if the run has alias violations,\n"
+                 "            KV or memory-map errors, dropped CUPTI records or a malformed trace\n");
+    return args.flag("--help") ? 0 : 2;
+  }
+  const bool check = args.flag("--check");
+  const std::string phase = args.get_or("--phase", "");
+  const std::string by_text = args.get_or("--by", "op");
+  LANTERN_CHECK(by_text == "op" || by_text == "kernel", "--by expects op or kernel, got '%s'",
+                by_text.c_str());
+  const long top = args.get_int("--top", 15);
+  LANTERN_CHECK(top > 0, "--top expects a positive count");
+
+  Run run = runfmt::RunReader::open(args.positional()[0], runfmt::ReadOptions{check});
+  if (auto other = args.get("--compare")) {
+    Run b = runfmt::RunReader::open(*other, runfmt::ReadOptions{false});
+    print_header(run);
+    print_header(b);
+    print_compare(run, b, phase);
+    return 0;
+  }
+  print_header(run);
+  print_top(run, by_text == "op" ? runfmt::GroupBy::op : runfmt::GroupBy::kernel, phase,
+            static_cast<size_t>(top));
+  print_alias(run);
+  print_kv(run);
+  print_memory(run);
+  if (!check) return 0;
+
+  std::vector<std::string> problems = runfmt::check_trace(run.trace);
+  for (std::string& p : problems) p = "trace.json: " + p;
+  if (run.memory.violation_count > 0)
+    problems.push_back(strformat("%lld alias violations", static_cast<long long>(run.memory.violation_count)));
+  for (const std::string& e : run.memory.errors) problems.push_back("memory.json: " + e);
+  for (const std::string& e : run.kv.errors) problems.push_back("kv.json: " + e);
+  if (metric(run.metrics, "harness", "cupti_dropped_records") > 0)
+    problems.push_back("CUPTI dropped records");
+  if (!run.manifest.complete) problems.push_back("the run is incomplete");
+  std::printf("\ncheck: %s\n", problems.empty() ? "OK" : "FAILED");
+  for (const std::string& p : problems) std::printf("  %s\n", p.c_str());
+  return problems.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+LANTERN_COMMAND("inspect", "summarise a run directory, or compare two (--compare)", inspect);
+
+}  // namespace lantern::cli

@@ -1,0 +1,113 @@
+#include "harness/cli/engine_args.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/common.h"
+#include "engine/device.h"
+
+namespace lantern::cli {
+
+std::vector<std::string> engine_value_options() {
+  return {"--model",         "--device",       "--limits",      "--max-batch-tokens",
+          "--max-seqs",      "--max-context",  "--kv-block-size", "--kv-blocks",
+          "--kv-fraction",   "--kernels"};
+}
+std::vector<std::string> engine_flag_options() { return {"--quiet", "--no-cuda-graphs"}; }
+
+kernels::Backend backend_from_args(const Args& args) {
+  auto d = args.get("--device");
+  if (!d) return Device::cuda_available() ? kernels::Backend::cuda : kernels::Backend::cpu;
+  if (*d == "cpu") return kernels::Backend::cpu;
+  if (*d == "cuda") return kernels::Backend::cuda;
+  LANTERN_FAIL("unknown --device '%s': use cpu or cuda", d->c_str());
+}
+
+EngineLimits limits_from_args(const Args& args) {
+  EngineLimits l;
+  if (auto f = args.get("--limits")) {
+    std::ifstream in(*f);
+    LANTERN_CHECK(in, "cannot open limits file %s", f->c_str());
+    nlohmann::json j;
+    try {
+      in >> j;
+    } catch (const nlohmann::json::exception& e) {
+      LANTERN_FAIL("limits file %s is not valid JSON: %s", f->c_str(), e.what());
+    }
+    l = EngineLimits::from_json(j);
+  }
+  l.max_batch_tokens = static_cast<int>(args.get_int("--max-batch-tokens", l.max_batch_tokens));
+  l.max_seqs = static_cast<int>(args.get_int("--max-seqs", l.max_seqs));
+  l.max_context = static_cast<int>(args.get_int("--max-context", l.max_context));
+  l.kv_block_size = static_cast<int>(args.get_int("--kv-block-size", l.kv_block_size));
+  l.kv_num_blocks = static_cast<int>(args.get_int("--kv-blocks", l.kv_num_blocks));
+  l.kv_memory_fraction = args.get_double("--kv-fraction", l.kv_memory_fraction);
+  return l;
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string tok;
+  auto flush = [&] {
+    if (tok.empty()) return;
+    char* end = nullptr;
+    long v = std::strtol(tok.c_str(), &end, 10);
+    LANTERN_CHECK(end && *end == '\0', "token id '%s' is not an integer", tok.c_str());
+    LANTERN_CHECK(v >= 0 && v <= INT32_MAX, "token id %ld is out of range", v);
+    ids.push_back(static_cast<int32_t>(v));
+    tok.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') flush();
+    else tok += c;
+  }
+  flush();
+  return ids;
+}
+
+LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimits* override_limits) {
+  LoadedEngine le;
+  le.model_dir = args.require("--model");
+  le.config = ModelConfig::load(le.model_dir);
+  EngineOptions opt;
+  opt.backend = backend_from_args(args);
+  opt.limits = override_limits ? *override_limits : limits_from_args(args);
+  if (opt.limits.max_context > le.config.max_position_embeddings && le.config.max_position_embeddings > 0 &&
+      !args.get("--max-context") && !args.get("--limits"))
+    opt.limits.max_context = le.config.max_position_embeddings;
+  opt.observer = observer;
+  opt.use_cuda_graphs = !args.flag("--no-cuda-graphs");
+  if (auto k = args.get("--kernels")) {
+    std::stringstream ss(*k);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      auto eq = item.find('=');
+      LANTERN_CHECK(eq != std::string::npos, "--kernels entry '%s' must look like family=variant",
+                    item.c_str());
+      opt.kernels.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    }
+  }
+  bool quiet = args.flag("--quiet");
+  auto progress = [quiet](size_t done, size_t total) {
+    if (quiet || total < (1ull << 30)) return;
+    std::fprintf(stderr, "\rloading weights: %5.1f%% (%.2f / %.2f GB)", 100.0 * done / total, done / 1e9,
+                 total / 1e9);
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  Weights w = Weights::load(le.config, le.model_dir, opt.backend, progress);
+  le.load_stats = w.stats();
+  if (!quiet)
+    std::fprintf(stderr, "lantern: loaded %.3f GB of weights on %s in %.3f s (%.2f GB/s)\n",
+                 w.stats().bytes / 1e9, kernels::backend_name(opt.backend), w.stats().total_seconds,
+                 w.stats().gb_per_s());
+  le.engine = std::make_unique<Engine>(le.config, std::move(w), opt);
+  if (!quiet)
+    std::fprintf(stderr, "lantern: memory budget (%s)\n%s", kernels::backend_name(opt.backend),
+                 le.engine->memory_budget().table().c_str());
+  return le;
+}
+
+}  // namespace lantern::cli

@@ -1,0 +1,34 @@
+#pragma once
+// Options shared by every command that builds an engine (generate, score, ...).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "harness/cli/command.h"
+
+namespace lantern::cli {
+
+// Options these helpers read; commands append their own.
+std::vector<std::string> engine_value_options();
+std::vector<std::string> engine_flag_options();
+
+struct LoadedEngine {
+  ModelConfig config;
+  std::filesystem::path model_dir;
+  std::unique_ptr<Engine> engine;
+  WeightLoadStats load_stats;
+};
+
+// --device cpu|cuda (default: cuda when a GPU is usable, else cpu).
+kernels::Backend backend_from_args(const Args& args);
+// Limits from --limits FILE.json then the individual --max-* options.
+EngineLimits limits_from_args(const Args& args);
+// Loads config + weights and builds the engine; prints the load line and the
+// memory budget to stderr unless --quiet.
+LoadedEngine build_engine(const Args& args, Observer* observer = nullptr,
+                          const EngineLimits* override_limits = nullptr);
+
+std::vector<int32_t> parse_ids(const std::string& text);  // "1,2 3\n4" -> {1,2,3,4}
+
+}  // namespace lantern::cli

@@ -1,0 +1,32 @@
+#pragma once
+// The harness's command-line options, shared by every command that runs the
+// engine (`lantern generate`, `lantern score`, `lantern run`):
+//
+//   --record DIR          write a run directory to DIR
+//   --name NAME           run name in the manifest (default: DIR's last component)
+//   --profile-steps A:B   cudaProfilerStart before step A, Stop after step B (nsys)
+//   --harness on|off      off: attach no observer at all
+//   --no-nvtx --no-cupti --no-alias --no-kv --no-memory --no-roofline
+//
+// A command appends harness_value_options()/harness_flag_options() to its
+// own option lists and builds a Session from parse_harness_options(args).
+#include <string>
+#include <vector>
+
+#include "harness/cli/command.h"
+#include "harness/session.h"
+
+namespace lantern::cli {
+
+const std::vector<std::string>& harness_value_options();
+const std::vector<std::string>& harness_flag_options();
+// Throws lantern::Error naming the option on a bad value.
+harness::HarnessOptions parse_harness_options(const Args& args);
+// Usage lines for a command's help text.
+std::string harness_options_help();
+
+// Appends the harness options to a command's declared option lists.
+void add_harness_options(std::vector<std::string>& value_options,
+                         std::vector<std::string>& flag_options);
+
+}  // namespace lantern::cli

@@ -1,0 +1,377 @@
+#include "harness/cupti_collector.h"
+
+#include <cxxabi.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+
+#include "engine/common.h"
+#include "harness/clock.h"
+#include "harness/cupti_check.h"
+
+namespace lantern::harness {
+
+// ------------------------------------------------------------------ checks
+const char* cupti_error_string(CUptiResult result) {
+  const char* text = nullptr;
+  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || !text) return "unknown CUPTI error";
+  return text;
+}
+
+void cupti_fail(CUptiResult result, const char* call, const char* file, int line) {
+  const char* hint = "";
+  switch (result) {
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+      hint = ": another profiler (nsys, ncu) already uses CUPTI; run lantern with --no-cupti "
+             "under it";
+      break;
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+      hint = ": profiling needs permission (NVreg_RestrictProfilingToAdminUsers=0, or run as root)";
+      break;
+    case CUPTI_ERROR_NOT_INITIALIZED:
+    case CUPTI_ERROR_INVALID_DEVICE:
+      hint = ": no usable CUDA driver/GPU; use --no-cupti or the cpu backend";
+      break;
+    default:
+      break;
+  }
+  throw Error(strformat("%s failed: %s (CUPTI error %d) at %s:%d%s", call,
+                        cupti_error_string(result), static_cast<int>(result), file, line, hint));
+}
+
+namespace {
+
+std::atomic<CuptiCollector*> g_collector{nullptr};
+size_t g_buffer_bytes = 8u << 20;
+
+uint64_t CUPTIAPI harness_timestamp() { return clock_ns(); }
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *size = g_buffer_bytes;
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, g_buffer_bytes));
+  *max_records = 0;  // as many as fit
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
+                               size_t valid_bytes) {
+  if (CuptiCollector* c = g_collector.load()) c->handle_buffer(buffer, valid_bytes, context, stream);
+  std::free(buffer);
+}
+
+void CUPTIAPI resource_callback(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
+  static_cast<CuptiCollector*>(user)->handle_graph_callback(cbid, data);
+}
+
+std::string demangle(const char* name) {
+  if (!name) return "?";
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || !out) return name;
+  std::string s(out);
+  std::free(out);
+  return s;
+}
+
+const CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+const CUpti_ActivityKind kApiKinds[] = {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
+
+}  // namespace
+
+// ------------------------------------------------------------------ collector
+CuptiCollector::CuptiCollector(const Timeline* timeline, CuptiOptions options)
+    : timeline_(timeline), options_(options) {
+  LANTERN_ASSERT(timeline_ != nullptr, "CuptiCollector needs the session's timeline");
+}
+
+CuptiCollector::~CuptiCollector() {
+  if (!active_) return;
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lantern harness: stopping CUPTI failed: %s\n", e.what());
+  }
+}
+
+uint32_t CuptiCollector::cupti_version() {
+  uint32_t v = 0;
+  LANTERN_CUPTI(cuptiGetVersion(&v));
+  return v;
+}
+
+void CuptiCollector::start() {
+  LANTERN_ASSERT(!active_, "CUPTI collector started twice");
+  CuptiCollector* expected = nullptr;
+  LANTERN_CHECK(g_collector.compare_exchange_strong(expected, this),
+                "only one CUPTI collector can run per process");
+  try {
+    g_buffer_bytes = options_.buffer_bytes;
+    // Stamp every record with the harness clock so host and GPU share one axis.
+    CUptiResult r = cuptiActivityRegisterTimestampCallback(harness_timestamp);
+    if (r != CUPTI_SUCCESS) {
+      uint64_t cupti_now = 0;
+      LANTERN_CUPTI(cuptiGetTimestamp(&cupti_now));
+      clock_offset_ns_ = static_cast<int64_t>(clock_ns()) - static_cast<int64_t>(cupti_now);
+      clock_offset_needed_ = true;
+      std::lock_guard<std::mutex> lock(mutex_);
+      records_.errors.push_back(strformat("cuptiActivityRegisterTimestampCallback failed (%s): "
+                                          "CUPTI times shifted by a measured offset instead",
+                                          cupti_error_string(r)));
+    }
+    LANTERN_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    CUpti_SubscriberHandle subscriber = nullptr;
+    LANTERN_CUPTI(cuptiSubscribe(&subscriber, resource_callback, this));
+    subscriber_ = subscriber;
+    LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
+    LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+    for (CUpti_ActivityKind k : kKinds) LANTERN_CUPTI(cuptiActivityEnable(k));
+    if (options_.api)
+      for (CUpti_ActivityKind k : kApiKinds) LANTERN_CUPTI(cuptiActivityEnable(k));
+    if (options_.markers) LANTERN_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
+  } catch (...) {
+    // Leave CUPTI as we found it; report the first failure.
+    for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+    for (CUpti_ActivityKind k : kApiKinds) cuptiActivityDisable(k);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER);
+    if (subscriber_) cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_));
+    subscriber_ = nullptr;
+    g_collector.store(nullptr);
+    throw;
+  }
+  active_ = true;
+}
+
+void CuptiCollector::stop() {
+  if (!active_) return;
+  active_ = false;
+  cudaError_t sync = cudaDeviceSynchronize();
+  if (sync != cudaSuccess) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records_.errors.push_back(strformat("cudaDeviceSynchronize before the CUPTI flush failed: %s",
+                                        cudaGetErrorString(sync)));
+  }
+  LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  for (CUpti_ActivityKind k : kKinds) LANTERN_CUPTI(cuptiActivityDisable(k));
+  if (options_.api)
+    for (CUpti_ActivityKind k : kApiKinds) LANTERN_CUPTI(cuptiActivityDisable(k));
+  if (options_.markers) LANTERN_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER));
+  LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  if (subscriber_) LANTERN_CUPTI(cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_)));
+  subscriber_ = nullptr;
+  g_collector.store(nullptr);
+  if (op_pushes_ != 0 || step_pushes_ != 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records_.errors.push_back(strformat("unbalanced external correlation pushes at stop "
+                                        "(ops %d, steps %d)",
+                                        op_pushes_, step_pushes_));
+  }
+}
+
+GpuRecords CuptiCollector::take() {
+  LANTERN_ASSERT(!active_, "take() before stop()");
+  std::lock_guard<std::mutex> lock(mutex_);
+  GpuRecords out = std::move(records_);
+  records_ = GpuRecords{};
+  return out;
+}
+
+// ------------------------------------------------------------------ hot path
+void CuptiCollector::on_step_begin(const StepInfo& s) {
+  if (!active_) return;
+  LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
+                                                       static_cast<uint64_t>(s.step) + 1));
+  ++step_pushes_;
+}
+
+void CuptiCollector::on_step_end(const StepInfo&) {
+  if (!active_ || step_pushes_ == 0) return;
+  uint64_t last = 0;
+  LANTERN_CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, &last));
+  --step_pushes_;
+}
+
+void CuptiCollector::on_op_begin(const OpInfo&) {
+  if (!active_) return;
+  const int64_t launch = timeline_->current_launch();
+  LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                                       static_cast<uint64_t>(launch) + 1));
+  ++op_pushes_;
+}
+
+void CuptiCollector::on_op_end(const OpInfo&) {
+  if (!active_ || op_pushes_ == 0) return;
+  uint64_t last = 0;
+  LANTERN_CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
+  --op_pushes_;
+}
+
+// ------------------------------------------------------------------ CUPTI's thread
+uint32_t CuptiCollector::intern(const std::string& name) {
+  auto [it, inserted] = name_index_.emplace(name, static_cast<uint32_t>(records_.names.size()));
+  if (inserted) records_.names.push_back(name);
+  return it->second;
+}
+
+uint64_t CuptiCollector::to_harness_clock(uint64_t cupti_ns) const {
+  if (!clock_offset_needed_) return cupti_ns;
+  return static_cast<uint64_t>(static_cast<int64_t>(cupti_ns) + clock_offset_ns_);
+}
+
+void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* context,
+                                   uint32_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CUpti_Activity* record = nullptr;
+  while (valid_bytes > 0) {
+    CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_bytes, &record);
+    if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
+    if (r != CUPTI_SUCCESS) {
+      records_.errors.push_back(strformat("cuptiActivityGetNextRecord failed: %s",
+                                          cupti_error_string(r)));
+      break;
+    }
+    ++records_.records;
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      case CUPTI_ACTIVITY_KIND_KERNEL: {
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        GpuActivity a;
+        a.kind = GpuActivityKind::kernel;
+        a.start_ns = to_harness_clock(k->start);
+        a.end_ns = to_harness_clock(k->end);
+        a.graph_node = k->graphNodeId;
+        a.graph_id = k->graphId;
+        a.correlation = k->correlationId;
+        a.stream = k->streamId;
+        a.device = k->deviceId;
+        a.name = intern(demangle(k->name));
+        records_.activities.push_back(a);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        GpuActivity a;
+        a.kind = GpuActivityKind::memcpy;
+        a.start_ns = to_harness_clock(m->start);
+        a.end_ns = to_harness_clock(m->end);
+        a.graph_node = m->graphNodeId;
+        a.graph_id = m->graphId;
+        a.correlation = m->correlationId;
+        a.stream = m->streamId;
+        a.device = m->deviceId;
+        a.bytes = m->bytes;
+        a.copy_kind = m->copyKind;
+        static const char* const kCopyNames[] = {"memcpy", "memcpy HtoD", "memcpy DtoH",
+                                                 "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
+                                                 "memcpy AtoD", "memcpy DtoA", "memcpy DtoD",
+                                                 "memcpy HtoH", "memcpy PtoP"};
+        a.name = intern(m->copyKind < sizeof kCopyNames / sizeof kCopyNames[0]
+                            ? kCopyNames[m->copyKind]
+                            : "memcpy");
+        records_.activities.push_back(a);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        GpuActivity a;
+        a.kind = GpuActivityKind::memset;
+        a.start_ns = to_harness_clock(m->start);
+        a.end_ns = to_harness_clock(m->end);
+        a.graph_node = m->graphNodeId;
+        a.graph_id = m->graphId;
+        a.correlation = m->correlationId;
+        a.stream = m->streamId;
+        a.device = m->deviceId;
+        a.bytes = m->bytes;
+        a.name = intern("memset");
+        records_.activities.push_back(a);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        ApiCall c;
+        c.start_ns = to_harness_clock(api->start);
+        c.end_ns = to_harness_clock(api->end);
+        c.correlation = api->correlationId;
+        auto [t, added] = thread_index_.emplace(api->threadId,
+                                                static_cast<uint32_t>(thread_index_.size()));
+        c.thread = t->second;
+        const char* name = nullptr;
+        CUpti_CallbackDomain domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME
+                                          ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                          : CUPTI_CB_DOMAIN_DRIVER_API;
+        if (cuptiGetCallbackName(domain, api->cbid, &name) != CUPTI_SUCCESS || !name) name = "?";
+        c.name = intern(name);
+        records_.api_calls.push_back(c);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        const auto* x = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+        if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 && x->externalId > 0)
+          records_.launch_of_correlation[x->correlationId] = static_cast<int64_t>(x->externalId) - 1;
+        else if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1 && x->externalId > 0)
+          records_.step_of_correlation[x->correlationId] = static_cast<int64_t>(x->externalId) - 1;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MARKER: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(record);
+        MarkerRecord mk;
+        mk.t_ns = to_harness_clock(m->timestamp);
+        mk.id = m->id;
+        mk.start = (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0 ||
+                   (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) != 0;
+        mk.name = m->name ? m->name : "";
+        mk.domain = m->domain ? m->domain : "";
+        records_.markers.push_back(std::move(mk));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  size_t dropped = 0;
+  CUptiResult r = cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), stream, &dropped);
+  if (r == CUPTI_SUCCESS)
+    records_.dropped_records += dropped;
+  else
+    records_.errors.push_back(strformat("cuptiActivityGetNumDroppedRecords failed: %s",
+                                        cupti_error_string(r)));
+}
+
+void CuptiCollector::handle_graph_callback(uint32_t cbid, const void* resource_data) {
+  const auto* rd = static_cast<const CUpti_ResourceData*>(resource_data);
+  const auto* graph = static_cast<const CUpti_GraphData*>(rd ? rd->resourceDescriptor : nullptr);
+  if (!graph) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t node = 0;
+  CUptiResult r = cuptiGetGraphNodeId(graph->node, &node);
+  if (r != CUPTI_SUCCESS) {
+    records_.errors.push_back(strformat("cuptiGetGraphNodeId failed: %s", cupti_error_string(r)));
+    return;
+  }
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+    // Node created while an op is being captured: the op owns it.
+    const int64_t launch = timeline_->current_launch();
+    if (launch >= 0) records_.launch_of_graph_node[node] = launch;
+  } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
+    uint64_t original = 0;
+    r = cuptiGetGraphNodeId(graph->originalNode, &original);
+    if (r != CUPTI_SUCCESS) {
+      records_.errors.push_back(strformat("cuptiGetGraphNodeId failed: %s", cupti_error_string(r)));
+      return;
+    }
+    auto it = records_.launch_of_graph_node.find(original);
+    if (it != records_.launch_of_graph_node.end()) records_.launch_of_graph_node[node] = it->second;
+  }
+}
+
+}  // namespace lantern::harness

@@ -1,0 +1,84 @@
+#pragma once
+// CuptiCollector: GPU activity through CUPTI's activity API.
+//
+// Collected: concurrent kernels (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, never
+// the serialising KERNEL kind), memcpy, memset, runtime and driver API calls
+// with their correlation ids, external correlation records, CUDA graph node
+// ids (resource callbacks at capture and instantiation) and, on request, NVTX
+// markers. CUPTI fills buffers asynchronously; they are parsed on CUPTI's
+// thread in the buffer-completed callback, off the engine's hot path. Dropped
+// records are counted (cuptiActivityGetNumDroppedRecords) and reported.
+//
+// Hot path: on_op_begin pushes the op-log index as an external correlation id
+// (kind CUSTOM0) and on_op_end pops it; on_step_begin/end do the same with
+// the step (kind CUSTOM1), so kernels replayed from a CUDA graph still learn
+// their step. Every CUPTI call is checked; a failure throws lantern::Error
+// naming the call and the CUPTI error.
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "engine/observer.h"
+#include "harness/gpu_records.h"
+#include "harness/timeline.h"
+
+namespace lantern::harness {
+
+struct CuptiOptions {
+  bool api = true;       // runtime + driver API records (needed for correlation)
+  bool markers = false;  // NVTX ranges (needs NVTX_INJECTION64_PATH=libcupti.so)
+  size_t buffer_bytes = 8u << 20;
+};
+
+class CuptiCollector : public Observer {
+ public:
+  // `timeline` gives the op-log index of the op being launched; it must be
+  // attached before this collector in the observer set.
+  explicit CuptiCollector(const Timeline* timeline, CuptiOptions options = {});
+  ~CuptiCollector() override;
+  CuptiCollector(const CuptiCollector&) = delete;
+  CuptiCollector& operator=(const CuptiCollector&) = delete;
+
+  // Enables collection. Throws lantern::Error when CUPTI refuses (no GPU,
+  // another profiler such as nsys already holds CUPTI, ...). One collector
+  // may be active per process.
+  void start();
+  // Synchronises the device, flushes every buffer and disables collection.
+  void stop();
+  bool active() const { return active_; }
+
+  void on_step_begin(const StepInfo& s) override;
+  void on_step_end(const StepInfo& s) override;
+  void on_op_begin(const OpInfo& op) override;
+  void on_op_end(const OpInfo& op) override;
+
+  // Everything collected (call after stop()).
+  GpuRecords take();
+
+  // The CUPTI library's API version (cuptiGetVersion), e.g. 130001.
+  static uint32_t cupti_version();
+
+  // Called from CUPTI's C callbacks.
+  void handle_buffer(uint8_t* buffer, size_t valid_bytes, void* context, uint32_t stream);
+  void handle_graph_callback(uint32_t cbid, const void* resource_data);
+
+ private:
+  const Timeline* timeline_;
+  CuptiOptions options_;
+  bool active_ = false;
+  bool clock_offset_needed_ = false;
+  int64_t clock_offset_ns_ = 0;  // harness clock - CUPTI clock, when CUPTI could not use ours
+  void* subscriber_ = nullptr;
+  int op_pushes_ = 0, step_pushes_ = 0;
+
+  std::mutex mutex_;  // guards records_ and the maps below (CUPTI's thread writes them)
+  GpuRecords records_;
+  std::unordered_map<std::string, uint32_t> name_index_;
+  std::unordered_map<uint32_t, uint32_t> thread_index_;
+  uint32_t intern(const std::string& name);
+  uint64_t to_harness_clock(uint64_t cupti_ns) const;
+};
+
+}  // namespace lantern::harness

@@ -1,0 +1,65 @@
+#pragma once
+// What the CUPTI collector hands over: GPU activities, runtime/driver API
+// calls, correlation maps and NVTX markers, as plain data (no CUPTI types),
+// so attribution and trace building are testable without a GPU.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+namespace lantern::harness {
+
+enum class GpuActivityKind : uint8_t { kernel, memcpy, memset };
+
+struct GpuActivity {
+  uint64_t start_ns = 0, end_ns = 0;  // harness clock (clock.h)
+  uint64_t graph_node = 0;            // 0: not launched from a CUDA graph
+  uint64_t bytes = 0;                 // memcpy / memset
+  uint32_t correlation = 0;           // CUPTI correlation id of the launching API call
+  uint32_t stream = 0;
+  uint32_t name = 0;                  // index into GpuRecords::names
+  uint32_t device = 0;
+  uint32_t graph_id = 0;
+  GpuActivityKind kind = GpuActivityKind::kernel;
+  uint8_t copy_kind = 0;              // CUpti_ActivityMemcpyKind for memcpy
+  uint16_t reserved = 0;
+};
+static_assert(sizeof(GpuActivity) == 56);
+static_assert(std::is_standard_layout_v<GpuActivity>);
+
+struct ApiCall {
+  uint64_t start_ns = 0, end_ns = 0;
+  uint32_t correlation = 0;
+  uint32_t thread = 0;  // index of the host thread (0, 1, ... in order of appearance)
+  uint32_t name = 0;    // index into GpuRecords::names ("cudaLaunchKernel", ...)
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(ApiCall) == 32);
+
+// An NVTX range edge as CUPTI saw it (CUPTI_ACTIVITY_KIND_MARKER).
+struct MarkerRecord {
+  uint64_t t_ns = 0;
+  uint32_t id = 0;
+  bool start = false;  // false: end of the range with this id
+  std::string name;    // start records only
+  std::string domain;
+};
+
+struct GpuRecords {
+  std::vector<GpuActivity> activities;
+  std::vector<ApiCall> api_calls;
+  std::vector<MarkerRecord> markers;
+  std::vector<std::string> names;
+  // correlation id -> op-log index (external correlation, kind CUSTOM0)
+  std::unordered_map<uint32_t, int64_t> launch_of_correlation;
+  // correlation id -> engine step (external correlation, kind CUSTOM1)
+  std::unordered_map<uint32_t, int64_t> step_of_correlation;
+  // CUDA graph node id -> op-log index of the op that captured it
+  std::unordered_map<uint64_t, int64_t> launch_of_graph_node;
+  uint64_t records = 0;          // activity records parsed
+  uint64_t dropped_records = 0;  // reported by cuptiActivityGetNumDroppedRecords
+  std::vector<std::string> errors;
+};
+
+}  // namespace lantern::harness

@@ -1,0 +1,130 @@
+#include "harness/runfmt/run_dir.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "engine/common.h"
+#include "harness/runfmt/json_util.h"
+#include "harness/runfmt/kernels_csv.h"
+#include "harness/runfmt/schema.h"
+#include "harness/runfmt/serialize.h"
+#include "harness/runfmt/trace.h"
+
+namespace lantern::runfmt {
+
+using nlohmann::json;
+
+RunWriter::RunWriter(std::filesystem::path dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  LANTERN_CHECK(!ec && std::filesystem::is_directory(dir_), "cannot create run directory %s (%s)",
+                dir_.c_str(), ec ? ec.message().c_str() : "not a directory");
+}
+
+void RunWriter::write_manifest(json manifest) const {
+  LANTERN_ASSERT(manifest.is_object() && manifest.contains("name"), "manifest needs a name");
+  manifest["format"] = "lantern-run";
+  manifest["format_version"] = run_format_version();
+  detail::write_json_file(dir_ / files::kManifest, manifest);
+}
+
+void RunWriter::write_metrics(json metrics) const {
+  LANTERN_ASSERT(metrics.is_object(), "metrics must be an object");
+  metrics["format_version"] = run_format_version();
+  detail::write_json_file(dir_ / files::kMetrics, metrics);
+}
+
+void RunWriter::write_trace(const std::vector<TraceEvent>& events, json other_data) const {
+  if (!other_data.is_object()) other_data = json::object();
+  other_data["format_version"] = run_format_version();
+  runfmt::write_trace(dir_ / files::kTrace, events, other_data);
+}
+
+void RunWriter::write_kernels(const std::vector<KernelRow>& rows) const {
+  write_kernels_csv(dir_ / files::kKernels, rows);
+}
+
+void RunWriter::write_memory(const MemoryMap& memory) const {
+  detail::write_json_file(dir_ / files::kMemory, memory_to_json(memory), -1);
+}
+
+void RunWriter::write_kv(const KvData& kv) const {
+  detail::write_json_file(dir_ / files::kKv, kv_to_json(kv), -1);
+}
+
+void RunWriter::write_outputs(const std::vector<OutputRow>& rows) const {
+  std::string text;
+  for (const OutputRow& r : rows)
+    text += output_to_json(r).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  detail::write_text_file(dir_ / files::kOutputs, text);
+}
+
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  LANTERN_CHECK(in.good(), "%s: cannot open %s (%s)", path.filename().c_str(), path.c_str(),
+                std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+Run load(const std::filesystem::path& dir, const ReadOptions& options) {
+  Run run;
+  run.dir = dir.string();
+  run.manifest = manifest_from_json(detail::read_json_file(dir / files::kManifest));
+
+  run.metrics = detail::read_json_file(dir / files::kMetrics);
+  check_format_version(detail::need_as<std::string>(run.metrics, "format_version", files::kMetrics),
+                       files::kMetrics);
+
+  if (options.trace) {
+    json doc = detail::read_json_file(dir / files::kTrace);
+    if (doc.is_object() && doc.contains("otherData") && doc["otherData"].contains("format_version"))
+      check_format_version(
+          detail::need_as<std::string>(doc["otherData"], "format_version", files::kTrace),
+          files::kTrace);
+    run.trace = parse_trace(doc, files::kTrace);
+  }
+  run.kernels = parse_kernels_csv(read_text(dir / files::kKernels), files::kKernels);
+  run.memory = memory_from_json(detail::read_json_file(dir / files::kMemory));
+  run.kv = kv_from_json(detail::read_json_file(dir / files::kKv));
+
+  std::istringstream lines(read_text(dir / files::kOutputs));
+  std::string line;
+  size_t number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (line.empty()) continue;
+    std::string where = strformat("%s line %zu", files::kOutputs, number);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      LANTERN_FAIL("%s: invalid JSON (%s)", where.c_str(), e.what());
+    }
+    run.outputs.push_back(output_from_json(j, where));
+  }
+  return run;
+}
+
+}  // namespace
+
+Run RunReader::open(const std::filesystem::path& dir, const ReadOptions& options) {
+  LANTERN_CHECK(std::filesystem::is_directory(dir), "run %s: not a directory", dir.c_str());
+  try {
+    return load(dir, options);
+  } catch (const Error& e) {
+    LANTERN_FAIL("run %s: %s", dir.c_str(), e.what());
+  }
+}
+
+bool RunReader::is_run_dir(const std::filesystem::path& dir) {
+  return std::filesystem::is_regular_file(dir / files::kManifest);
+}
+
+}  // namespace lantern::runfmt

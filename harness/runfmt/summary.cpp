@@ -1,0 +1,58 @@
+#include "harness/runfmt/summary.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace lantern::runfmt {
+
+std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy by,
+                                   const std::string& phase) {
+  struct Acc {
+    TimeSummary s;
+    double roofline_us = 0, roofline_covered_us = 0;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, Acc> groups;
+  double total = 0;
+  for (const KernelRow& r : rows) {
+    if (!phase.empty() && r.phase != phase) continue;
+    std::string key = by == GroupBy::op ? (r.op.empty() ? "(unattributed)" : r.op) : r.kernel;
+    auto id = by == GroupBy::op ? std::make_tuple(key, r.family, r.variant_name)
+                                : std::make_tuple(key, std::string(), std::string());
+    Acc& a = groups[id];
+    a.s.key = key;
+    if (by == GroupBy::op) {
+      a.s.family = r.family;
+      a.s.variant_name = r.variant_name;
+    } else if (a.s.family.empty()) {
+      a.s.family = r.family;
+      a.s.variant_name = r.variant_name;
+    }
+    a.s.rows += 1;
+    a.s.total_us += r.dur_us;
+    a.s.bytes += r.bytes;
+    a.s.flops += r.flops;
+    if (r.pct_roofline) {
+      a.roofline_us += *r.pct_roofline / 100.0 * r.dur_us;
+      a.roofline_covered_us += r.dur_us;
+    }
+    total += r.dur_us;
+  }
+  std::vector<TimeSummary> out;
+  for (auto& [id, a] : groups) {
+    TimeSummary s = a.s;
+    s.mean_us = s.rows ? s.total_us / s.rows : 0;
+    s.share = total > 0 ? s.total_us / total : 0;
+    if (s.total_us > 0 && s.bytes > 0) s.gb_per_s = s.bytes / (s.total_us * 1e-6) / 1e9;
+    if (s.total_us > 0 && s.flops > 0) s.tflop_per_s = s.flops / (s.total_us * 1e-6) / 1e12;
+    if (a.roofline_covered_us > 0) s.pct_roofline = a.roofline_us / a.roofline_covered_us * 100.0;
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const TimeSummary& a, const TimeSummary& b) {
+    if (a.total_us != b.total_us) return a.total_us > b.total_us;
+    return a.key < b.key;
+  });
+  return out;
+}
+
+}  // namespace lantern::runfmt

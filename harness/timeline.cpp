@@ -1,0 +1,95 @@
+#include "harness/timeline.h"
+
+#include "engine/common.h"
+
+namespace lantern::harness {
+
+Timeline::Timeline(uint64_t (*clock)()) : clock_(clock) {
+  steps_.reserve(1024);
+  layers_.reserve(1 << 14);
+  launches_.reserve(1 << 16);
+}
+
+void Timeline::error(std::string message) {
+  if (errors_.size() < 100) errors_.push_back(std::move(message));
+}
+
+void Timeline::on_step_begin(const StepInfo& s) {
+  if (in_step_) error(strformat("step %lld began inside step %lld", static_cast<long long>(s.step),
+                                static_cast<long long>(steps_.back().step)));
+  StepRecord r;
+  r.begin_ns = clock_();
+  r.step = s.step;
+  r.phase = s.phase ? s.phase : "";
+  r.prefill_seqs = s.num_prefill_seqs;
+  r.decode_seqs = s.num_decode_seqs;
+  r.tokens = s.num_tokens;
+  r.first_launch = r.end_launch = static_cast<uint32_t>(launches_.size());
+  steps_.push_back(r);
+  in_step_ = true;
+}
+
+void Timeline::on_step_end(const StepInfo& s) {
+  uint64_t now = clock_();
+  if (!in_step_ || steps_.back().step != s.step) {
+    error(strformat("step %lld ended without beginning", static_cast<long long>(s.step)));
+    return;
+  }
+  StepRecord& r = steps_.back();
+  r.end_ns = now;
+  r.end_launch = static_cast<uint32_t>(launches_.size());
+  // The engine may only know the batch at the end of the step.
+  if (s.phase && *s.phase) r.phase = s.phase;
+  r.prefill_seqs = s.num_prefill_seqs;
+  r.decode_seqs = s.num_decode_seqs;
+  r.tokens = s.num_tokens;
+  in_step_ = false;
+}
+
+void Timeline::on_layer_begin(int layer) {
+  if (open_layer_ >= 0) error(strformat("layer %d began inside layer %d", layer, layers_[open_layer_].layer));
+  LayerRecord r;
+  r.begin_ns = clock_();
+  r.step = current_step();
+  r.layer = layer;
+  layers_.push_back(r);
+  open_layer_ = static_cast<int64_t>(layers_.size()) - 1;
+}
+
+void Timeline::on_layer_end(int layer) {
+  uint64_t now = clock_();
+  if (open_layer_ < 0 || layers_[open_layer_].layer != layer) {
+    error(strformat("layer %d ended without beginning", layer));
+    return;
+  }
+  layers_[open_layer_].end_ns = now;
+  open_layer_ = -1;
+}
+
+void Timeline::on_op_begin(const OpInfo& op) {
+  if (current_launch_ >= 0)
+    error(strformat("op %s began inside op %s", op.op, launches_[current_launch_].op));
+  OpLaunch l;
+  l.op = op.op ? op.op : "";
+  l.kernel = op.kernel;
+  l.bytes = op.cost.bytes;
+  l.flops = op.cost.flops;
+  l.step = current_step();
+  l.layer = op.layer;
+  l.step_index = in_step_ ? static_cast<int32_t>(steps_.size()) - 1 : -1;
+  current_launch_ = static_cast<int64_t>(launches_.size());
+  l.begin_ns = clock_();
+  launches_.push_back(l);
+}
+
+void Timeline::on_op_end(const OpInfo& op) {
+  uint64_t now = clock_();
+  if (current_launch_ < 0) {
+    error(strformat("op %s ended without beginning", op.op));
+    return;
+  }
+  launches_[current_launch_].end_ns = now;
+  current_launch_ = -1;
+}
+
+}  // namespace lantern::harness

@@ -1,0 +1,81 @@
+#pragma once
+// Timeline: the host-side record of a run. Every step, layer and op range
+// with host clock times, and the op log (one entry per on_op_begin: its
+// kernel entry and the bytes/FLOPs it declared). CUPTI kernel records are
+// attributed to op-log entries; on the CPU backend the op ranges themselves
+// are the kernel timings.
+//
+// Hot path: a clock read and a push_back per hook; names are kept as the
+// engine's `const char*` (stable string literals) and interned at the end.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/observer.h"
+
+namespace lantern::harness {
+
+struct StepRecord {
+  uint64_t begin_ns = 0, end_ns = 0;
+  int64_t step = 0;
+  const char* phase = "";
+  int32_t prefill_seqs = 0, decode_seqs = 0, tokens = 0;
+  uint32_t first_launch = 0, end_launch = 0;  // op-log range [first, end)
+  int32_t reserved = 0;
+};
+static_assert(sizeof(StepRecord) == 56);
+
+struct LayerRecord {
+  uint64_t begin_ns = 0, end_ns = 0;
+  int64_t step = -1;
+  int32_t layer = -1;
+  int32_t reserved = 0;
+};
+static_assert(sizeof(LayerRecord) == 32);
+
+struct OpLaunch {
+  uint64_t begin_ns = 0, end_ns = 0;  // host time around the op (launch time on cuda)
+  const char* op = "";
+  const kernels::KernelEntry* kernel = nullptr;
+  double bytes = 0, flops = 0;
+  int64_t step = -1;                  // -1 outside steps
+  int32_t layer = -1;
+  int32_t step_index = -1;            // index into steps(), -1 outside steps
+};
+static_assert(sizeof(OpLaunch) == 64);
+
+class Timeline : public Observer {
+ public:
+  explicit Timeline(uint64_t (*clock)());
+
+  void on_step_begin(const StepInfo& s) override;
+  void on_step_end(const StepInfo& s) override;
+  void on_layer_begin(int layer) override;
+  void on_layer_end(int layer) override;
+  void on_op_begin(const OpInfo& op) override;
+  void on_op_end(const OpInfo& op) override;
+
+  // The op-log index of the op now running, or -1 (read by the CUPTI
+  // collector in its own on_op_begin, which runs after this one).
+  int64_t current_launch() const { return current_launch_; }
+  int64_t current_step() const { return in_step_ ? steps_.back().step : -1; }
+
+  const std::vector<StepRecord>& steps() const { return steps_; }
+  const std::vector<LayerRecord>& layers() const { return layers_; }
+  const std::vector<OpLaunch>& launches() const { return launches_; }
+  // Problems in the hook sequence (unbalanced begin/end), one line each.
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  uint64_t (*clock_)();
+  std::vector<StepRecord> steps_;
+  std::vector<LayerRecord> layers_;
+  std::vector<OpLaunch> launches_;
+  std::vector<std::string> errors_;
+  int64_t current_launch_ = -1;
+  int64_t open_layer_ = -1;  // index into layers_
+  bool in_step_ = false;
+  void error(std::string message);
+};
+
+}  // namespace lantern::harness

@@ -1,0 +1,421 @@
+// attention_decode: one query token per sequence against its paged K/V cache
+// (which already holds the current token). out may alias q.
+//
+// Variant 1 (seed): one 128-thread block per (sequence, q head). Keys go by in
+//   chunks of 128, one per thread: a full q.k dot product per thread, the chunk
+//   max and sum by block reductions, then an online-softmax update of the output
+//   whose dims are spread over the threads (coalesced V reads). Any head_dim up
+//   to 512, any GQA group.
+// Variant 2 (split_k): flash-decoding. A block of 4 warps owns one (sequence,
+//   kv head, split of the context) and ALL q heads of that GQA group, so each K/V
+//   row is read once for the whole group. head_dim/8 lanes share a key (16-byte
+//   loads, 8 dims each), several keys per warp and several loads in flight per
+//   lane; online softmax in the log2 domain per key slot, merged across the warp
+//   (shuffles) and the block (shared memory). With more than one split a second
+//   kernel combines the splits' (max, sum, partial output). The split count aims
+//   at ~4 blocks per multiprocessor. head_dim 32/64/128/256 and group <= 8; other
+//   shapes fall back to variant 1.
+// Both: context_lens[i] is clamped to the block table's capacity (and, for
+//   variant 2, to max_context, which sizes the splits); an unallocated block
+//   entry (< 0) is skipped. The CPU reference throws on both instead.
+#include <algorithm>
+
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+void check_decode(const AttentionDecodeArgs& a, const char* who) {
+  const KvCacheRef& c = a.cache;
+  LANTERN_CHECK(a.b >= 0 && c.head_dim > 0 && c.n_kv_heads > 0 && a.n_q_heads % c.n_kv_heads == 0,
+                "%s: bad shape (b %d, q heads %d, kv heads %d, head_dim %d)", who, a.b, a.n_q_heads,
+                c.n_kv_heads, c.head_dim);
+  LANTERN_CHECK(c.block_size > 0 && c.max_blocks_per_seq > 0,
+                "%s: bad cache shape (block %d, blocks/seq %d)", who, c.block_size,
+                c.max_blocks_per_seq);
+  LANTERN_CHECK(a.q_stride >= a.n_q_heads * c.head_dim, "%s: q_stride %d < %d heads x %d", who,
+                a.q_stride, a.n_q_heads, c.head_dim);
+  LANTERN_CHECK(a.b <= 65535 && a.n_q_heads <= 65535, "%s: grid too large (b %d, heads %d)", who,
+                a.b, a.n_q_heads);
+}
+
+// ------------------------------------------------------------------ variant 1
+constexpr int kSeedThreads = 128;
+constexpr int kSeedDims = 4;  // output dims per thread: head_dim <= 512
+
+__global__ void __launch_bounds__(kSeedThreads)
+    decode_seed_kernel(const bf16* q, bf16* out, const int32_t* __restrict__ seq_slots,
+                       const int32_t* __restrict__ context_lens, const bf16* __restrict__ pool,
+                       const int32_t* __restrict__ block_tables, int block_size,
+                       int max_blocks_per_seq, int n_kv_heads, int head_dim, int group,
+                       int q_stride, float scale) {
+  extern __shared__ float q_s[];                 // [head_dim]
+  __shared__ float p_s[kSeedThreads];            // chunk probabilities
+  __shared__ long long row_s[kSeedThreads];      // chunk key rows (element offsets), -1 = skip
+  __shared__ float scratch[32];
+  const int h = blockIdx.x, i = blockIdx.y, kv_head = h / group;
+  const int ctx = min(context_lens[i], max_blocks_per_seq * block_size);
+  const int32_t* table = block_tables + size_t(seq_slots[i]) * max_blocks_per_seq;
+  const size_t row_elems = size_t(n_kv_heads) * head_dim;
+  const size_t half_block = size_t(block_size) * row_elems;
+  const bf16* qh = q + size_t(i) * q_stride + size_t(h) * head_dim;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_s[d] = __bfloat162float(qh[d]);
+  __syncthreads();
+  float o[kSeedDims] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float m = -INFINITY, l = 0.0f;
+  for (int c0 = 0; c0 < ctx; c0 += kSeedThreads) {
+    const int t = c0 + threadIdx.x;
+    float s = -INFINITY;
+    long long row = -1;
+    if (t < ctx) {
+      const int blk = table[t / block_size];
+      if (blk >= 0) {
+        row = (long long)(size_t(blk) * 2 * half_block + size_t(t % block_size) * row_elems +
+                          size_t(kv_head) * head_dim);
+        const bf16* kr = pool + row;
+        float dot = 0.0f;
+        for (int d = 0; d < head_dim; ++d) dot += q_s[d] * __bfloat162float(kr[d]);
+        s = dot * scale;
+      }
+    }
+    row_s[threadIdx.x] = row;
+    const float m_new = fmaxf(m, block_max(s, scratch));
+    const float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
+    const float p = s == -INFINITY ? 0.0f : expf(s - m_new);
+    p_s[threadIdx.x] = p;
+    l = l * alpha + block_sum(p, scratch);  // barriers: p_s and row_s are visible
+    const int nk = min(kSeedThreads, ctx - c0);
+#pragma unroll
+    for (int e = 0; e < kSeedDims; ++e) {
+      const int d = threadIdx.x + e * kSeedThreads;
+      if (d < head_dim) {
+        float acc = o[e] * alpha;
+        for (int j = 0; j < nk; ++j)
+          if (row_s[j] >= 0) acc += p_s[j] * __bfloat162float(pool[row_s[j] + half_block + d]);
+        o[e] = acc;
+      }
+    }
+    m = m_new;
+    __syncthreads();  // p_s / row_s are rewritten by the next chunk
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  bf16* oh = out + size_t(i) * q_stride + size_t(h) * head_dim;
+#pragma unroll
+  for (int e = 0; e < kSeedDims; ++e) {
+    const int d = threadIdx.x + e * kSeedThreads;
+    if (d < head_dim) oh[d] = __float2bfloat16(o[e] * inv);
+  }
+}
+
+void decode_seed(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  check_decode(a, "attention_decode.seed");
+  const KvCacheRef& c = a.cache;
+  LANTERN_CHECK(c.head_dim <= kSeedThreads * kSeedDims,
+                "attention_decode.seed: head_dim %d exceeds %d", c.head_dim,
+                kSeedThreads * kSeedDims);
+  if (a.b == 0) return;
+  decode_seed_kernel<<<dim3(a.n_q_heads, a.b), kSeedThreads, c.head_dim * sizeof(float),
+                       ctx.stream>>>(
+      static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), a.seq_slots, a.context_lens,
+      static_cast<const bf16*>(c.pool), c.block_tables, c.block_size, c.max_blocks_per_seq,
+      c.n_kv_heads, c.head_dim, a.n_q_heads / c.n_kv_heads, a.q_stride, a.scale);
+  CUDA_CHECK_LAST("decode_seed_kernel");
+}
+
+// ------------------------------------------------------------------ variant 2
+constexpr int kSplitWarps = 4;
+constexpr int kSplitThreads = kSplitWarps * kWarp;
+constexpr int kMaxSplits = 64;
+constexpr int kMinSplitKeys = 64;  // no split shorter than this
+
+// Merge (m_b, l_b, o_b) into (m, l, o); log2-domain maxima, -inf = empty.
+template <int N>
+__device__ __forceinline__ void merge_state(float& m, float& l, float (&o)[N], float m_b, float l_b,
+                                            const float (&o_b)[N]) {
+  const float mn = fmaxf(m, m_b);
+  if (mn == -INFINITY) return;
+  const float ca = exp2f(m - mn), cb = exp2f(m_b - mn);
+  l = l * ca + l_b * cb;
+#pragma unroll
+  for (int e = 0; e < N; ++e) o[e] = o[e] * ca + o_b[e] * cb;
+  m = mn;
+}
+
+template <int HD, int G, int U>
+__global__ void __launch_bounds__(kSplitThreads)
+    decode_split_kernel(const bf16* q, bf16* out, float* __restrict__ part_o,
+                        float2* __restrict__ part_ml, const int32_t* __restrict__ seq_slots,
+                        const int32_t* __restrict__ context_lens, const bf16* __restrict__ pool,
+                        const int32_t* __restrict__ block_tables, int block_size,
+                        int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
+                        int max_context, int split_len, float scale_log2) {
+  constexpr int kLanesPerKey = HD / 8;
+  constexpr int kKeysPerWarp = kWarp / kLanesPerKey;
+  constexpr int kKeysPerStep = kKeysPerWarp * kSplitWarps;
+  __shared__ float sm_m[kSplitWarps][G], sm_l[kSplitWarps][G];
+  __shared__ __align__(16) float sm_o[kSplitWarps][G][HD];
+
+  const int split = blockIdx.x, kv_head = blockIdx.y, i = blockIdx.z;
+  const int n_splits = gridDim.x, n_q_heads = n_kv_heads * group;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int sub = lane % kLanesPerKey, slot = lane / kLanesPerKey;
+  const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
+  const int begin = split * split_len, end = min(ctx, begin + split_len);
+  const int32_t* table = block_tables + size_t(seq_slots[i]) * max_blocks_per_seq;
+  const size_t row_elems = size_t(n_kv_heads) * HD;
+  const size_t half_block = size_t(block_size) * row_elems;
+  const bf16* kv_base = pool + size_t(kv_head) * HD + sub * 8;
+
+  float qf[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (g < group) {
+      unpack8(*reinterpret_cast<const uint4*>(q + size_t(i) * q_stride +
+                                              size_t(kv_head * group + g) * HD + sub * 8),
+              qf[g]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[g][e] *= scale_log2;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[g][e] = 0.0f;
+    }
+  }
+  float m[G], l[G], o[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[g][e] = 0.0f;
+  }
+
+  // Warp-uniform trip count: every lane runs every iteration (shuffles inside).
+  for (int base = begin + warp * kKeysPerWarp; base < end; base += kKeysPerStep * U) {
+    uint4 kr[U], vr[U];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = base + slot + u * kKeysPerStep;
+      valid[u] = t < end;
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      if (valid[u]) {
+        const int blk = table[t / block_size];
+        valid[u] = blk >= 0;
+        if (valid[u]) {
+          const bf16* row = kv_base + size_t(blk) * 2 * half_block + size_t(t % block_size) * row_elems;
+          kr[u] = *reinterpret_cast<const uint4*>(row);
+          vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
+        }
+      }
+    }
+    float s[G][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[8];
+      unpack8(kr[u], kf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot += qf[g][e] * kf[e];
+#pragma unroll
+        for (int off = 1; off < kLanesPerKey; off <<= 1) dot += __shfl_xor_sync(kFullMask, dot, off);
+        s[g][u] = valid[u] ? dot : -INFINITY;
+      }
+    }
+    float vf[U][8];
+#pragma unroll
+    for (int u = 0; u < U; ++u) unpack8(vr[u], vf[u]);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u) mx = fmaxf(mx, s[g][u]);
+      if (mx == -INFINITY) continue;  // nothing valid yet for this key slot
+      const float corr = exp2f(m[g] - mx);
+      l[g] *= corr;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[g][e] *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float p = exp2f(s[g][u] - mx);  // -inf -> 0
+        l[g] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[g][e] += p * vf[u][e];
+      }
+      m[g] = mx;
+    }
+  }
+
+  // Merge the key slots of the warp (lanes with the same `sub`).
+#pragma unroll
+  for (int off = kLanesPerKey; off < kWarp; off <<= 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float m_b = __shfl_xor_sync(kFullMask, m[g], off);
+      const float l_b = __shfl_xor_sync(kFullMask, l[g], off);
+      float o_b[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o_b[e] = __shfl_xor_sync(kFullMask, o[g][e], off);
+      merge_state(m[g], l[g], o[g], m_b, l_b, o_b);
+    }
+  }
+  if (slot == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sm_o[warp][g][sub * 8 + e] = o[g][e];
+      if (sub == 0) {
+        sm_m[warp][g] = m[g];
+        sm_l[warp][g] = l[g];
+      }
+    }
+  }
+  __syncthreads();
+  // Merge the warps: one thread per (head of the group, 8 dims).
+  for (int item = threadIdx.x; item < group * kLanesPerKey; item += kSplitThreads) {
+    const int g = item / kLanesPerKey, c = item % kLanesPerKey;
+    float mm = -INFINITY, ll = 0.0f, oo[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int w = 0; w < kSplitWarps; ++w) {
+      float ow[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ow[e] = sm_o[w][g][c * 8 + e];
+      merge_state(mm, ll, oo, sm_m[w][g], sm_l[w][g], ow);
+    }
+    const int head = kv_head * group + g;
+    if (n_splits == 1) {
+      const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) oo[e] *= inv;
+      *reinterpret_cast<uint4*>(out + size_t(i) * q_stride + size_t(head) * HD + c * 8) = pack8(oo);
+    } else {
+      const size_t idx = (size_t(i) * n_q_heads + head) * n_splits + split;
+      float4* dst = reinterpret_cast<float4*>(part_o + idx * HD + c * 8);
+      dst[0] = make_float4(oo[0], oo[1], oo[2], oo[3]);
+      dst[1] = make_float4(oo[4], oo[5], oo[6], oo[7]);
+      if (c == 0) part_ml[idx] = make_float2(mm, ll);
+    }
+  }
+}
+
+// One block per (head, sequence), one thread per dim: combine the splits.
+__global__ void decode_combine_kernel(const float* __restrict__ part_o,
+                                      const float2* __restrict__ part_ml, bf16* out, int n_q_heads,
+                                      int head_dim, int n_splits, int q_stride) {
+  const int head = blockIdx.x, i = blockIdx.y;
+  const size_t idx0 = (size_t(i) * n_q_heads + head) * n_splits;
+  float mx = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, part_ml[idx0 + s].x);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float l = 0.0f, acc = 0.0f;
+    if (mx != -INFINITY) {
+      for (int s = 0; s < n_splits; ++s) {
+        const float2 ml = part_ml[idx0 + s];
+        if (ml.x == -INFINITY) continue;
+        const float w = exp2f(ml.x - mx);
+        l += ml.y * w;
+        acc += part_o[(idx0 + s) * head_dim + d] * w;
+      }
+    }
+    out[size_t(i) * q_stride + size_t(head) * head_dim + d] = __float2bfloat16(l > 0.0f ? acc / l : 0.0f);
+  }
+}
+
+int pow2_group(int group) {
+  return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : group <= 8 ? 8 : 0;
+}
+
+bool split_supports(const AttentionDecodeArgs& a) {
+  const int hd = a.cache.head_dim;
+  return (hd == 32 || hd == 64 || hd == 128 || hd == 256) &&
+         pow2_group(a.n_q_heads / a.cache.n_kv_heads) > 0 && a.q_stride % 8 == 0 &&
+         aligned(a.q, 16) && aligned(a.out, 16) && aligned(a.cache.pool, 16);
+}
+
+size_t split_partial_bytes(int b, int n_q_heads, int head_dim, int splits) {
+  return size_t(b) * n_q_heads * splits * (head_dim * sizeof(float) + sizeof(float2));
+}
+
+int max_splits_for(int max_context) {
+  return std::clamp(ceil_div(std::max(max_context, 1), kMinSplitKeys), 1, kMaxSplits);
+}
+
+size_t decode_split_workspace(const WorkspaceShape& s) {
+  return split_partial_bytes(s.max_seqs, s.n_q_heads, s.head_dim, max_splits_for(s.max_context));
+}
+
+template <int HD, int G>
+void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
+                  float* part_o, float2* part_ml) {
+  constexpr int U = G >= 8 ? 2 : 4;  // loads in flight per lane, bounded by registers
+  const KvCacheRef& c = a.cache;
+  const dim3 grid(splits, c.n_kv_heads, a.b);
+  decode_split_kernel<HD, G, U><<<grid, kSplitThreads, 0, ctx.stream>>>(
+      static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml, a.seq_slots,
+      a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables, c.block_size,
+      c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads, a.q_stride, a.max_context,
+      split_len, a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_split_kernel");
+}
+
+template <int HD>
+void dispatch_group(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
+                    float* part_o, float2* part_ml) {
+  switch (pow2_group(a.n_q_heads / a.cache.n_kv_heads)) {
+    case 1: return launch_split<HD, 1>(a, ctx, splits, split_len, part_o, part_ml);
+    case 2: return launch_split<HD, 2>(a, ctx, splits, split_len, part_o, part_ml);
+    case 4: return launch_split<HD, 4>(a, ctx, splits, split_len, part_o, part_ml);
+    default: return launch_split<HD, 8>(a, ctx, splits, split_len, part_o, part_ml);
+  }
+}
+
+void decode_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  check_decode(a, "attention_decode.split_k");
+  if (a.b == 0) return;
+  if (!split_supports(a)) return decode_seed(a, ctx);
+  const KvCacheRef& c = a.cache;
+  const int hd = c.head_dim;
+  const int max_context = std::max(a.max_context, 1);
+  // Enough blocks for ~4 per multiprocessor, splits no shorter than 64 keys,
+  // and no more than the workspace holds.
+  int splits = std::min(ceil_div(4 * sm_count(), long(a.b) * c.n_kv_heads), max_splits_for(max_context));
+  const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, hd, 1);
+  if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
+  splits = std::max(splits, 1);
+  const int split_len = ceil_div(max_context, splits);
+  splits = ceil_div(max_context, split_len);
+  // [b][heads][splits][hd] partial outputs (16-byte aligned), then their (max, sum).
+  auto* part_o = static_cast<float*>(ctx.workspace);
+  auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * hd);
+  switch (hd) {
+    case 32: dispatch_group<32>(a, ctx, splits, split_len, part_o, part_ml); break;
+    case 64: dispatch_group<64>(a, ctx, splits, split_len, part_o, part_ml); break;
+    case 128: dispatch_group<128>(a, ctx, splits, split_len, part_o, part_ml); break;
+    default: dispatch_group<256>(a, ctx, splits, split_len, part_o, part_ml); break;
+  }
+  if (splits > 1) {
+    decode_combine_kernel<<<dim3(a.n_q_heads, a.b), std::min(hd, 128), 0, ctx.stream>>>(
+        part_o, part_ml, static_cast<bf16*>(a.out), a.n_q_heads, hd, splits, a.q_stride);
+    CUDA_CHECK_LAST("decode_combine_kernel");
+  }
+}
+
+}  // namespace
+
+void register_attention_decode_cuda(Registry& r) {
+  r.add(make_entry<AttentionDecodeArgs, decode_seed, attention_decode_cost<2>>(
+      1, "seed", Backend::cuda,
+      "one block per (sequence, q head): 128-key chunks, block reductions, online softmax",
+      /*verified=*/false));
+  r.add(make_entry<AttentionDecodeArgs, decode_split, attention_decode_cost<2>>(
+      2, "split_k", Backend::cuda,
+      "flash-decoding: a block per (seq, kv head, split) serves the whole GQA group, 16-byte "
+      "loads, split combine kernel",
+      /*verified=*/false, decode_split_workspace));
+}
+
+}  // namespace lantern::kernels

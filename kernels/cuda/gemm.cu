@@ -1,0 +1,152 @@
+// gemm: c[m, n] = a[m, k] @ w[n, k]^T (w in HF layout), bf16 operands, fp32
+// accumulation, c bf16 or fp32 (logits).
+//
+// Variant 1 (seed): cublasGemmEx, row-major through the transpose trick: the
+//   column-major product C^T[n, m] = W[n, k] . A^T[k, m], i.e. op(W) = T,
+//   op(A) = N, leading dimensions k, k and n. Status checked.
+// Variant 2 (gemv_mma): decode-sized m (<= 8): a bandwidth-bound kernel that
+//   streams w exactly once with 16-byte loads straight into tensor-core
+//   fragments (mma.m16n8k16; the batch is the n=8 side, w rows the m=16 side).
+//   Both operands load 8 consecutive k per lane, which is a fixed permutation
+//   of k shared by A and B fragments (a dot product is order-free). A block
+//   owns 16 rows of w; its 8 warps split k and reduce through shared memory.
+//   Above m = 8, or for k % 32 != 0 / unaligned pointers, it calls variant 1.
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+void check_gemm(const GemmArgs& a, const char* who) {
+  LANTERN_CHECK(a.m >= 0 && a.n > 0 && a.k > 0, "%s: bad shape m=%d n=%d k=%d", who, a.m, a.n, a.k);
+}
+
+// ------------------------------------------------------------------ variant 1
+void gemm_cublas(const GemmArgs& a, const LaunchCtx& ctx) {
+  check_gemm(a, "gemm.seed");
+  LANTERN_CHECK(ctx.cublas != nullptr, "gemm.seed: LaunchCtx has no cuBLAS handle");
+  if (a.m == 0) return;
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasSetStream(ctx.cublas, ctx.stream));
+  CUBLAS_CHECK(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST));
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, a.n, a.m, a.k, &alpha, a.w,
+                            CUDA_R_16BF, a.k, a.a, CUDA_R_16BF, a.k, &beta, a.c,
+                            a.c_f32 ? CUDA_R_32F : CUDA_R_16BF, a.n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+}
+
+// ------------------------------------------------------------------ variant 2
+constexpr int kGemvMaxM = 8;    // the mma's n side
+constexpr int kGemvWarps = 8;   // split k inside a block
+constexpr int kGemvUnroll = 4;  // 32-wide k chunks per register buffer (two buffers)
+constexpr int kGemvRows = 16;   // rows of w per block (the mma's m side)
+
+template <bool kOutF32>
+__global__ void __launch_bounds__(kGemvWarps * kWarp)
+    gemv_mma_kernel(const bf16* __restrict__ a,  // [m, k]
+                    const bf16* __restrict__ w,  // [n, k]
+                    void* __restrict__ c,        // [m, n]
+                    int m, int n, int k) {
+  __shared__ float4 partial[kGemvWarps][kWarp];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int row0 = blockIdx.x * kGemvRows;
+  const int r_lo = min(row0 + g, n - 1), r_hi = min(row0 + g + 8, n - 1);  // tail rows: masked
+  const bf16* w_lo = w + size_t(r_lo) * k + t * 8;
+  const bf16* w_hi = w + size_t(r_hi) * k + t * 8;
+  // Rows of a beyond m feed zeros (the load still reads row 0: no branch).
+  const uint32_t a_mask = g < m ? 0xffffffffu : 0u;
+  const bf16* a_row = a + size_t(g < m ? g : 0) * k + t * 8;
+  const int chunks = k / 32;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  auto mma_chunk = [&](const uint4& wl, const uint4& wh, uint4 av) {
+    av.x &= a_mask;
+    av.y &= a_mask;
+    av.z &= a_mask;
+    av.w &= a_mask;
+    mma_bf16_16816(acc, wl.x, wh.x, wl.y, wh.y, av.x, av.y);
+    mma_bf16_16816(acc, wl.z, wh.z, wl.w, wh.w, av.z, av.w);
+  };
+  // This warp's chunks are warp, warp + W, ...; groups of kGemvUnroll are
+  // double-buffered in registers: the next group's loads are issued before the
+  // current group's mmas, so 2 x kGemvUnroll chunks are in flight per lane.
+  const int mine = warp < chunks ? (chunks - warp + kGemvWarps - 1) / kGemvWarps : 0;
+  const int groups = mine / kGemvUnroll;
+  uint4 wl[2][kGemvUnroll], wh[2][kGemvUnroll], av[2][kGemvUnroll];
+  auto load_group = [&](int buf, int group) {
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const size_t off = size_t(warp + (group * kGemvUnroll + u) * kGemvWarps) * 32;
+      wl[buf][u] = load_stream(w_lo + off);
+      wh[buf][u] = load_stream(w_hi + off);
+      av[buf][u] = __ldg(reinterpret_cast<const uint4*>(a_row + off));
+    }
+  };
+  if (groups > 0) load_group(0, 0);
+  int gi = 0;
+  for (; gi + 2 <= groups; gi += 2) {  // unrolled by two: buffers swap by name, no moves
+    if (gi + 1 < groups) load_group(1, gi + 1);
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) mma_chunk(wl[0][u], wh[0][u], av[0][u]);
+    if (gi + 2 < groups) load_group(0, gi + 2);
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) mma_chunk(wl[1][u], wh[1][u], av[1][u]);
+  }
+  if (gi < groups) {  // odd count: the last group sits in buffer 0
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) mma_chunk(wl[0][u], wh[0][u], av[0][u]);
+  }
+  for (int c = groups * kGemvUnroll; c < mine; ++c) {  // tail: one chunk at a time
+    const size_t off = size_t(warp + c * kGemvWarps) * 32;
+    mma_chunk(load_stream(w_lo + off), load_stream(w_hi + off),
+              __ldg(reinterpret_cast<const uint4*>(a_row + off)));
+  }
+  partial[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  __syncthreads();
+  if (threadIdx.x < kWarp * 4) {
+    const int src_lane = threadIdx.x / 4, r = threadIdx.x % 4;
+    float sum = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kGemvWarps; ++wi) sum += reinterpret_cast<const float*>(&partial[wi][src_lane])[r];
+    const int row = row0 + src_lane / 4 + (r >= 2 ? 8 : 0);
+    const int batch = 2 * (src_lane % 4) + (r & 1);
+    if (row < n && batch < m) {
+      if constexpr (kOutF32)
+        static_cast<float*>(c)[size_t(batch) * n + row] = sum;
+      else
+        static_cast<bf16*>(c)[size_t(batch) * n + row] = __float2bfloat16(sum);
+    }
+  }
+}
+
+void gemm_gemv_mma(const GemmArgs& a, const LaunchCtx& ctx) {
+  check_gemm(a, "gemm.gemv_mma");
+  if (a.m == 0) return;
+  const bool fits = a.m <= kGemvMaxM && a.k % 32 == 0 && aligned(a.a, 16) && aligned(a.w, 16);
+  if (!fits) return gemm_cublas(a, ctx);
+  const int blocks = ceil_div(a.n, kGemvRows);
+  const auto* ap = static_cast<const bf16*>(a.a);
+  const auto* wp = static_cast<const bf16*>(a.w);
+  if (a.c_f32)
+    gemv_mma_kernel<true><<<blocks, kGemvWarps * kWarp, 0, ctx.stream>>>(ap, wp, a.c, a.m, a.n, a.k);
+  else
+    gemv_mma_kernel<false><<<blocks, kGemvWarps * kWarp, 0, ctx.stream>>>(ap, wp, a.c, a.m, a.n, a.k);
+  CUDA_CHECK_LAST("gemv_mma_kernel");
+}
+
+}  // namespace
+
+void register_gemm_cuda(Registry& r) {
+  r.add(make_entry<GemmArgs, gemm_cublas, gemm_cost<2>>(
+      1, "seed", Backend::cuda,
+      "cublasGemmEx bf16 in, fp32 compute, row-major via the transpose trick", /*verified=*/false));
+  r.add(make_entry<GemmArgs, gemm_gemv_mma, gemm_cost<2>>(
+      2, "gemv_mma", Backend::cuda,
+      "m <= 8: streams w once, 16-byte loads into mma.m16n8k16 fragments, 8 warps split k; "
+      "cuBLAS above",
+      /*verified=*/false));
+}
+
+}  // namespace lantern::kernels

@@ -1,0 +1,146 @@
+// Attribution of GPU kernel records to ops (external correlation, CUDA graph
+// nodes), cost splitting and roofline share, on synthetic CUPTI data.
+#include "harness/attribution.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/harness/seed_plan.h"
+
+namespace lantern::harness {
+namespace {
+
+uint64_t g_ns = 0;
+uint64_t fake_clock() { return g_ns += 1000; }
+
+GpuActivity kernel(uint64_t start, uint64_t end, uint32_t corr, uint32_t name, uint64_t node = 0) {
+  GpuActivity a;
+  a.kind = GpuActivityKind::kernel;
+  a.start_ns = start;
+  a.end_ns = end;
+  a.correlation = corr;
+  a.name = name;
+  a.stream = 7;
+  a.graph_node = node;
+  return a;
+}
+
+TEST(Attribution, KernelsFindTheirOpsStepsAndRates) {
+  g_ns = 0;
+  Timeline t(fake_clock);
+  auto a = testing::make_seed_arena();
+  // Step 0: two ops, launches 0 ("q_proj", 4 MB / 8 GFLOP) and 1 ("swiglu", 1 MB).
+  t.on_step_begin(testing::step_info(0, "prefill", 1, 8));
+  testing::seed_op(t, "q_proj", 0, kernels::Family::gemm, {a->xn}, {a->q}, [] {}, 4e6, 8e9);
+  testing::seed_op(t, "swiglu", 0, kernels::Family::swiglu, {}, {}, [] {}, 1e6, 0);
+  t.on_step_end(testing::step_info(0, "prefill", 1, 8));
+  ASSERT_EQ(t.launches().size(), 2u);
+
+  GpuRecords g;
+  g.names = {"gemm_main", "gemm_reduce", "swiglu_kernel", "stray"};
+  // q_proj launched two kernels (3 us + 1 us), swiglu one (2 us), one kernel
+  // came from outside any op.
+  g.activities = {kernel(100'000, 103'000, 11, 0), kernel(103'000, 104'000, 12, 1),
+                  kernel(105'000, 107'000, 13, 2), kernel(108'000, 109'000, 14, 3)};
+  g.launch_of_correlation = {{11, 0}, {12, 0}, {13, 1}};
+  g.step_of_correlation = {{11, 0}, {12, 0}, {13, 0}};
+  GpuActivity copy;
+  copy.kind = GpuActivityKind::memcpy;
+  g.activities.push_back(copy);
+
+  Roofline roof;
+  roof.copy_gb_per_s = 1000.0;    // 1 MB takes 1 us
+  roof.gemm_tflop_per_s = 100.0;  // 8 GFLOP take 80 us
+  AttributionStats stats;
+  auto rows = attribute_gpu_kernels(g, t, roof, 50'000, &stats);
+  ASSERT_EQ(rows.size(), 4u) << "kernels only, not the memcpy";
+  EXPECT_EQ(stats.kernels, 4);
+  EXPECT_EQ(stats.unattributed, 1);
+
+  const runfmt::KernelRow& k0 = rows[0];
+  EXPECT_EQ(k0.kernel, "gemm_main");
+  EXPECT_EQ(k0.op, "q_proj");
+  EXPECT_EQ(k0.family, "gemm");
+  EXPECT_EQ(k0.variant_name, testing::cpu_entry(kernels::Family::gemm)->name);
+  EXPECT_EQ(k0.layer, 0);
+  EXPECT_EQ(k0.step, 0);
+  EXPECT_EQ(k0.phase, "prefill");
+  EXPECT_EQ(k0.launch, 0);
+  EXPECT_EQ(k0.source, "cupti");
+  EXPECT_EQ(k0.stream, 7);
+  EXPECT_DOUBLE_EQ(k0.start_us, 50.0);
+  EXPECT_DOUBLE_EQ(k0.dur_us, 3.0);
+  // The op's 4 MB and 8 GFLOP split 3:1 over its two kernels; rates use the op's 4 us.
+  EXPECT_DOUBLE_EQ(k0.bytes, 3e6);
+  EXPECT_DOUBLE_EQ(rows[1].bytes, 1e6);
+  EXPECT_DOUBLE_EQ(k0.flops + rows[1].flops, 8e9);
+  EXPECT_DOUBLE_EQ(*k0.gb_per_s, 4e6 / 4e-6 / 1e9);
+  EXPECT_DOUBLE_EQ(*k0.tflop_per_s, 8e9 / 4e-6 / 1e12);
+  EXPECT_DOUBLE_EQ(*k0.pct_roofline, 80.0 / 4.0 * 100.0);  // compute bound: 80 us ideal
+  EXPECT_EQ(k0.pct_roofline, rows[1].pct_roofline);
+
+  const runfmt::KernelRow& sw = rows[2];
+  EXPECT_EQ(sw.op, "swiglu");
+  EXPECT_DOUBLE_EQ(*sw.pct_roofline, 1.0 / 2.0 * 100.0);  // 1 MB: 1 us ideal of 2 us
+  EXPECT_FALSE(sw.tflop_per_s.has_value()) << "no FLOPs declared";
+
+  const runfmt::KernelRow& stray = rows[3];
+  EXPECT_EQ(stray.launch, -1);
+  EXPECT_EQ(stray.op, "");
+  EXPECT_EQ(stray.step, -1);
+  EXPECT_FALSE(stray.gb_per_s.has_value());
+}
+
+TEST(Attribution, GraphReplaysUseNodeOwnersAndTheReplayStep) {
+  g_ns = 0;
+  Timeline t(fake_clock);
+  // Capture: ops run once outside steps, creating graph nodes 501 and 502.
+  testing::seed_op(t, "rmsnorm_op", 3, kernels::Family::rmsnorm, {}, {}, [] {}, 2e6, 0);
+  testing::seed_op(t, "gemm_op", 3, kernels::Family::gemm, {}, {}, [] {}, 1e6, 1e9);
+  for (int s = 5; s < 7; ++s) {  // replays in steps 5 and 6 (no op hooks)
+    t.on_step_begin(testing::step_info(s, "decode", 1, 1));
+    t.on_step_end(testing::step_info(s, "decode", 1, 1));
+  }
+  GpuRecords g;
+  g.names = {"norm", "gemm"};
+  g.launch_of_graph_node = {{501, 0}, {502, 1}};
+  // Each replay: the graph launch call (correlation 90 / 91) ran in step 5 / 6.
+  g.step_of_correlation = {{90, 5}, {91, 6}};
+  g.activities = {kernel(1000, 2000, 90, 0, 501), kernel(2000, 4000, 90, 1, 502),
+                  kernel(5000, 6000, 91, 0, 501), kernel(6000, 8000, 91, 1, 502)};
+  auto rows = attribute_gpu_kernels(g, t, Roofline{}, 0);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].op, "rmsnorm_op");
+  EXPECT_EQ(rows[0].step, 5);
+  EXPECT_EQ(rows[0].phase, "decode");
+  EXPECT_EQ(rows[0].layer, 3);
+  EXPECT_EQ(rows[0].graph_node, 501u);
+  EXPECT_EQ(rows[1].op, "gemm_op");
+  EXPECT_EQ(rows[3].step, 6);
+  // Each replay is its own op instance: full cost per replay, not split over two.
+  EXPECT_DOUBLE_EQ(rows[0].bytes, 2e6);
+  EXPECT_DOUBLE_EQ(rows[2].bytes, 2e6);
+  EXPECT_DOUBLE_EQ(*rows[1].gb_per_s, 1e6 / 2e-6 / 1e9);
+  EXPECT_FALSE(rows[0].pct_roofline.has_value()) << "no roofline measured";
+}
+
+TEST(Attribution, HostRowsTimeOpsOnTheCpuBackend) {
+  g_ns = 0;
+  Timeline t(fake_clock);
+  auto a = testing::make_seed_arena();
+  testing::run_seed_step(t, *a, 0, "prefill", 1);
+  auto rows = host_kernel_rows(t, Roofline{}, 0);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(testing::seed_ops_per_step(1)));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].launch, static_cast<int64_t>(i));
+    EXPECT_EQ(rows[i].source, "host");
+    EXPECT_EQ(rows[i].phase, "prefill");
+    EXPECT_DOUBLE_EQ(rows[i].dur_us, 1.0);
+    EXPECT_DOUBLE_EQ(rows[i].bytes, 1e6);
+    EXPECT_DOUBLE_EQ(*rows[i].gb_per_s, 1e6 / 1e-6 / 1e9);
+  }
+  EXPECT_EQ(rows[2].op, "q_proj");
+  EXPECT_EQ(rows[2].kernel, std::string("gemm.") + testing::cpu_entry(kernels::Family::gemm)->name);
+}
+
+}  // namespace
+}  // namespace lantern::harness

@@ -1,0 +1,158 @@
+// trace.json: built from recorded ranges, written, parsed back as JSON and
+// checked: nesting per thread, microsecond units, counter tracks, names.
+#include "harness/runfmt/trace.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "harness/kv_recorder.h"
+#include "harness/memory_recorder.h"
+#include "harness/observer_set.h"
+#include "harness/timeline.h"
+#include "harness/trace_builder.h"
+#include "tests/harness/seed_plan.h"
+#include "tests/test_util.h"
+
+namespace lantern::harness {
+namespace {
+
+using runfmt::TraceEvent;
+using ::testing::HasSubstr;
+
+// 1 microsecond per clock read, starting at 1 ms.
+uint64_t g_ns = 0;
+uint64_t fake_clock() { return g_ns += 1000; }
+
+TraceEvent x(const char* name, double ts, double dur, int tid = 1) {
+  TraceEvent e;
+  e.ph = 'X';
+  e.name = name;
+  e.ts_us = ts;
+  e.dur_us = dur;
+  e.pid = 1;
+  e.tid = tid;
+  return e;
+}
+
+TEST(TraceCheck, AcceptsNestedAndRejectsCrossingRanges) {
+  std::vector<TraceEvent> good = {x("step", 0, 10), x("phase", 0, 10), x("op a", 1, 2),
+                                  x("op b", 3, 7), x("other thread", 5, 20, 2)};
+  EXPECT_TRUE(runfmt::check_trace(good).empty());
+  std::vector<TraceEvent> bad = {x("step", 0, 10), x("op", 8, 5)};
+  auto problems = runfmt::check_trace(bad);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("'op' [8.000, 13.000] overlaps 'step'"));
+
+  TraceEvent b = x("B", 0, 0), e = x("", 1, 0), orphan = x("", 2, 0);
+  b.ph = 'B';
+  e.ph = 'E';
+  orphan.ph = 'E';
+  EXPECT_TRUE(runfmt::check_trace({b, e}).empty());
+  EXPECT_EQ(runfmt::check_trace({b}).size(), 1u);
+  EXPECT_EQ(runfmt::check_trace({b, e, orphan}).size(), 1u);
+
+  TraceEvent c = x("kv", 1, 0);
+  c.ph = 'C';
+  c.args = {{"used", "three"}};
+  EXPECT_EQ(runfmt::check_trace({c}).size(), 1u);
+  c.args = {{"used", 3}};
+  EXPECT_TRUE(runfmt::check_trace({c}).empty());
+}
+
+TEST(TraceJson, WrittenTraceParsesNestsAndUsesMicroseconds) {
+  g_ns = 1'000'000;
+  const uint64_t origin = 1'000'000;
+  Timeline timeline(fake_clock);
+  KvRecorder kv(fake_clock);
+  MemoryRecorder memory(fake_clock);
+  ObserverSet set;
+  set.add(&timeline);
+  set.add(&kv);
+  set.add(&memory);
+  auto a = testing::make_seed_arena();
+  set.on_alloc(AllocEvent{"arena", "activation arena", 0x1000, a->arena.total_bytes(),
+                          kernels::Backend::cpu, false});
+  set.on_arena(a->arena);
+  for (int s = 0; s < 3; ++s) {
+    set.on_kv_event(KvEvent{KvEvent::alloc, s, s, 1, 0});
+    testing::run_seed_step(set, *a, s, s == 0 ? "prefill" : "decode", 2);
+    KvStepStats st;
+    st.step = s;
+    st.total_blocks = 8;
+    st.used_blocks = s + 1;
+    st.free_blocks = 8 - (s + 1);
+    set.on_kv_step(st);
+  }
+  runfmt::KvData kv_data = kv.data(origin);
+  TraceSources src;
+  src.origin_ns = origin;
+  src.timeline = &timeline;
+  src.kv = &kv_data;
+  src.memory = &memory.samples();
+  std::vector<TraceEvent> events = build_trace(src);
+
+  auto path = test::scratch_dir("trace-json") / "trace.json";
+  runfmt::write_trace(path, events, {{"run", "t"}});
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(text.str());  // valid JSON
+  ASSERT_TRUE(doc.contains("traceEvents"));
+  EXPECT_EQ(doc["displayTimeUnit"], "ms");
+  std::vector<TraceEvent> parsed = runfmt::parse_trace(doc);
+  ASSERT_EQ(parsed.size(), events.size());
+  EXPECT_EQ(runfmt::check_trace(parsed), std::vector<std::string>{});
+
+  // Units: every clock read is 1 us apart; an op range spans its begin and
+  // end reads, which are consecutive in the timeline (begin is read last in
+  // on_op_begin, end first in on_op_end).
+  std::map<std::string, int> count;
+  std::set<std::string> counters, thread_names;
+  for (const TraceEvent& e : parsed) {
+    count[e.cat] += 1;
+    if (e.ph == 'C') counters.insert(e.name);
+    if (e.ph == 'M' && e.name == "thread_name") thread_names.insert(e.args["name"]);
+    if (e.cat == "op") {
+      EXPECT_DOUBLE_EQ(e.dur_us, 1.0) << e.name;
+      EXPECT_EQ(e.ts_us, std::floor(e.ts_us)) << "integer microseconds from a 1 us clock";
+    }
+  }
+  EXPECT_EQ(count["step"], 3);
+  EXPECT_EQ(count["phase"], 3);
+  EXPECT_EQ(count["layer"], 6);
+  EXPECT_EQ(count["op"], 3 * testing::seed_ops_per_step(2));
+  EXPECT_TRUE(counters.count("kv blocks"));
+  EXPECT_TRUE(counters.count("host memory"));
+  EXPECT_TRUE(counters.count("device memory"));
+  EXPECT_TRUE(thread_names.count("engine"));
+  // The first op of step 0 starts after the step and is nested in it.
+  const TraceEvent* step0 = nullptr;
+  const TraceEvent* embed0 = nullptr;
+  for (const TraceEvent& e : parsed) {
+    if (e.cat == "step" && !step0) step0 = &e;
+    if (e.cat == "op" && e.name == "embed" && !embed0) embed0 = &e;
+  }
+  ASSERT_TRUE(step0 && embed0);
+  EXPECT_GE(embed0->ts_us, step0->ts_us);
+  EXPECT_LE(embed0->ts_us + embed0->dur_us, step0->ts_us + step0->dur_us);
+  EXPECT_EQ(step0->args["step"], 0);
+}
+
+TEST(TraceJson, MalformedEventsAreOneLineErrors) {
+  nlohmann::json doc = {{"traceEvents", {{{"ph", "X"}, {"name", "a"}, {"pid", 1}, {"tid", 1}}}}};
+  try {
+    runfmt::parse_trace(doc);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "trace.json: event 0: missing 'ts'");
+  }
+  EXPECT_THROW(runfmt::parse_trace(nlohmann::json{{"events", 1}}), Error);
+}
+
+}  // namespace
+}  // namespace lantern::harness

@@ -1,0 +1,101 @@
+// attention_decode: every CUDA variant against the CPU reference (two-pass
+// softmax over the block table, double accumulation). Tolerance: fp32 softmax
+// here, one bf16 rounding of the output: atol 2e-3, rtol 1e-2, rel-L2 <= 1e-2.
+// Block size 16, blocks a random permutation of a pool larger than needed
+// (random contents everywhere, unused table entries -1), slots permuted.
+// Shapes: the 1B model (32/8 heads, head_dim 64) at batch 1 and 8 with contexts
+// 1, 15, 16, 17, 33, 100, 512 and 4096 (max context); batch 64; head_dim 128
+// with group 1 and out aliasing q; head_dim 32 with group 8; group 3; head_dim
+// 96 (split_k falls back to the seed).
+#include <algorithm>
+#include <numeric>
+
+#include "tests/kernels/gpu_test_helpers.cuh"
+
+namespace lantern::test {
+namespace {
+using namespace kernels;
+
+struct DecodeCase {
+  std::vector<int> ctx;
+  int n_q, n_kv, hd;
+  bool alias;
+  int max_context;
+};
+
+void check_decode(const DecodeCase& c) {
+  const int b = int(c.ctx.size()), block_size = 16;
+  const int max_blocks = (c.max_context + block_size - 1) / block_size;
+  const int max_seqs = b + 2;
+  int needed = 0;
+  for (int len : c.ctx) needed += (len + block_size - 1) / block_size;
+  const int num_blocks = needed + 5;
+  std::vector<int32_t> block_ids(num_blocks);
+  std::iota(block_ids.begin(), block_ids.end(), 0);
+  std::shuffle(block_ids.begin(), block_ids.end(), rng());
+  std::vector<int32_t> slots(max_seqs);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng());
+  slots.resize(b);
+  std::vector<int32_t> tables(size_t(max_seqs) * max_blocks, -1);
+  int next = 0;
+  for (int i = 0; i < b; ++i)
+    for (int blk = 0; blk < (c.ctx[i] + block_size - 1) / block_size; ++blk)
+      tables[size_t(slots[i]) * max_blocks + blk] = block_ids[next++];
+  const size_t pool_elems = size_t(num_blocks) * 2 * block_size * c.n_kv * c.hd;
+  const Bf16Data pool = random_bf16(pool_elems);
+  const int q_stride = c.n_q * c.hd;
+  const Bf16Data q = random_bf16(size_t(b) * q_stride, -2.f, 2.f);
+  const float scale = 1.0f / std::sqrt(float(c.hd));
+  std::vector<int32_t> ctx_lens(c.ctx.begin(), c.ctx.end());
+  std::vector<float> ref(size_t(b) * q_stride);
+  launch(cpu_reference(Family::attention_decode),
+         AttentionDecodeArgs{q.values.data(), ref.data(), slots.data(), ctx_lens.data(),
+                             KvCacheRef{const_cast<float*>(pool.values.data()), tables.data(),
+                                        block_size, max_blocks, c.n_kv, c.hd},
+                             b, c.max_context, c.n_q, q_stride, scale},
+         cpu_ctx());
+  DeviceBuffer<bf16_bits> d_pool(pool.bits);
+  DeviceBuffer<int32_t> d_slots(slots), d_ctx(ctx_lens), d_tables(tables);
+  WorkspaceShape shape;
+  shape.max_batch_tokens = shape.max_seqs = max_seqs;
+  shape.max_context = c.max_context;
+  shape.n_q_heads = c.n_q, shape.n_kv_heads = c.n_kv, shape.head_dim = c.hd;
+  GpuEnv env;
+  for (const KernelEntry* e : cuda_variants(Family::attention_decode)) {
+    SCOPED_TRACE(variant_label(*e) + " b=" + std::to_string(b) + " heads=" + std::to_string(c.n_q) +
+                 "/" + std::to_string(c.n_kv) + " hd=" + std::to_string(c.hd) +
+                 " max_context=" + std::to_string(c.max_context) + (c.alias ? " out=q" : ""));
+    DeviceBuffer<bf16_bits> d_q(q.bits), d_out(c.alias ? 0 : size_t(b) * q_stride);
+    d_out.poison();
+    bf16_bits* out = c.alias ? d_q.get() : d_out.get();
+    launch(*e,
+           AttentionDecodeArgs{d_q.get(), out, d_slots.get(), d_ctx.get(),
+                               KvCacheRef{d_pool.get(), d_tables.get(), block_size, max_blocks,
+                                          c.n_kv, c.hd},
+                               b, c.max_context, c.n_q, q_stride, scale},
+           env.ctx(*e, shape));
+    env.sync();
+    EXPECT_TRUE(matches(bf16_to_floats(c.alias ? d_q.download() : d_out.download()), ref, 2e-3,
+                        1e-2, 1e-2));
+  }
+}
+
+TEST(AttentionDecodeGpu, ModelShapes) {
+  LANTERN_REQUIRE_GPU();
+  check_decode({{512}, 32, 8, 64, false, 4096});
+  check_decode({{1, 15, 16, 17, 33, 100, 512, 4096}, 32, 8, 64, false, 4096});
+  check_decode({{4096, 4095}, 32, 8, 64, true, 4096});
+  check_decode({std::vector<int>(64, 200), 32, 8, 64, false, 512});
+}
+
+TEST(AttentionDecodeGpu, HeadDimsAndGroups) {
+  LANTERN_REQUIRE_GPU();
+  check_decode({{1, 300}, 8, 8, 128, true, 1024});
+  check_decode({{17, 64}, 32, 4, 32, false, 256});
+  check_decode({{50, 129}, 24, 8, 64, false, 256});
+  check_decode({{70, 16}, 8, 4, 96, true, 128});
+}
+
+}  // namespace
+}  // namespace lantern::test

@@ -1,0 +1,114 @@
+// The registry contract: lookup by name and number, errors that list the valid
+// variants, defaults, and that every family has its CPU reference.
+#include "kernels/registry.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "engine/common.h"
+
+namespace lantern::kernels {
+namespace {
+
+std::string error_of(auto&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error thrown>";
+}
+
+TEST(Registry, EveryFamilyHasItsCpuReferenceAsVariantZero) {
+  const Registry& r = Registry::global();
+  for (int i = 0; i < kNumFamilies; ++i) {
+    const Family f = static_cast<Family>(i);
+    const KernelEntry& e = r.find(f, "0");
+    EXPECT_EQ(e.family, f) << family_name(f);
+    EXPECT_EQ(e.variant, 0) << family_name(f);
+    EXPECT_STREQ(e.name, "cpu_ref") << family_name(f);
+    EXPECT_EQ(e.backend, Backend::cpu) << family_name(f);
+    EXPECT_TRUE(e.verified) << family_name(f);
+    EXPECT_GT(std::string(e.description).size(), 10u) << family_name(f);
+    EXPECT_NE(e.launch, nullptr);
+    EXPECT_NE(e.cost, nullptr);
+  }
+}
+
+TEST(Registry, FindByNameAndByNumberGiveTheSameEntry) {
+  const Registry& r = Registry::global();
+  for (int i = 0; i < kNumFamilies; ++i) {
+    const Family f = static_cast<Family>(i);
+    EXPECT_EQ(&r.find(f, "cpu_ref"), &r.find(f, "0")) << family_name(f);
+  }
+}
+
+TEST(Registry, UnknownVariantErrorListsTheValidOnes) {
+  const Registry& r = Registry::global();
+  const std::string by_name = error_of([&] { r.find(Family::rmsnorm, "no_such_kernel"); });
+  EXPECT_NE(by_name.find("no_such_kernel"), std::string::npos) << by_name;
+  EXPECT_NE(by_name.find("rmsnorm"), std::string::npos) << by_name;
+  EXPECT_NE(by_name.find("0=cpu_ref(cpu)"), std::string::npos) << by_name;
+
+  const std::string by_number = error_of([&] { r.find(Family::gemm, "999"); });
+  EXPECT_NE(by_number.find("999"), std::string::npos) << by_number;
+  EXPECT_NE(by_number.find("0=cpu_ref(cpu)"), std::string::npos) << by_number;
+
+  // "0x" is neither a name nor a whole number.
+  EXPECT_THROW(r.find(Family::gemm, "0x"), Error);
+  EXPECT_THROW(r.find(Family::gemm, ""), Error);
+}
+
+TEST(Registry, FamilyNamesRoundTripAndUnknownNamesListFamilies) {
+  for (int i = 0; i < kNumFamilies; ++i) {
+    const Family f = static_cast<Family>(i);
+    EXPECT_EQ(family_from_name(family_name(f)), f);
+  }
+  const std::string msg = error_of([] { family_from_name("rms_norm"); });
+  EXPECT_NE(msg.find("rms_norm"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("attention_decode"), std::string::npos) << msg;
+}
+
+TEST(Registry, CpuDefaultsPickVariantZero) {
+  const KernelSet set = KernelSet::defaults(Backend::cpu);
+  for (int i = 0; i < kNumFamilies; ++i) {
+    const Family f = static_cast<Family>(i);
+    ASSERT_NE(set.chosen[i], nullptr) << family_name(f);
+    EXPECT_EQ(set.entry(f).variant, 0) << family_name(f);
+    EXPECT_EQ(set.entry(f).backend, Backend::cpu) << family_name(f);
+  }
+}
+
+TEST(Registry, SelectRejectsAVariantOfAnotherBackend) {
+  KernelSet set = KernelSet::defaults(Backend::cpu);
+  set.select(Family::gemm, "cpu_ref", Backend::cpu);
+  EXPECT_EQ(set.entry(Family::gemm).variant, 0);
+  const std::string msg = error_of([&] { set.select(Family::gemm, "0", Backend::cuda); });
+  EXPECT_NE(msg.find("cpu"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
+}
+
+TEST(Registry, DuplicatesAreRejected) {
+  Registry r;
+  register_cpu_kernels(r);
+  const KernelEntry copy = r.find(Family::swiglu, "0");
+  EXPECT_THROW(r.add(copy), Error);
+  KernelEntry same_name = copy;
+  same_name.variant = 7;  // new number, old name
+  EXPECT_THROW(r.add(same_name), Error);
+  KernelEntry fresh = copy;
+  fresh.variant = 7;
+  fresh.name = "another";
+  r.add(fresh);
+  EXPECT_EQ(r.variants(Family::swiglu).size(), 2u);
+}
+
+TEST(Registry, LaunchWithArgumentsOfAnotherFamilyThrows) {
+  const KernelEntry& gemm = Registry::global().find(Family::gemm, "cpu_ref");
+  ResidualArgs wrong{};
+  EXPECT_THROW(launch(gemm, wrong, LaunchCtx{}), Error);
+}
+
+}  // namespace
+}  // namespace lantern::kernels
