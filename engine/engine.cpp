@@ -103,7 +103,8 @@ class EngineImpl {
                    weights_.bytes(), opt.backend, false};
       opt.observer->on_alloc(e);
     }
-    model_ = std::make_unique<Model>(cfg_, weights_, device_, limits_, kernels_, opt.observer);
+    model_ = std::make_unique<Model>(cfg_, weights_, device_, limits_, kernels_, opt.observer,
+                                     opt.use_cuda_graphs);
     kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);

@@ -53,9 +53,15 @@ struct Model::Views {
 };
 
 Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
-             const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer)
+             const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer,
+             bool use_cuda_graphs)
     : cfg_(cfg), w_(weights), dev_(device), limits_(limits), kernels_(kernels), obs_(observer),
       v_(std::make_unique<Views>()) {
+  // Graphs replay decode steps; the seed's host argmax (argmax variant 1)
+  // synchronises with the host inside the step and cannot be captured.
+  graphs_enabled_ = use_cuda_graphs && dev_.is_cuda() &&
+                    kernels_.entry(Family::argmax).variant != 1;
+  graphs_.resize(2 * (limits.max_seqs + 1));
   const int T = limits.max_batch_tokens;
   const int R = limits.logits_rows;
   const int H = cfg.hidden_size, I = cfg.intermediate_size;
@@ -157,8 +163,16 @@ Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
   dev_.synchronize();
 }
 
+int Model::graphs_captured() const {
+  int n = 0;
+  for (const auto& g : graphs_) n += g.exec != nullptr;
+  return n;
+}
+
 Model::~Model() {
   dev_.synchronize();
+  for (auto& g : graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
   dev_.free(kv_pool_, "kv_pool", "KV blocks");
   dev_.free(block_tables_, "kv_pool", "block tables");
   dev_.free(workspace_, "workspace", "kernel workspace");
@@ -173,8 +187,9 @@ void Model::op(const char* name, int layer, const Args& args, std::initializer_l
   const kernels::KernelEntry& e = kernels_.entry(f);
   kernels::LaunchCtx ctx = dev_.ctx(workspace_, workspace_bytes_);
 #if LANTERN_INSTRUMENTATION
-  if (obs_) {
+  if (obs_ || recording_) {
     OpInfo info;
+    info.graph = graph_mode_;
     info.op = name;
     info.layer = layer;
     info.kernel = &e;
@@ -183,9 +198,13 @@ void Model::op(const char* name, int layer, const Args& args, std::initializer_l
     info.num_reads = static_cast<int>(reads.size());
     info.writes = writes.begin();
     info.num_writes = static_cast<int>(writes.size());
-    obs_->on_op_begin(info);
+    if (recording_) {
+      RecordedOp rec{info, std::vector<ViewId>(reads), std::vector<ViewId>(writes)};
+      recording_->push_back(std::move(rec));
+    }
+    if (obs_) obs_->on_op_begin(info);
     kernels::launch(e, args, ctx);
-    obs_->on_op_end(info);
+    if (obs_) obs_->on_op_end(info);
     return;
   }
 #endif
@@ -221,8 +240,6 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
   LANTERN_ASSERT(n > 0 && n <= limits_.max_batch_tokens, "step rows %d outside (0, %d]", n,
                  limits_.max_batch_tokens);
   LANTERN_ASSERT(r <= limits_.logits_rows, "logit rows %d > %d", r, limits_.logits_rows);
-  const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
-  const size_t a = act_bytes_;
 
   apply_table_updates(in.table_updates);
 
@@ -251,6 +268,84 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
   } else {
     std::memcpy(devm, host, meta.updates);
   }
+  ForwardShape shape;
+  shape.n = n;
+  shape.r = r;
+  shape.nf = nf;
+  shape.num_fresh = num_fresh;
+  shape.max_fresh_len = in.max_fresh_len;
+  shape.host_fresh_starts = in.fresh_starts.data();
+  shape.sampling = std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
+
+  bool graph = graphs_enabled_ && nf == 0 && r == n && !in.copy_logits &&
+               2 * n + 1 < static_cast<int>(graphs_.size());
+  if (graph) {
+    Graph& g = graphs_[2 * n + (shape.sampling ? 1 : 0)];
+    if (!g.exec) {
+      // Capture this decode batch size once; kernels read everything that
+      // changes per step (ids, positions, slots, lengths) from step_meta.
+      cudaGraph_t captured = nullptr;
+      recording_ = &g.ops;
+      graph_mode_ = OpInfo::kCapture;
+      LANTERN_CUDA(cudaStreamBeginCapture(dev_.stream(), cudaStreamCaptureModeThreadLocal));
+      try {
+        forward(shape);
+      } catch (...) {
+        cudaStreamEndCapture(dev_.stream(), &captured);
+        if (captured) cudaGraphDestroy(captured);
+        recording_ = nullptr;
+        graph_mode_ = OpInfo::kEager;
+        throw;
+      }
+      LANTERN_CUDA(cudaStreamEndCapture(dev_.stream(), &captured));
+      recording_ = nullptr;
+      graph_mode_ = OpInfo::kEager;
+      LANTERN_CUDA(cudaGraphInstantiate(&g.exec, captured, 0));
+      LANTERN_CUDA(cudaGraphDestroy(captured));
+    }
+    LANTERN_CUDA(cudaGraphLaunch(g.exec, dev_.stream()));
+#if LANTERN_INSTRUMENTATION
+    if (obs_) {
+      for (RecordedOp& op : g.ops) {
+        OpInfo info = op.info;
+        info.graph = OpInfo::kReplay;
+        info.reads = op.reads.data();
+        info.writes = op.writes.data();
+        if (info.layer >= 0 && (&op == &g.ops.front() || (&op)[-1].info.layer != info.layer))
+          obs_->on_layer_begin(info.layer);
+        obs_->on_op_begin(info);
+        obs_->on_op_end(info);
+        if (info.layer >= 0 && (&op == &g.ops.back() || (&op)[1].info.layer != info.layer))
+          obs_->on_layer_end(info.layer);
+      }
+    }
+#endif
+  } else {
+    forward(shape);
+  }
+
+  StepOutput out;
+  if (r == 0) {
+    dev_.synchronize();
+    return out;
+  }
+  out.tokens.resize(r);
+  dev_.copy_d2h(out.tokens.data(), devm + meta.out_tokens, 4 * r);
+  if (in.copy_logits) {
+    out.logits.resize(static_cast<size_t>(r) * cfg_.vocab_size);
+    dev_.copy_d2h(out.logits.data(), arena_.ptr(v_->logits), out.logits.size() * 4);
+  }
+  dev_.synchronize();
+  (void)info;
+  return out;
+}
+
+void Model::forward(const ForwardShape& s) {
+  const int n = s.n, r = s.r, nf = s.nf, num_fresh = s.num_fresh;
+  const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const size_t a = act_bytes_;
+  MetaLayout meta(limits_.max_batch_tokens, limits_.logits_rows, max_table_updates_);
+  char* devm = static_cast<char*>(arena_.ptr(v_->meta));
   auto M = [devm](size_t off) { return reinterpret_cast<int32_t*>(devm + off); };
   const int32_t* d_ids = M(meta.ids);
   const int32_t* d_pos = M(meta.positions);
@@ -284,8 +379,8 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
     if (nf > 0) {
       op("attention_prefill", l,
          kernels::AttentionPrefillArgs{P(V.q), P(V.k), P(V.v), P(V.attn_out),
-                                       dev_.is_cuda() ? d_fresh : in.fresh_starts.data(),
-                                       in.fresh_starts.data(), num_fresh, in.max_fresh_len,
+                                       dev_.is_cuda() ? d_fresh : s.host_fresh_starts,
+                                       s.host_fresh_starts, num_fresh, s.max_fresh_len,
                                        cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim,
                                        cfg_.q_dim(), cfg_.kv_dim(), scale},
          {V.q, V.k, V.v}, {V.attn_out});
@@ -315,21 +410,16 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
     LANTERN_OBSERVE(obs_, on_layer_end(l));
   }
 
-  StepOutput out;
-  if (r == 0) {
-    dev_.synchronize();
-    return out;
-  }
+  if (r == 0) return;
   op("final_norm", -1,
      kernels::RmsnormArgs{P(V.x), w_.final_norm, P(V.logits_in), M(meta.logit_rows), r, H, cfg_.rms_norm_eps},
      {V.x}, {V.logits_in});
   kernels::GemmArgs head{P(V.logits_in), w_.lm_head, P(V.logits), r, cfg_.vocab_size, H};
   head.c_f32 = true;
   op("lm_head", -1, head, {V.logits_in}, {V.logits});
-  bool sampling = std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
   int32_t* d_out = M(meta.out_tokens);
   const float* logits = static_cast<const float*>(P(V.logits));
-  if (sampling) {
+  if (s.sampling) {
     op("sample", -1,
        kernels::SampleArgs{logits, reinterpret_cast<const float*>(devm + meta.temperature), M(meta.top_k),
                            reinterpret_cast<const float*>(devm + meta.top_p),
@@ -339,15 +429,6 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
   } else {
     op("argmax", -1, kernels::ArgmaxArgs{logits, d_out, r, cfg_.vocab_size}, {V.logits}, {});
   }
-  out.tokens.resize(r);
-  dev_.copy_d2h(out.tokens.data(), d_out, 4 * r);
-  if (in.copy_logits) {
-    out.logits.resize(static_cast<size_t>(r) * cfg_.vocab_size);
-    dev_.copy_d2h(out.logits.data(), logits, out.logits.size() * 4);
-  }
-  dev_.synchronize();
-  (void)info;
-  return out;
 }
 
 }  // namespace lantern

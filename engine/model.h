@@ -44,7 +44,8 @@ struct StepOutput {
 class Model {
  public:
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
-        const kernels::KernelSet& kernels, Observer* observer);
+        const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs);
+  int graphs_captured() const;
   ~Model();
 
   StepOutput run(const StepInput& in, const StepInfo& info);
@@ -76,9 +77,29 @@ class Model {
   int max_table_updates_ = 0;
   size_t act_bytes_ = 0;
 
+  // What the forward pass needs besides the metadata already on the device.
+  struct ForwardShape {
+    int n = 0, r = 0, nf = 0, num_fresh = 0, max_fresh_len = 0;
+    const int32_t* host_fresh_starts = nullptr;
+    bool sampling = false;
+  };
+  // Ops recorded while capturing a graph, re-announced to the observer on replay.
+  struct RecordedOp {
+    OpInfo info;
+    std::vector<ViewId> reads, writes;
+  };
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<RecordedOp> ops;
+  };
+  void forward(const ForwardShape& s);
   template <class Args>
   void op(const char* name, int layer, const Args& args, std::initializer_list<int> reads,
           std::initializer_list<int> writes);
+  bool graphs_enabled_ = false;
+  std::vector<Graph> graphs_;        // index: decode rows * 2 + sampling
+  std::vector<RecordedOp>* recording_ = nullptr;
+  OpInfo::GraphMode graph_mode_ = OpInfo::kEager;
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
 };
 

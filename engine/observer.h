@@ -36,6 +36,12 @@ struct OpInfo {
   int num_reads = 0;
   const ViewId* writes = nullptr;
   int num_writes = 0;
+  // CUDA graphs: kEager = launched now; kCapture = recorded into a graph being
+  // captured (no GPU work yet; node -> op attribution happens here);
+  // kReplay = the op ran inside a replayed graph (hooks fire in op order for
+  // accounting only: no launch happens between begin and end).
+  enum GraphMode : uint8_t { kEager = 0, kCapture = 1, kReplay = 2 };
+  GraphMode graph = kEager;
 };
 
 struct KvEvent {
