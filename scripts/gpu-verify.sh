@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Everything that needs the H200, in one call of the device tool:
+#   bash scripts/gpu-verify.sh [stage ...]     (default: all stages)
+# Stages: build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench overhead
+# Logs go to /tmp/lantern-logs (tarred into $OUT/logs.tar.gz at the end) and a one-line
+# result per stage to $OUT/summary.txt (printed last).
+set -u
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/lantern-out}"
+LOGS=/tmp/lantern-logs  # tarred into $OUT at the end (the tool returns few files)
+mkdir -p "$LOGS"
+export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+BIN=build/gpu-machine/bin/lantern
+MODEL=models/llama-3.2-1b
+STAGES=("$@")
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench)
+
+stage() {  # stage NAME TIMEOUT_S command...
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$OUT/summary.txt"
+  tail -n "${TAIL:-12}" "$LOGS/$name.log"
+  return $rc
+}
+
+for s in "${STAGES[@]}"; do
+  case $s in
+    build) stage build 420 bash scripts/device-build.sh || break ;;
+    gputests) TAIL=25 stage gputests 300 ./build/gpu-machine/tests/lantern_gpu_tests ;;
+    sanitizer)
+      stage memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        ./build/gpu-machine/tests/lantern_gpu_tests --gtest_filter="${SANITIZE_FILTER:-*Small*:*Edge*:EngineGpu.Graph*}"
+      stage racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        ./build/gpu-machine/tests/lantern_gpu_tests --gtest_filter="${SANITIZE_FILTER:-*Small*:*Edge*}" ;;
+    synth) [[ -f $MODEL/model.safetensors ]] || stage synth 120 $BIN synth --preset llama-3.2-1b --out $MODEL --seed 0 ;;
+    hf_fp32) stage hf_fp32 420 python3 experiments/hf/compare_fp32.py --model $MODEL --lantern $BIN --out "$LOGS/hf_fp32" ;;
+    hf_bf16) stage hf_bf16 420 python3 experiments/hf/compare_bf16.py --model $MODEL --lantern $BIN --out "$LOGS/hf_bf16" ;;
+    batch) stage batch 300 python3 experiments/hf/batch_consistency.py --model $MODEL --lantern $BIN --out "$LOGS/batch" ;;
+    bench)
+      for b in 1 8 32; do
+        stage bench_b$b 120 $BIN bench --model $MODEL --device cuda --batch $b --prompt-len 128 \
+          --decode-steps 128 --json "$LOGS/bench_b$b.json" --quiet
+      done ;;
+    peers) stage peers 300 python3 experiments/peers/hf_decode_bench.py --model $MODEL --batch 1 8 32 ;;
+    kbench) stage kbench 300 ./build/gpu-machine/bench/bench_kernels --benchmark_min_time=0.05 ;;
+    overhead) LANTERN_BENCH_MODEL=$MODEL stage overhead 300 ./build/gpu-machine/bench/bench_harness_overhead ;;
+    *) echo "unknown stage $s" ;;
+  esac
+done
+tar czf "$OUT/logs.tar.gz" --exclude="*.bin" -C /tmp lantern-logs
+echo "==== summary"; cat "$OUT/summary.txt"
