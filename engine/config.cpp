@@ -9,9 +9,9 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
-#include <numbers>
-
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <numbers>
 
 #include "engine/common.h"
 
@@ -37,7 +37,8 @@ int64_t as_int(const json& v, const std::string& key) {
   // 2048.0 is an integer too (some exporters write floats).
   if (v.is_number_float()) {
     double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15)
+      return static_cast<int64_t>(d);
   }
   LANTERN_FAIL("config.json: %s must be an integer, got %s", key.c_str(), show(v).c_str());
 }
@@ -61,6 +62,13 @@ double number(const json& v, const std::string& key) {
   LANTERN_CHECK(v.is_number(), "config.json: %s must be a number, got %s", key.c_str(),
                 show(v).c_str());
   return v.get<double>();
+}
+
+// Narrowing to float: out-of-range doubles are an error, not undefined behaviour.
+float to_float(double v, const std::string& key) {
+  LANTERN_CHECK(std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max(),
+                "config.json: %s = %g is out of range", key.c_str(), v);
+  return static_cast<float>(v);
 }
 
 double number_key(const json& obj, const std::string& key, const std::string& where) {
@@ -131,13 +139,13 @@ RopeScaling parse_rope_scaling(const json& rs, const char* key) {
     LANTERN_FAIL("config.json: %s has no rope_type: expected \"llama3\" or \"default\"", key);
   if (type == "default") return out;
   LANTERN_CHECK(type == "llama3",
-                "config.json: %s.rope_type \"%s\" is not supported (supported: llama3, default)", key,
-                type.c_str());
+                "config.json: %s.rope_type \"%s\" is not supported (supported: llama3, default)",
+                key, type.c_str());
   const std::string where = std::string("config.json ") + key;
   out.type = "llama3";
-  out.factor = static_cast<float>(number_key(rs, "factor", where));
-  out.low_freq_factor = static_cast<float>(number_key(rs, "low_freq_factor", where));
-  out.high_freq_factor = static_cast<float>(number_key(rs, "high_freq_factor", where));
+  out.factor = to_float(number_key(rs, "factor", where), "factor");
+  out.low_freq_factor = to_float(number_key(rs, "low_freq_factor", where), "low_freq_factor");
+  out.high_freq_factor = to_float(number_key(rs, "high_freq_factor", where), "high_freq_factor");
   out.original_max_position = int_key(rs, "original_max_position_embeddings", where);
   return out;
 }
@@ -178,18 +186,19 @@ ModelConfig ModelConfig::from_json(const json& j) {
     c.head_dim = c.hidden_size / c.num_q_heads;
   }
 
-  c.rms_norm_eps = static_cast<float>(number_key_or(j, "rms_norm_eps", 1e-6));
+  c.rms_norm_eps = to_float(number_key_or(j, "rms_norm_eps", 1e-6), "rms_norm_eps");
   c.max_position_embeddings = int_key_or(j, "max_position_embeddings", 2048);
   c.tie_word_embeddings = bool_key_or(j, "tie_word_embeddings", false);
 
   // Rope: classic keys (rope_theta + rope_scaling), or transformers 5's
   // rope_parameters, which carries rope_theta and the scaling in one object.
-  c.rope_theta = static_cast<float>(number_key_or(j, "rope_theta", 10000.0));
+  c.rope_theta = to_float(number_key_or(j, "rope_theta", 10000.0), "rope_theta");
   if (const json* rp = find_key(j, "rope_parameters")) {
     LANTERN_CHECK(rp->is_object(), "config.json: rope_parameters must be an object, got %s",
                   show(*rp).c_str());
     if (const json* t = find_key(*rp, "rope_theta"))
-      c.rope_theta = static_cast<float>(number(*t, "rope_parameters.rope_theta"));
+      c.rope_theta =
+          to_float(number(*t, "rope_parameters.rope_theta"), "rope_parameters.rope_theta");
     c.rope_scaling = parse_rope_scaling(*rp, "rope_parameters");
   } else if (const json* rs = find_key(j, "rope_scaling")) {
     c.rope_scaling = parse_rope_scaling(*rs, "rope_scaling");
@@ -234,8 +243,8 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
     return j;
   };
   fs::path config_path = model_dir / "config.json";
-  LANTERN_CHECK(fs::is_regular_file(config_path, ec), "%s does not exist (not an HF model directory?)",
-                config_path.string().c_str());
+  LANTERN_CHECK(fs::is_regular_file(config_path, ec),
+                "%s does not exist (not an HF model directory?)", config_path.string().c_str());
   ModelConfig c = from_json(read_json(config_path));
 
   fs::path gen_path = model_dir / "generation_config.json";
@@ -279,12 +288,11 @@ json ModelConfig::to_json() const {
   j["pretraining_tp"] = 1;
   j["rms_norm_eps"] = float_for_json(rms_norm_eps);
   if (rope_scaling.type == "llama3") {
-    j["rope_scaling"] = {
-        {"factor", float_for_json(rope_scaling.factor)},
-        {"high_freq_factor", float_for_json(rope_scaling.high_freq_factor)},
-        {"low_freq_factor", float_for_json(rope_scaling.low_freq_factor)},
-        {"original_max_position_embeddings", rope_scaling.original_max_position},
-        {"rope_type", "llama3"}};
+    j["rope_scaling"] = {{"factor", float_for_json(rope_scaling.factor)},
+                         {"high_freq_factor", float_for_json(rope_scaling.high_freq_factor)},
+                         {"low_freq_factor", float_for_json(rope_scaling.low_freq_factor)},
+                         {"original_max_position_embeddings", rope_scaling.original_max_position},
+                         {"rope_type", "llama3"}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -297,7 +305,8 @@ json ModelConfig::to_json() const {
 }
 
 void ModelConfig::validate() const {
-  LANTERN_CHECK(model_type == "llama", "config.json: model_type \"%s\" is not supported (supported: llama)",
+  LANTERN_CHECK(model_type == "llama",
+                "config.json: model_type \"%s\" is not supported (supported: llama)",
                 model_type.c_str());
   auto positive = [](int v, const char* key) {
     LANTERN_CHECK(v > 0, "config.json: %s must be positive, got %d", key, v);
@@ -313,8 +322,8 @@ void ModelConfig::validate() const {
   LANTERN_CHECK(num_q_heads % num_kv_heads == 0,
                 "config.json: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                 num_q_heads, num_kv_heads);
-  LANTERN_CHECK(head_dim % 2 == 0, "config.json: head_dim must be even for rotary embeddings, got %d",
-                head_dim);
+  LANTERN_CHECK(head_dim % 2 == 0,
+                "config.json: head_dim must be even for rotary embeddings, got %d", head_dim);
   LANTERN_CHECK(std::isfinite(rms_norm_eps) && rms_norm_eps > 0,
                 "config.json: rms_norm_eps must be positive, got %g", double(rms_norm_eps));
   LANTERN_CHECK(std::isfinite(rope_theta) && rope_theta > 1,
@@ -323,30 +332,35 @@ void ModelConfig::validate() const {
     const RopeScaling& s = rope_scaling;
     LANTERN_CHECK(std::isfinite(s.factor) && s.factor >= 1,
                   "config.json: rope_scaling.factor must be >= 1, got %g", double(s.factor));
-    LANTERN_CHECK(s.low_freq_factor > 0, "config.json: rope_scaling.low_freq_factor must be positive, got %g",
+    LANTERN_CHECK(s.low_freq_factor > 0,
+                  "config.json: rope_scaling.low_freq_factor must be positive, got %g",
                   double(s.low_freq_factor));
     LANTERN_CHECK(s.high_freq_factor > s.low_freq_factor,
                   "config.json: rope_scaling.high_freq_factor %g must be greater than "
                   "low_freq_factor %g",
                   double(s.high_freq_factor), double(s.low_freq_factor));
-    LANTERN_CHECK(s.original_max_position > 0,
-                  "config.json: rope_scaling.original_max_position_embeddings must be positive, got %d",
-                  s.original_max_position);
+    LANTERN_CHECK(
+        s.original_max_position > 0,
+        "config.json: rope_scaling.original_max_position_embeddings must be positive, got %d",
+        s.original_max_position);
   } else {
-    LANTERN_CHECK(rope_scaling.type == "none",
-                  "config.json: rope_scaling type \"%s\" is not supported (supported: llama3, none)",
-                  rope_scaling.type.c_str());
+    LANTERN_CHECK(
+        rope_scaling.type == "none",
+        "config.json: rope_scaling type \"%s\" is not supported (supported: llama3, none)",
+        rope_scaling.type.c_str());
   }
   if (torch_dtype == "float16" || torch_dtype == "float32") {
-    LANTERN_FAIL("config.json: torch_dtype \"%s\" is not supported yet (Lantern runs bfloat16 "
-                 "weights; convert the checkpoint to bfloat16)",
-                 torch_dtype.c_str());
+    LANTERN_FAIL(
+        "config.json: torch_dtype \"%s\" is not supported yet (Lantern runs bfloat16 "
+        "weights; convert the checkpoint to bfloat16)",
+        torch_dtype.c_str());
   }
   LANTERN_CHECK(torch_dtype == "bfloat16",
                 "config.json: torch_dtype \"%s\" is not supported (supported: bfloat16)",
                 torch_dtype.c_str());
-  LANTERN_CHECK(bos_token_id < vocab_size, "config.json: bos_token_id %d is outside the vocabulary (%d)",
-                bos_token_id, vocab_size);
+  LANTERN_CHECK(bos_token_id < vocab_size,
+                "config.json: bos_token_id %d is outside the vocabulary (%d)", bos_token_id,
+                vocab_size);
   for (int id : eos_token_ids)
     LANTERN_CHECK(id >= 0 && id < vocab_size,
                   "config.json: eos_token_id %d is outside the vocabulary [0, %d)", id, vocab_size);

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/common.h"
@@ -44,7 +43,8 @@ void pread_exact(int fd, void* dst, size_t n, uint64_t offset, const fs::path& f
     ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
     if (r < 0 && errno == EINTR) continue;
     LANTERN_CHECK(r > 0, "%s: read of %zu bytes at offset %llu failed: %s", file.c_str(), n,
-                  static_cast<unsigned long long>(offset), r < 0 ? std::strerror(errno) : "end of file");
+                  static_cast<unsigned long long>(offset),
+                  r < 0 ? std::strerror(errno) : "end of file");
     p += r;
     n -= static_cast<size_t>(r);
     offset += static_cast<uint64_t>(r);
@@ -52,21 +52,23 @@ void pread_exact(int fd, void* dst, size_t n, uint64_t offset, const fs::path& f
 }
 
 uint64_t checked_u64(const json& v, const std::string& what) {
-  LANTERN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), "%s must be a non-negative integer, got %s",
-                what.c_str(), show(v).c_str());
+  LANTERN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
+                "%s must be a non-negative integer, got %s", what.c_str(), show(v).c_str());
   return v.get<uint64_t>();
 }
 
 SafetensorsEntry parse_entry(const std::string& name, const json& e, const fs::path& file) {
   const std::string where = file.string() + ": " + name;
-  LANTERN_CHECK(e.is_object(), "%s: entry must be an object, got %s", where.c_str(), show(e).c_str());
+  LANTERN_CHECK(e.is_object(), "%s: entry must be an object, got %s", where.c_str(),
+                show(e).c_str());
   SafetensorsEntry out;
   out.name = name;
   out.file = file;
 
   auto dt = e.find("dtype");
   LANTERN_CHECK(dt != e.end(), "%s: entry has no dtype", where.c_str());
-  LANTERN_CHECK(dt->is_string(), "%s: dtype must be a string, got %s", where.c_str(), show(*dt).c_str());
+  LANTERN_CHECK(dt->is_string(), "%s: dtype must be a string, got %s", where.c_str(),
+                show(*dt).c_str());
   out.dtype = dt->get<std::string>();
   size_t elem_bytes = 0;
   try {
@@ -77,7 +79,8 @@ SafetensorsEntry parse_entry(const std::string& name, const json& e, const fs::p
 
   auto sh = e.find("shape");
   LANTERN_CHECK(sh != e.end(), "%s: entry has no shape", where.c_str());
-  LANTERN_CHECK(sh->is_array(), "%s: shape must be a list, got %s", where.c_str(), show(*sh).c_str());
+  LANTERN_CHECK(sh->is_array(), "%s: shape must be a list, got %s", where.c_str(),
+                show(*sh).c_str());
   // Element count with overflow checks: a hostile shape must not wrap around.
   uint64_t numel = 1;
   for (const auto& d : *sh) {
@@ -90,18 +93,19 @@ SafetensorsEntry parse_entry(const std::string& name, const json& e, const fs::p
 
   auto off = e.find("data_offsets");
   LANTERN_CHECK(off != e.end(), "%s: entry has no data_offsets", where.c_str());
-  LANTERN_CHECK(off->is_array() && off->size() == 2, "%s: data_offsets must be [begin, end], got %s",
-                where.c_str(), show(*off).c_str());
+  LANTERN_CHECK(off->is_array() && off->size() == 2,
+                "%s: data_offsets must be [begin, end], got %s", where.c_str(), show(*off).c_str());
   out.begin = checked_u64((*off)[0], where + ": data_offsets begin");
   out.end = checked_u64((*off)[1], where + ": data_offsets end");
   LANTERN_CHECK(out.begin <= out.end, "%s: data_offsets [%llu, %llu] end before they begin",
                 where.c_str(), static_cast<unsigned long long>(out.begin),
                 static_cast<unsigned long long>(out.end));
-  LANTERN_CHECK(numel <= (1ull << 62) / elem_bytes && out.end - out.begin == numel * elem_bytes,
-                "%s: data_offsets [%llu, %llu] span %llu bytes but %s %s needs %llu", where.c_str(),
-                static_cast<unsigned long long>(out.begin), static_cast<unsigned long long>(out.end),
-                static_cast<unsigned long long>(out.end - out.begin), shape_string(out.shape).c_str(),
-                out.dtype.c_str(), static_cast<unsigned long long>(numel * elem_bytes));
+  LANTERN_CHECK(
+      numel <= (1ull << 62) / elem_bytes && out.end - out.begin == numel * elem_bytes,
+      "%s: data_offsets [%llu, %llu] span %llu bytes but %s %s needs %llu", where.c_str(),
+      static_cast<unsigned long long>(out.begin), static_cast<unsigned long long>(out.end),
+      static_cast<unsigned long long>(out.end - out.begin), shape_string(out.shape).c_str(),
+      out.dtype.c_str(), static_cast<unsigned long long>(numel * elem_bytes));
   for (auto it = e.begin(); it != e.end(); ++it)
     LANTERN_CHECK(it.key() == "dtype" || it.key() == "shape" || it.key() == "data_offsets",
                   "%s: unexpected field \"%s\" in entry", where.c_str(), it.key().c_str());
@@ -112,9 +116,9 @@ SafetensorsEntry parse_entry(const std::string& name, const json& e, const fs::p
 
 size_t safetensors_dtype_bytes(const std::string& dtype) {
   static const std::map<std::string, size_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},     {"U32", 4},     {"F32", 4},
-      {"I64", 8},  {"U64", 8}, {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
   auto it = sizes.find(dtype);
   LANTERN_CHECK(it != sizes.end(), "unknown safetensors dtype \"%s\"", dtype.c_str());
   return it->second;
@@ -133,8 +137,9 @@ SafetensorsFile parse_safetensors_header(const std::string& header_json, const f
   out.file_bytes = file_bytes;
   out.header_bytes = header_json.size();
   out.data_start = 8 + header_json.size();
-  LANTERN_CHECK(out.data_start <= file_bytes, "%s: header length %llu runs past the end of the file (%llu bytes)",
-                file.c_str(), static_cast<unsigned long long>(header_json.size()),
+  LANTERN_CHECK(out.data_start <= file_bytes,
+                "%s: header length %llu runs past the end of the file (%llu bytes)", file.c_str(),
+                static_cast<unsigned long long>(header_json.size()),
                 static_cast<unsigned long long>(file_bytes));
   const uint64_t data_bytes = file_bytes - out.data_start;
 
@@ -163,7 +168,8 @@ SafetensorsFile parse_safetensors_header(const std::string& header_json, const f
                   "%s: %s: data_offsets [%llu, %llu] run past the end of the data area (%llu "
                   "bytes): file truncated?",
                   file.c_str(), e.name.c_str(), static_cast<unsigned long long>(e.begin),
-                  static_cast<unsigned long long>(e.end), static_cast<unsigned long long>(data_bytes));
+                  static_cast<unsigned long long>(e.end),
+                  static_cast<unsigned long long>(data_bytes));
     e.begin += out.data_start;
     e.end += out.data_start;
     out.tensors.push_back(std::move(e));
@@ -214,8 +220,8 @@ SafetensorsFile read_safetensors_header(const fs::path& file) {
                 static_cast<unsigned long long>(kMaxHeaderBytes));
   std::string header(n, '\0');
   pread_exact(fd.fd, header.data(), n, 8, file);
-  LANTERN_CHECK(n > 0 && header[0] == '{', "%s: header does not start with '{': not a safetensors file?",
-                file.c_str());
+  LANTERN_CHECK(n > 0 && header[0] == '{',
+                "%s: header does not start with '{': not a safetensors file?", file.c_str());
   return parse_safetensors_header(header, file, file_bytes);
 }
 
@@ -263,10 +269,10 @@ SafetensorsModel open_safetensors_model(const fs::path& model_dir) {
                     it.key().c_str(), show(*it).c_str());
       std::string shard = it->get<std::string>();
       // Shards live beside the index: no paths, so an index cannot point elsewhere.
-      LANTERN_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "." &&
-                        shard != "..",
-                    "%s: weight_map.%s names \"%s\", expected a file name in the same directory",
-                    index.c_str(), it.key().c_str(), shard.c_str());
+      LANTERN_CHECK(
+          !shard.empty() && shard.find('/') == std::string::npos && shard != "." && shard != "..",
+          "%s: weight_map.%s names \"%s\", expected a file name in the same directory",
+          index.c_str(), it.key().c_str(), shard.c_str());
       weight_map[it.key()] = shard;
       if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
     }
@@ -278,7 +284,8 @@ SafetensorsModel open_safetensors_model(const fs::path& model_dir) {
       model.files.push_back(read_safetensors_header(model_dir / s));
     }
   } else {
-    LANTERN_CHECK(fs::exists(single, ec), "%s holds neither model.safetensors nor model.safetensors.index.json",
+    LANTERN_CHECK(fs::exists(single, ec),
+                  "%s holds neither model.safetensors nor model.safetensors.index.json",
                   model_dir.c_str());
     model.files.push_back(read_safetensors_header(single));
   }
@@ -307,9 +314,10 @@ SafetensorsModel open_safetensors_model(const fs::path& model_dir) {
 std::vector<SafetensorsEntry> match_tensor_table(const SafetensorsModel& model,
                                                  const std::vector<TensorSpec>& specs,
                                                  std::vector<std::string>* extra) {
-  const std::string where = model.index.empty()
-                                ? (model.files.empty() ? std::string("model") : model.files[0].path.string())
-                                : model.index.string();
+  const std::string where =
+      model.index.empty()
+          ? (model.files.empty() ? std::string("model") : model.files[0].path.string())
+          : model.index.string();
   std::vector<std::string> missing;
   std::vector<SafetensorsEntry> out;
   out.reserve(specs.size());
@@ -352,7 +360,8 @@ SafetensorsLayout safetensors_layout(const std::vector<TensorSpec>& tensors,
   for (const auto& t : tensors) {
     LANTERN_ASSERT(!h.contains(t.name), "duplicate tensor %s", t.name.c_str());
     uint64_t bytes = t.bytes();
-    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    h[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     out.offsets.push_back(offset);
     offset += bytes;
   }

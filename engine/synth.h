@@ -10,10 +10,9 @@
 // logit statistics, in docs/synthetic-models.md.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "engine/bf16.h"
 #include "engine/config.h"

@@ -11,6 +11,7 @@
 // CPU: the same chunks, read straight into the host block.
 #include "engine/weights.h"
 
+#include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,11 +19,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <thread>
-
-#include <cuda_runtime_api.h>
 
 #include "engine/common.h"
 #include "engine/safetensors.h"
@@ -33,13 +35,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kChunkBytes = 64ull << 20;    // one staging buffer
-constexpr size_t kReadJobBytes = 8ull << 20;   // one pread job inside a chunk
+constexpr size_t kChunkBytes = 64ull << 20;   // one staging buffer
+constexpr size_t kReadJobBytes = 8ull << 20;  // one pread job inside a chunk
 constexpr int kStagingBuffers = 3;
 constexpr int kMaxReadThreads = 8;
 constexpr size_t kProgressThreshold = 1'000'000'000;  // print progress for models over 1 GB
 
-size_t align_up(size_t x) { return (x + kWeightAlign - 1) / kWeightAlign * kWeightAlign; }
+size_t align_up(size_t x) {
+  return (x + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
+}
 
 void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
   if (err == cudaSuccess) return;
@@ -81,10 +85,10 @@ struct Fd {
 
 // One contiguous file range and where its bytes go.
 struct Piece {
-  int file = 0;           // index into the open files
+  int file = 0;  // index into the open files
   uint64_t file_offset = 0;
   size_t bytes = 0;
-  size_t dst_offset = 0;  // inside the weight block
+  size_t dst_offset = 0;    // inside the weight block
   size_t stage_offset = 0;  // inside the chunk's staging buffer
 };
 
@@ -119,9 +123,10 @@ void pread_exact(int fd, char* dst, size_t n, uint64_t offset, const fs::path& f
   while (n > 0) {
     ssize_t r = ::pread(fd, dst, n, static_cast<off_t>(offset));
     if (r < 0 && errno == EINTR) continue;
-    LANTERN_CHECK(r > 0, "%s: read of %zu bytes at offset %llu failed: %s", file.c_str(), n,
-                  static_cast<unsigned long long>(offset),
-                  r < 0 ? std::strerror(errno) : "unexpected end of file (truncated while loading?)");
+    LANTERN_CHECK(
+        r > 0, "%s: read of %zu bytes at offset %llu failed: %s", file.c_str(), n,
+        static_cast<unsigned long long>(offset),
+        r < 0 ? std::strerror(errno) : "unexpected end of file (truncated while loading?)");
     dst += r;
     n -= static_cast<size_t>(r);
     offset += static_cast<uint64_t>(r);
@@ -187,7 +192,8 @@ void require_cuda_device() {
     LANTERN_FAIL("--device cuda requested but no CUDA device: %s (%s)", cudaGetErrorName(err),
                  cudaGetErrorString(err));
   }
-  LANTERN_CHECK(count > 0, "--device cuda requested but no CUDA device: cudaGetDeviceCount found 0");
+  LANTERN_CHECK(count > 0,
+                "--device cuda requested but no CUDA device: cudaGetDeviceCount found 0");
 }
 
 std::function<void(size_t, size_t)> stderr_progress(kernels::Backend backend) {
@@ -223,23 +229,30 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
   auto layer_shape = [&](TensorRole r) -> std::vector<int64_t> {
     switch (r) {
       case TensorRole::attn_norm:
-      case TensorRole::mlp_norm: return {hidden};
-      case TensorRole::wq: return {q_dim, hidden};
+      case TensorRole::mlp_norm:
+        return {hidden};
+      case TensorRole::wq:
+        return {q_dim, hidden};
       case TensorRole::wk:
-      case TensorRole::wv: return {kv_dim, hidden};
-      case TensorRole::wo: return {hidden, q_dim};
+      case TensorRole::wv:
+        return {kv_dim, hidden};
+      case TensorRole::wo:
+        return {hidden, q_dim};
       case TensorRole::w_gate:
-      case TensorRole::w_up: return {inter, hidden};
-      case TensorRole::w_down: return {hidden, inter};
-      default: LANTERN_ASSERT(false, "not a layer tensor role %d", static_cast<int>(r));
+      case TensorRole::w_up:
+        return {inter, hidden};
+      case TensorRole::w_down:
+        return {hidden, inter};
+      default:
+        LANTERN_ASSERT(false, "not a layer tensor role %d", static_cast<int>(r));
     }
   };
   std::vector<TensorSpec> t;
   t.push_back({"model.embed_tokens.weight", {vocab, hidden}, "BF16", TensorRole::embed, -1});
   for (int l = 0; l < cfg.num_layers; ++l)
     for (const auto& rn : kLayerTensors)
-      t.push_back({"model.layers." + std::to_string(l) + "." + rn.name, layer_shape(rn.role), "BF16",
-                   rn.role, l});
+      t.push_back({"model.layers." + std::to_string(l) + "." + rn.name, layer_shape(rn.role),
+                   "BF16", rn.role, l});
   t.push_back({"model.norm.weight", {hidden}, "BF16", TensorRole::final_norm, -1});
   if (!cfg.tie_word_embeddings)
     t.push_back({"lm_head.weight", {vocab, hidden}, "BF16", TensorRole::lm_head, -1});
@@ -285,7 +298,8 @@ struct WeightsLoader {
     }
     std::vector<Piece> pieces;
     for (size_t i = 0; i < entries.size(); ++i) {
-      int file = static_cast<int>(std::find(paths.begin(), paths.end(), entries[i].file) - paths.begin());
+      int file =
+          static_cast<int>(std::find(paths.begin(), paths.end(), entries[i].file) - paths.begin());
       pieces.push_back({file, entries[i].begin, entries[i].bytes(), w.views_[i].offset, 0});
     }
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
@@ -296,8 +310,8 @@ struct WeightsLoader {
     std::function<void(size_t, size_t)> progress = progress_in;
     const bool report = !progress && payload > kProgressThreshold;
     if (report) progress = stderr_progress(backend);
-    const int threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1,
-                                        kMaxReadThreads);
+    const int threads =
+        std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxReadThreads);
     double read_seconds = 0;
     size_t done = 0;
 
@@ -342,7 +356,8 @@ struct WeightsLoader {
         const int b = static_cast<int>(ci % kStagingBuffers);
         char* stage = static_cast<char*>(st.host[b]);
         // Reuse a buffer only once the copies out of it have finished.
-        if (ci >= static_cast<size_t>(kStagingBuffers)) WEIGHTS_CUDA_CHECK(cudaEventSynchronize(st.done[b]));
+        if (ci >= static_cast<size_t>(kStagingBuffers))
+          WEIGHTS_CUDA_CHECK(cudaEventSynchronize(st.done[b]));
         auto tr = std::chrono::steady_clock::now();
         read_chunk(chunks[ci], stage, /*staged=*/true, fds, paths, threads);
         read_seconds += seconds_since(tr);
@@ -361,7 +376,8 @@ struct WeightsLoader {
     w.stats_.read_seconds = read_seconds;
     w.stats_.total_seconds = seconds_since(t0);
     if (report)
-      std::fprintf(stderr, "loaded %.2f GB of weights to %s in %.3f s (%.2f GB/s; reading %.3f s)\n",
+      std::fprintf(stderr,
+                   "loaded %.2f GB of weights to %s in %.3f s (%.2f GB/s; reading %.3f s)\n",
                    payload / 1e9, kernels::backend_name(backend), w.stats_.total_seconds,
                    w.stats_.gb_per_s(), read_seconds);
     w.bind(cfg);
@@ -374,7 +390,9 @@ Weights Weights::load(const ModelConfig& cfg, const fs::path& model_dir, kernels
   return WeightsLoader::load(cfg, model_dir, backend, progress);
 }
 
-Weights::Weights(Weights&& o) noexcept { *this = std::move(o); }
+Weights::Weights(Weights&& o) noexcept {
+  *this = std::move(o);
+}
 
 Weights& Weights::operator=(Weights&& o) noexcept {
   if (this == &o) return *this;
@@ -396,7 +414,9 @@ Weights& Weights::operator=(Weights&& o) noexcept {
   return *this;
 }
 
-Weights::~Weights() { release(); }
+Weights::~Weights() {
+  release();
+}
 
 void Weights::release() {
   if (!block_) return;
@@ -422,18 +442,42 @@ void Weights::bind(const ModelConfig& cfg) {
     const TensorSpec& s = specs[i];
     LayerWeights* lw = s.layer >= 0 ? &layers[s.layer] : nullptr;
     switch (s.role) {
-      case TensorRole::embed: embed = p; break;
-      case TensorRole::final_norm: final_norm = p; break;
-      case TensorRole::lm_head: lm_head = p; break;
-      case TensorRole::attn_norm: lw->attn_norm = p; break;
-      case TensorRole::wq: lw->wq = p; break;
-      case TensorRole::wk: lw->wk = p; break;
-      case TensorRole::wv: lw->wv = p; break;
-      case TensorRole::wo: lw->wo = p; break;
-      case TensorRole::mlp_norm: lw->mlp_norm = p; break;
-      case TensorRole::w_gate: lw->w_gate = p; break;
-      case TensorRole::w_up: lw->w_up = p; break;
-      case TensorRole::w_down: lw->w_down = p; break;
+      case TensorRole::embed:
+        embed = p;
+        break;
+      case TensorRole::final_norm:
+        final_norm = p;
+        break;
+      case TensorRole::lm_head:
+        lm_head = p;
+        break;
+      case TensorRole::attn_norm:
+        lw->attn_norm = p;
+        break;
+      case TensorRole::wq:
+        lw->wq = p;
+        break;
+      case TensorRole::wk:
+        lw->wk = p;
+        break;
+      case TensorRole::wv:
+        lw->wv = p;
+        break;
+      case TensorRole::wo:
+        lw->wo = p;
+        break;
+      case TensorRole::mlp_norm:
+        lw->mlp_norm = p;
+        break;
+      case TensorRole::w_gate:
+        lw->w_gate = p;
+        break;
+      case TensorRole::w_up:
+        lw->w_up = p;
+        break;
+      case TensorRole::w_down:
+        lw->w_down = p;
+        break;
     }
   }
   if (cfg.tie_word_embeddings) lm_head = embed;

@@ -83,7 +83,8 @@ nvtxStringHandle_t NvtxObserver::name(const char* s) {
 nvtxStringHandle_t NvtxObserver::layer_name(int layer) {
   if (layer < 0) layer = 0;
   while (static_cast<int>(layer_names_.size()) <= layer) {
-    std::string text = "layer " + std::to_string(layer_names_.size());
+    std::string text = "layer ";
+    text += std::to_string(layer_names_.size());
     layer_names_.push_back(nvtxDomainRegisterStringA(domain_, text.c_str()));
   }
   return layer_names_[layer];

@@ -1,98 +1,167 @@
 // `lantern generate`: run requests through the engine and stream the output.
+// Prompts come as text (--prompt, optionally through the chat template with
+// --chat/--system), as token ids (--prompt-ids) or as a JSONL batch
+// (--requests). With --record DIR the harness writes a run directory.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/common.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "harness/cli/command.h"
 #include "harness/cli/engine_args.h"
+#include "harness/cli/harness_args.h"
+#include "harness/session.h"
 
 namespace lantern::cli {
 namespace {
 
+std::vector<Request> read_requests(const std::string& file, const Tokenizer* tok) {
+  // One JSON object per line: {"prompt_ids": [...]} or {"prompt": "text"},
+  // plus optional max_new_tokens, temperature, top_k, top_p, seed,
+  // ignore_eos, tag.
+  std::ifstream in(file);
+  LANTERN_CHECK(in, "cannot open --requests %s", file.c_str());
+  std::vector<Request> out;
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      nlohmann::json j = nlohmann::json::parse(line);
+      Request r;
+      if (j.contains("prompt_ids")) {
+        r.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
+      } else {
+        LANTERN_CHECK(tok, "--requests %s line %d has a text prompt but the model has no tokenizer.json",
+                      file.c_str(), lineno);
+        r.prompt = tok->encode(j.at("prompt").get<std::string>());
+        if (auto bos = tok->bos_id()) r.prompt.insert(r.prompt.begin(), *bos);
+      }
+      r.max_new_tokens = j.value("max_new_tokens", 32);
+      r.sampling.temperature = j.value("temperature", 0.0f);
+      r.sampling.top_k = j.value("top_k", 0);
+      r.sampling.top_p = j.value("top_p", 1.0f);
+      r.sampling.seed = j.value("seed", uint64_t{0});
+      r.stop_at_eos = !j.value("ignore_eos", false);
+      r.tag = j.value("tag", std::string());
+      out.push_back(std::move(r));
+    } catch (const nlohmann::json::exception& e) {
+      LANTERN_FAIL("--requests %s line %d: %s (expected {\"prompt_ids\": [...]} or {\"prompt\": \"...\"})",
+                   file.c_str(), lineno, e.what());
+    }
+  }
+  LANTERN_CHECK(!out.empty(), "--requests %s holds no requests", file.c_str());
+  return out;
+}
+
 int cmd_generate(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
-  for (const char* o : {"--prompt-ids", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed",
-                        "--repeat", "--requests", "--out"})
+  for (const char* o : {"--prompt-ids", "--prompt", "--system", "--chat-form", "--date", "--max-new-tokens",
+                        "--temperature", "--top-k", "--top-p", "--seed", "--repeat", "--requests", "--out"})
     values.push_back(o);
   auto flags = engine_flag_options();
-  flags.push_back("--ignore-eos");
+  for (const char* f : {"--ignore-eos", "--chat", "--ids"}) flags.push_back(f);
+  add_harness_options(values, flags);
   Args args(argv, values, flags);
-  LoadedEngine le = build_engine(args);
-  Engine& engine = *le.engine;
+
+  std::optional<Tokenizer> tok;
+  std::filesystem::path model_dir = args.require("--model");
+  if (std::filesystem::exists(model_dir / "tokenizer.json")) tok = Tokenizer::load(model_dir);
 
   Request req;
-  std::vector<Request> batch;
-  if (auto file = args.get("--requests")) {
-    // One JSON object per line: {"prompt_ids": [...], "max_new_tokens": N,
-    // "temperature": T, "top_k": K, "top_p": P, "seed": S, "tag": "..."}.
-    std::ifstream in(*file);
-    LANTERN_CHECK(in, "cannot open --requests %s", file->c_str());
-    std::string line;
-    for (int lineno = 1; std::getline(in, line); ++lineno) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-        Request r;
-        r.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
-        r.max_new_tokens = j.value("max_new_tokens", 32);
-        r.sampling.temperature = j.value("temperature", 0.0f);
-        r.sampling.top_k = j.value("top_k", 0);
-        r.sampling.top_p = j.value("top_p", 1.0f);
-        r.sampling.seed = j.value("seed", uint64_t{0});
-        r.stop_at_eos = !j.value("ignore_eos", false);
-        r.tag = j.value("tag", std::string());
-        batch.push_back(std::move(r));
-      } catch (const nlohmann::json::exception& e) {
-        LANTERN_FAIL("--requests %s line %d: %s (expected {\"prompt_ids\": [...], ...})", file->c_str(),
-                     lineno, e.what());
-      }
-    }
-    LANTERN_CHECK(!batch.empty(), "--requests %s holds no requests", file->c_str());
-  } else {
-    req.prompt = parse_ids(args.require("--prompt-ids"));
-  }
   req.max_new_tokens = static_cast<int>(args.get_int("--max-new-tokens", 32));
   req.sampling.temperature = static_cast<float>(args.get_double("--temperature", 0.0));
   req.sampling.top_k = static_cast<int>(args.get_int("--top-k", 0));
   req.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
   req.sampling.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
   req.stop_at_eos = !args.flag("--ignore-eos");
+  std::string prompt_text;
+  std::vector<Request> batch;
+  if (auto file = args.get("--requests")) {
+    batch = read_requests(*file, tok ? &*tok : nullptr);
+  } else if (auto text = args.get("--prompt")) {
+    LANTERN_CHECK(tok, "--prompt needs %s/tokenizer.json (or give --prompt-ids)", model_dir.c_str());
+    if (args.flag("--chat") || args.get("--system")) {
+      std::vector<ChatMessage> msgs;
+      if (auto sys = args.get("--system")) msgs.push_back({"system", *sys});
+      msgs.push_back({"user", *text});
+      ChatOptions co;
+      if (auto d = args.get("--date")) co.date = *d;
+      if (auto f = args.get("--chat-form")) {
+        co.form = parse_chat_form(*f);
+        LANTERN_CHECK(co.form.has_value(), "unknown --chat-form '%s': use llama3 or llama31", f->c_str());
+      }
+      prompt_text = tok->render_chat(msgs, co);
+      req.prompt = tok->encode(prompt_text);  // the template starts with <|begin_of_text|>
+    } else {
+      prompt_text = *text;
+      req.prompt = tok->encode(prompt_text);
+      if (auto bos = tok->bos_id()) req.prompt.insert(req.prompt.begin(), *bos);
+    }
+  } else {
+    req.prompt = parse_ids(args.require("--prompt-ids"));
+  }
+
+  harness::Session session(parse_harness_options(args));
+  session.set_command(argv);
+  LoadedEngine le = build_engine(args, nullptr, nullptr, [&](EngineOptions& o) { session.apply(o); });
+  Engine& engine = *le.engine;
+
   int repeat = static_cast<int>(args.get_int("--repeat", 1));
   bool stream = repeat == 1 && batch.empty();
+  bool print_ids = args.flag("--ids") || !tok;
+  std::optional<StreamDecoder> stream_dec;
+  if (tok) stream_dec.emplace(*tok, /*skip_special=*/true);
   if (stream)
-    req.on_token = [](int64_t, int32_t tok) {
-      std::printf("%d ", tok);
+    req.on_token = [&](int64_t, int32_t t) {
+      if (print_ids) std::printf("%d ", t);
+      else std::fputs(stream_dec->push(t).c_str(), stdout);
       std::fflush(stdout);
     };
   if (batch.empty())
     for (int i = 0; i < repeat; ++i) batch.push_back(req);
+  nlohmann::json settings = {{"requests", batch.size()}, {"max_new_tokens", req.max_new_tokens},
+                             {"temperature", req.sampling.temperature}, {"top_k", req.sampling.top_k},
+                             {"top_p", req.sampling.top_p}, {"seed", req.sampling.seed}};
+  nlohmann::json resolved = engine.describe();
+  resolved["request"] = settings;
+  session.set_config(resolved);
   for (auto& r : batch) engine.submit(r);
   double t0 = engine.now_s();
   engine.run_until_idle();
   double t1 = engine.now_s();
-  if (stream) std::printf("\n");
+  if (stream) {
+    if (stream_dec && !print_ids) std::fputs(stream_dec->flush().c_str(), stdout);
+    std::printf("\n");
+  }
   int64_t generated = 0;
   auto results = engine.take_finished();
   std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::ofstream out_file;
   if (auto out = args.get("--out")) {
-    std::ofstream f(*out);
-    LANTERN_CHECK(f, "cannot write --out %s", out->c_str());
-    for (const RequestResult& r : results)
-      f << nlohmann::json{{"id", r.id}, {"tag", r.tag}, {"prompt_ids", r.prompt}, {"tokens", r.tokens},
-                          {"finish_reason", r.finish_reason}, {"ttft_ms", (r.first_token_s - r.submit_s) * 1e3},
-                          {"latency_ms", (r.finish_s - r.submit_s) * 1e3}, {"preemptions", r.preemptions}}
-               .dump()
-        << "\n";
+    out_file.open(*out);
+    LANTERN_CHECK(out_file, "cannot write --out %s", out->c_str());
   }
   for (const RequestResult& r : results) {
     generated += static_cast<int64_t>(r.tokens.size());
-    if (!stream) {
+    std::string text = tok ? tok->decode(r.tokens, /*skip_special=*/true) : std::string();
+    session.on_result(r, text, r.id == results.front().id ? prompt_text : std::string());
+    if (out_file.is_open())
+      out_file << nlohmann::json{{"id", r.id}, {"tag", r.tag}, {"prompt_ids", r.prompt}, {"tokens", r.tokens},
+                                 {"text", text}, {"finish_reason", r.finish_reason},
+                                 {"ttft_ms", (r.first_token_s - r.submit_s) * 1e3},
+                                 {"latency_ms", (r.finish_s - r.submit_s) * 1e3}, {"preemptions", r.preemptions}}
+                      .dump()
+               << "\n";
+    if (!stream && !out_file.is_open()) {
       std::printf("request %lld:", static_cast<long long>(r.id));
-      for (int32_t t : r.tokens) std::printf(" %d", t);
+      if (print_ids)
+        for (int32_t t : r.tokens) std::printf(" %d", t);
+      else
+        std::printf(" %s", text.c_str());
       std::printf("\n");
     }
     if (!args.flag("--quiet"))
@@ -103,9 +172,10 @@ int cmd_generate(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "lantern: %lld tokens in %.3f s (%.1f tokens/s), %lld steps\n",
                  static_cast<long long>(generated), t1 - t0, generated / std::max(1e-9, t1 - t0),
                  static_cast<long long>(engine.steps_run()));
+  session.finish(engine);
   return 0;
 }
 
 }  // namespace
-LANTERN_COMMAND("generate", "generate tokens from a prompt (streams as it goes)", cmd_generate);
+LANTERN_COMMAND("generate", "generate text or tokens from a prompt (streams as it goes)", cmd_generate);
 }  // namespace lantern::cli

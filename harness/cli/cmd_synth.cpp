@@ -16,10 +16,11 @@ int cmd_synth(const std::vector<std::string>& argv) {
   if (args.flag("--help")) {
     std::string presets;
     for (const auto& n : synth_preset_names()) presets += " " + n;
-    std::fprintf(stderr,
-                 "usage: lantern synth --preset NAME --out DIR [--seed N] [--tokenizer-dir DIR] "
-                 "[--threads N]\n  presets:%s\n  same seed -> byte-identical files (default seed 0)\n",
-                 presets.c_str());
+    std::fprintf(
+        stderr,
+        "usage: lantern synth --preset NAME --out DIR [--seed N] [--tokenizer-dir DIR] "
+        "[--threads N]\n  presets:%s\n  same seed -> byte-identical files (default seed 0)\n",
+        presets.c_str());
     return 0;
   }
   const std::string preset = args.require("--preset");
@@ -41,11 +42,12 @@ int cmd_synth(const std::vector<std::string>& argv) {
   std::fprintf(stderr, "synth: writing %s (seed %llu) to %s\n", preset.c_str(),
                static_cast<unsigned long long>(opts.seed), out.c_str());
   const SynthResult r = write_synthetic_model(cfg, out, opts);
-  std::printf("synth: wrote %s to %s: %llu weight bytes (model.safetensors %llu bytes) in %.2f s "
-              "(%.2f GB/s)\n",
-              preset.c_str(), out.c_str(), static_cast<unsigned long long>(r.payload_bytes),
-              static_cast<unsigned long long>(r.file_bytes), r.seconds,
-              r.seconds > 0 ? r.file_bytes / r.seconds / 1e9 : 0.0);
+  std::printf(
+      "synth: wrote %s to %s: %llu weight bytes (model.safetensors %llu bytes) in %.2f s "
+      "(%.2f GB/s)\n",
+      preset.c_str(), out.c_str(), static_cast<unsigned long long>(r.payload_bytes),
+      static_cast<unsigned long long>(r.file_bytes), r.seconds,
+      r.seconds > 0 ? r.file_bytes / r.seconds / 1e9 : 0.0);
   return 0;
 }
 

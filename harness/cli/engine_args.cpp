@@ -68,7 +68,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimits* override_limits) {
+LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimits* override_limits,
+                          const std::function<void(EngineOptions&)>& customize) {
   LoadedEngine le;
   le.model_dir = args.require("--model");
   le.config = ModelConfig::load(le.model_dir);
@@ -90,6 +91,7 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
       opt.kernels.emplace_back(item.substr(0, eq), item.substr(eq + 1));
     }
   }
+  if (customize) customize(opt);
   bool quiet = args.flag("--quiet");
   auto progress = [quiet](size_t done, size_t total) {
     if (quiet || total < (1ull << 30)) return;

@@ -1,5 +1,6 @@
 #pragma once
 // Options shared by every command that builds an engine (generate, score, ...).
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,8 +27,10 @@ kernels::Backend backend_from_args(const Args& args);
 EngineLimits limits_from_args(const Args& args);
 // Loads config + weights and builds the engine; prints the load line and the
 // memory budget to stderr unless --quiet.
+// `customize` (may be empty) edits the options last, e.g. harness::Session::apply.
 LoadedEngine build_engine(const Args& args, Observer* observer = nullptr,
-                          const EngineLimits* override_limits = nullptr);
+                          const EngineLimits* override_limits = nullptr,
+                          const std::function<void(EngineOptions&)>& customize = {});
 
 std::vector<int32_t> parse_ids(const std::string& text);  // "1,2 3\n4" -> {1,2,3,4}
 

@@ -15,6 +15,11 @@
 //   kernel combines the splits' (max, sum, partial output). The split count aims
 //   at ~4 blocks per multiprocessor. head_dim 32/64/128/256 and group <= 8; other
 //   shapes fall back to variant 1.
+// Variant 3 (split_k_fused): variant 2 without the second launch: each block
+//   bumps an arrival counter per (sequence, kv head) after writing its partial
+//   (threadfence-reduction pattern) and the last one combines the splits. The
+//   counters are a process-wide device array (zero at load, reset by the
+//   combining block): one stream at a time may run this variant.
 // Both: context_lens[i] is clamped to the block table's capacity (and, for
 //   variant 2, to max_context, which sizes the splits); an unallocated block
 //   entry (< 0) is skipped. The CPU reference throws on both instead.
@@ -131,6 +136,12 @@ constexpr int kSplitThreads = kSplitWarps * kWarp;
 constexpr int kMaxSplits = 64;
 constexpr int kMinSplitKeys = 64;  // no split shorter than this
 
+// Variant 3: arrival counters per (sequence, kv head), zero at module load and
+// reset by the block that combines, so they are zero between launches. One
+// stream at a time may run variant 3 (the counters are process-wide).
+constexpr int kMaxSplitCounters = 1 << 16;
+__device__ unsigned g_split_counters[kMaxSplitCounters];
+
 // Merge (m_b, l_b, o_b) into (m, l, o); log2-domain maxima, -inf = empty.
 template <int N>
 __device__ __forceinline__ void merge_state(float& m, float& l, float (&o)[N], float m_b, float l_b,
@@ -144,10 +155,9 @@ __device__ __forceinline__ void merge_state(float& m, float& l, float (&o)[N], f
   m = mn;
 }
 
-template <int HD, int G, int U>
+template <int HD, int G, int U, bool kFused>
 __global__ void __launch_bounds__(kSplitThreads)
-    decode_split_kernel(const bf16* q, bf16* out, float* __restrict__ part_o,
-                        float2* __restrict__ part_ml, const int32_t* __restrict__ seq_slots,
+    decode_split_kernel(const bf16* q, bf16* out, float* part_o, float2* part_ml, const int32_t* __restrict__ seq_slots,
                         const int32_t* __restrict__ context_lens, const bf16* __restrict__ pool,
                         const int32_t* __restrict__ block_tables, int block_size,
                         int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
@@ -193,24 +203,29 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
 
   // Warp-uniform trip count: every lane runs every iteration (shuffles inside).
+  // The block-table entries of the next iteration are loaded while this one
+  // computes, so a K/V load waits for one memory round trip, not two.
+  auto table_entry = [&](int t) { return t < end ? table[t / block_size] : -1; };
+  int blk_next[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) blk_next[u] = table_entry(begin + warp * kKeysPerWarp + slot + u * kKeysPerStep);
   for (int base = begin + warp * kKeysPerWarp; base < end; base += kKeysPerStep * U) {
     uint4 kr[U], vr[U];
     bool valid[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int t = base + slot + u * kKeysPerStep;
-      valid[u] = t < end;
+      const int blk = blk_next[u];
+      valid[u] = t < end && blk >= 0;
       kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
       if (valid[u]) {
-        const int blk = table[t / block_size];
-        valid[u] = blk >= 0;
-        if (valid[u]) {
-          const bf16* row = kv_base + size_t(blk) * 2 * half_block + size_t(t % block_size) * row_elems;
-          kr[u] = *reinterpret_cast<const uint4*>(row);
-          vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
-        }
+        const bf16* row = kv_base + size_t(blk) * 2 * half_block + size_t(t % block_size) * row_elems;
+        kr[u] = *reinterpret_cast<const uint4*>(row);
+        vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
       }
     }
+#pragma unroll
+    for (int u = 0; u < U; ++u) blk_next[u] = table_entry(base + kKeysPerStep * U + slot + u * kKeysPerStep);
     float s[G][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -300,28 +315,78 @@ __global__ void __launch_bounds__(kSplitThreads)
       if (c == 0) part_ml[idx] = make_float2(mm, ll);
     }
   }
+  if constexpr (kFused) {
+    // The last block of this (sequence, kv head) to finish combines the splits
+    // (threadfence-reduction pattern); the counter is reset for the next launch.
+    __shared__ bool is_last;
+    __shared__ float split_w[G][kMaxSplits];
+    __shared__ float inv_sum[G];
+    if (n_splits == 1) return;
+    __threadfence();
+    __syncthreads();
+    unsigned* counter = &g_split_counters[size_t(i) * n_kv_heads + kv_head];
+    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == unsigned(n_splits - 1);
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    for (int g = warp; g < group; g += kSplitWarps) {
+      const size_t idx0 = (size_t(i) * n_q_heads + kv_head * group + g) * n_splits;
+      float mx = -INFINITY;
+      for (int s = lane; s < n_splits; s += kWarp) mx = fmaxf(mx, __ldcg(&part_ml[idx0 + s]).x);
+      mx = warp_max(mx);
+      float l_sum = 0.0f;
+      for (int s = lane; s < n_splits; s += kWarp) {
+        const float2 ml = __ldcg(&part_ml[idx0 + s]);
+        const float wgt = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);
+        split_w[g][s] = wgt;
+        l_sum += ml.y * wgt;
+      }
+      l_sum = warp_sum(l_sum);
+      if (lane == 0) inv_sum[g] = l_sum > 0.0f ? 1.0f / l_sum : 0.0f;
+    }
+    __syncthreads();
+    for (int item = threadIdx.x; item < group * HD; item += kSplitThreads) {
+      const int g = item / HD, d = item % HD;
+      const size_t idx0 = (size_t(i) * n_q_heads + kv_head * group + g) * n_splits;
+      float acc = 0.0f;
+#pragma unroll 8
+      for (int s = 0; s < n_splits; ++s) acc += __ldcg(&part_o[(idx0 + s) * HD + d]) * split_w[g][s];
+      out[size_t(i) * q_stride + size_t(kv_head * group + g) * HD + d] = __float2bfloat16(acc * inv_sum[g]);
+    }
+    if (threadIdx.x == 0) *counter = 0u;
+  }
 }
 
-// One block per (head, sequence), one thread per dim: combine the splits.
+// One block per (head, sequence): warp 0 turns the splits' (max, sum) into
+// weights in shared memory, then one thread per dim sums the partial outputs
+// (independent, coalesced loads; unrolled).
 __global__ void decode_combine_kernel(const float* __restrict__ part_o,
                                       const float2* __restrict__ part_ml, bf16* out, int n_q_heads,
                                       int head_dim, int n_splits, int q_stride) {
+  __shared__ float weight_s[kMaxSplits];
+  __shared__ float inv_sum;
   const int head = blockIdx.x, i = blockIdx.y;
   const size_t idx0 = (size_t(i) * n_q_heads + head) * n_splits;
-  float mx = -INFINITY;
-  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, part_ml[idx0 + s].x);
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float l = 0.0f, acc = 0.0f;
-    if (mx != -INFINITY) {
-      for (int s = 0; s < n_splits; ++s) {
-        const float2 ml = part_ml[idx0 + s];
-        if (ml.x == -INFINITY) continue;
-        const float w = exp2f(ml.x - mx);
-        l += ml.y * w;
-        acc += part_o[(idx0 + s) * head_dim + d] * w;
-      }
+  if (threadIdx.x < kWarp) {
+    float mx = -INFINITY;
+    for (int s = threadIdx.x; s < n_splits; s += kWarp) mx = fmaxf(mx, part_ml[idx0 + s].x);
+    mx = warp_max(mx);
+    float l = 0.0f;
+    for (int s = threadIdx.x; s < n_splits; s += kWarp) {
+      const float2 ml = part_ml[idx0 + s];
+      const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);  // empty split: 0
+      weight_s[s] = w;
+      l += ml.y * w;
     }
-    out[size_t(i) * q_stride + size_t(head) * head_dim + d] = __float2bfloat16(l > 0.0f ? acc / l : 0.0f);
+    l = warp_sum(l);
+    if (threadIdx.x == 0) inv_sum = l > 0.0f ? 1.0f / l : 0.0f;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < n_splits; ++s) acc += part_o[(idx0 + s) * head_dim + d] * weight_s[s];
+    out[size_t(i) * q_stride + size_t(head) * head_dim + d] = __float2bfloat16(acc * inv_sum);
   }
 }
 
@@ -350,11 +415,12 @@ size_t decode_split_workspace(const WorkspaceShape& s) {
 
 template <int HD, int G>
 void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
-                  float* part_o, float2* part_ml) {
+                  float* part_o, float2* part_ml, bool fused) {
   constexpr int U = G >= 8 ? 2 : 4;  // loads in flight per lane, bounded by registers
   const KvCacheRef& c = a.cache;
   const dim3 grid(splits, c.n_kv_heads, a.b);
-  decode_split_kernel<HD, G, U><<<grid, kSplitThreads, 0, ctx.stream>>>(
+  auto kernel = fused ? decode_split_kernel<HD, G, U, true> : decode_split_kernel<HD, G, U, false>;
+  kernel<<<grid, kSplitThreads, 0, ctx.stream>>>(
       static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml, a.seq_slots,
       a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables, c.block_size,
       c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads, a.q_stride, a.max_context,
@@ -364,17 +430,19 @@ void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits
 
 template <int HD>
 void dispatch_group(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
-                    float* part_o, float2* part_ml) {
+                    float* part_o, float2* part_ml, bool fused) {
   switch (pow2_group(a.n_q_heads / a.cache.n_kv_heads)) {
-    case 1: return launch_split<HD, 1>(a, ctx, splits, split_len, part_o, part_ml);
-    case 2: return launch_split<HD, 2>(a, ctx, splits, split_len, part_o, part_ml);
-    case 4: return launch_split<HD, 4>(a, ctx, splits, split_len, part_o, part_ml);
-    default: return launch_split<HD, 8>(a, ctx, splits, split_len, part_o, part_ml);
+    case 1: return launch_split<HD, 1>(a, ctx, splits, split_len, part_o, part_ml, fused);
+    case 2: return launch_split<HD, 2>(a, ctx, splits, split_len, part_o, part_ml, fused);
+    case 4: return launch_split<HD, 4>(a, ctx, splits, split_len, part_o, part_ml, fused);
+    default: return launch_split<HD, 8>(a, ctx, splits, split_len, part_o, part_ml, fused);
   }
 }
 
-void decode_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  check_decode(a, "attention_decode.split_k");
+// Variants 2 and 3: `fused` combines the splits in the split kernel's last
+// block instead of a second launch.
+void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool fused) {
+  check_decode(a, fused ? "attention_decode.split_k_fused" : "attention_decode.split_k");
   if (a.b == 0) return;
   if (!split_supports(a)) return decode_seed(a, ctx);
   const KvCacheRef& c = a.cache;
@@ -388,20 +456,26 @@ void decode_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   splits = std::max(splits, 1);
   const int split_len = ceil_div(max_context, splits);
   splits = ceil_div(max_context, split_len);
+  if (fused && long(a.b) * c.n_kv_heads > kMaxSplitCounters) fused = false;
   // [b][heads][splits][hd] partial outputs (16-byte aligned), then their (max, sum).
   auto* part_o = static_cast<float*>(ctx.workspace);
   auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * hd);
   switch (hd) {
-    case 32: dispatch_group<32>(a, ctx, splits, split_len, part_o, part_ml); break;
-    case 64: dispatch_group<64>(a, ctx, splits, split_len, part_o, part_ml); break;
-    case 128: dispatch_group<128>(a, ctx, splits, split_len, part_o, part_ml); break;
-    default: dispatch_group<256>(a, ctx, splits, split_len, part_o, part_ml); break;
+    case 32: dispatch_group<32>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
+    case 64: dispatch_group<64>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
+    case 128: dispatch_group<128>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
+    default: dispatch_group<256>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
   }
-  if (splits > 1) {
-    decode_combine_kernel<<<dim3(a.n_q_heads, a.b), std::min(hd, 128), 0, ctx.stream>>>(
+  if (splits > 1 && !fused) {
+    decode_combine_kernel<<<dim3(a.n_q_heads, a.b), std::clamp(hd, kWarp, 128), 0, ctx.stream>>>(
         part_o, part_ml, static_cast<bf16*>(a.out), a.n_q_heads, hd, splits, a.q_stride);
     CUDA_CHECK_LAST("decode_combine_kernel");
   }
+}
+
+void decode_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx) { decode_split_impl(a, ctx, false); }
+void decode_split_fused(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_split_impl(a, ctx, true);
 }
 
 }  // namespace
@@ -410,11 +484,16 @@ void register_attention_decode_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_seed, attention_decode_cost<2>>(
       1, "seed", Backend::cuda,
       "one block per (sequence, q head): 128-key chunks, block reductions, online softmax",
-      /*verified=*/false));
+      /*verified=*/true));
   r.add(make_entry<AttentionDecodeArgs, decode_split, attention_decode_cost<2>>(
       2, "split_k", Backend::cuda,
       "flash-decoding: a block per (seq, kv head, split) serves the whole GQA group, 16-byte "
       "loads, split combine kernel",
+      /*verified=*/true, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_split_fused, attention_decode_cost<2>>(
+      3, "split_k_fused", Backend::cuda,
+      "split_k whose last-arriving block per (seq, kv head) combines the splits: one launch; "
+      "one stream at a time",
       /*verified=*/false, decode_split_workspace));
 }
 

@@ -168,7 +168,7 @@ __device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* base, in
 }
 
 template <int HD>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, 2)
     flash_prefill_kernel(const bf16* q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                          bf16* out, const int32_t* __restrict__ seq_starts, int q_stride,
                          int kv_stride, int group, float scale_log2) {
@@ -378,11 +378,11 @@ void register_attention_prefill_cuda(Registry& r) {
   r.add(make_entry<AttentionPrefillArgs, prefill_seed, attention_prefill_cost<2>>(
       1, "seed", Backend::cuda,
       "per-head cuBLAS GEMMs (strided-batched over kv heads) + causal softmax kernel + GEMM with V",
-      /*verified=*/false, prefill_seed_workspace));
+      /*verified=*/true, prefill_seed_workspace));
   r.add(make_entry<AttentionPrefillArgs, prefill_flash, attention_prefill_cost<2>>(
       2, "flash_mma", Backend::cuda,
       "fused flash attention: mma.m16n8k16 bf16, online softmax, cp.async double-buffered K/V",
-      /*verified=*/false, prefill_flash_workspace));
+      /*verified=*/true, prefill_flash_workspace));
 }
 
 }  // namespace lantern::kernels

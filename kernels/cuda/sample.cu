@@ -115,7 +115,8 @@ __global__ void __launch_bounds__(kPickThreads)
   const int run = (k + blockDim.x - 1) / blockDim.x;
   const int begin = min(int(threadIdx.x) * run, k), end = min(begin + run, k);
   float local = 0.0f;
-  for (int j = begin; j < end; ++j) {
+#pragma unroll 4
+  for (int j = begin; j < end; ++j) {  // no early exit: the gathers pipeline
     const float wj = sampling::weight(x[ranked[j]], max_logit, temp);
     w[j] = wj;
     local += wj;
@@ -127,14 +128,20 @@ __global__ void __launch_bounds__(kPickThreads)
   }
   float total;
   const float prefix = block_exclusive_scan(local, scratch, &total);  // has barriers
+  // Only threads whose run ends at or past a threshold walk it (re-adding the run
+  // in the order of `local`); those already past it stop at their first rank, so
+  // one thread walks far, and atomicMin keeps the first crossing.
+  auto crosses = [&](float threshold) { return begin < end && prefix + local >= threshold; };
   if (sampling::top_p_active(p)) {
     const float threshold = p * total;
-    float cum = prefix;
-    for (int j = begin; j < end; ++j) {
-      cum += w[j];
-      if (cum >= threshold) {
-        atomicMin(&cut_n, j + 1);
-        break;
+    if (crosses(threshold)) {
+      float cum = prefix;
+      for (int j = begin; j < end; ++j) {
+        cum += w[j];
+        if (cum >= threshold) {
+          atomicMin(&cut_n, j + 1);
+          break;
+        }
       }
     }
   }
@@ -147,9 +154,16 @@ __global__ void __launch_bounds__(kPickThreads)
   }
   __syncthreads();
   const float target = u * cut_mass;
-  if (begin < n) {
+  const int stop = min(end, n);
+  float run_sum = prefix;
+  if (begin < stop && stop < end) {  // run cut short by n: its partial sum
+    for (int j = begin; j < stop; ++j) run_sum += w[j];
+  } else {
+    run_sum = prefix + local;
+  }
+  if (begin < stop && run_sum > target) {
     float cum = prefix;
-    for (int j = begin; j < min(end, n); ++j) {
+    for (int j = begin; j < stop; ++j) {
       cum += w[j];
       if (cum > target) {
         atomicMin(&drawn_rank, j);
@@ -227,7 +241,7 @@ void register_sample_cuda(Registry& r) {
       1, "radix_sort", Backend::cuda,
       "exact rank order by a device radix sort, then one block per row: top-k, top-p, Philox "
       "draw (sampling.h)",
-      /*verified=*/false, sample_radix_workspace));
+      /*verified=*/true, sample_radix_workspace));
 }
 
 }  // namespace lantern::kernels

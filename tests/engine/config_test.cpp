@@ -1,13 +1,13 @@
 #include "engine/config.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <numbers>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <numbers>
 
 #include "engine/common.h"
 #include "tests/test_util.h"
@@ -31,7 +31,9 @@ const char* kLlama32_1B = R"({
   "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
   "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
 
-json base() { return json::parse(kLlama32_1B); }
+json base() {
+  return json::parse(kLlama32_1B);
+}
 
 std::string error_of(const json& j) {
   try {
@@ -72,13 +74,14 @@ TEST(Config, ParsesLlama32_1B) {
 
 TEST(Config, DefaultsForOptionalKeys) {
   json j = base();
-  for (const char* k : {"head_dim", "num_key_value_heads", "rms_norm_eps", "rope_theta", "rope_scaling",
-                        "max_position_embeddings", "tie_word_embeddings", "bos_token_id",
-                        "eos_token_id", "torch_dtype", "hidden_act", "attention_bias", "mlp_bias"})
+  for (const char* k :
+       {"head_dim", "num_key_value_heads", "rms_norm_eps", "rope_theta", "rope_scaling",
+        "max_position_embeddings", "tie_word_embeddings", "bos_token_id", "eos_token_id",
+        "torch_dtype", "hidden_act", "attention_bias", "mlp_bias"})
     j.erase(k);
   ModelConfig c = ModelConfig::from_json(j);
-  EXPECT_EQ(c.head_dim, 64);       // hidden_size / num_attention_heads
-  EXPECT_EQ(c.num_kv_heads, 32);   // no GQA
+  EXPECT_EQ(c.head_dim, 64);      // hidden_size / num_attention_heads
+  EXPECT_EQ(c.num_kv_heads, 32);  // no GQA
   EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
   EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
   EXPECT_EQ(c.rope_scaling.type, "none");
@@ -109,9 +112,9 @@ TEST(Config, RopeParametersOfTransformers5) {
   j.erase("rope_theta");
   j.erase("torch_dtype");
   j["dtype"] = "bfloat16";
-  j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
-                          {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                          {"original_max_position_embeddings", 8192}};
+  j["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                          {"factor", 8.0},           {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
   ModelConfig c = ModelConfig::from_json(j);
   EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
   EXPECT_EQ(c.rope_scaling.type, "llama3");
@@ -122,8 +125,11 @@ TEST(Config, RopeParametersOfTransformers5) {
   EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
   // Older exports spell rope_type "type".
   j.erase("rope_parameters");
-  j["rope_scaling"] = {{"type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  j["rope_scaling"] = {{"type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
   EXPECT_EQ(ModelConfig::from_json(j).rope_scaling.type, "llama3");
 }
 
@@ -171,7 +177,8 @@ TEST(Config, RejectsImpossibleValues) {
       {"intermediate_size", 0, "intermediate_size must be positive, got 0"},
       {"vocab_size", 0, "vocab_size must be positive, got 0"},
       {"num_key_value_heads", 0, "num_key_value_heads must be positive, got 0"},
-      {"num_key_value_heads", 6, "num_attention_heads 32 is not a multiple of num_key_value_heads 6"},
+      {"num_key_value_heads", 6,
+       "num_attention_heads 32 is not a multiple of num_key_value_heads 6"},
       {"head_dim", 63, "head_dim must be even for rotary embeddings, got 63"},
       {"head_dim", 0, "head_dim must be positive, got 0"},
       {"rms_norm_eps", 0.0, "rms_norm_eps must be positive, got 0"},
@@ -193,6 +200,7 @@ TEST(Config, RejectsImpossibleValues) {
       {"eos_token_id", "x", "eos_token_id must be an integer or a list of integers"},
       {"bos_token_id", json::array({1, 2}), "bos_token_id must be one id"},
       {"rope_scaling", 5, "rope_scaling must be an object or null, got 5"},
+      {"rms_norm_eps", 1e300, "rms_norm_eps = 1e+300 is out of range"},
   };
   for (const auto& c : cases) {
     json j = base();
@@ -259,8 +267,8 @@ TEST(Config, LoadMergesGenerationConfigEos) {
 
 TEST(Config, LoadRejectsBadPaths) {
   auto dir = test::scratch_dir("config_paths");
-  EXPECT_THAT(load_error(dir / "nope"), HasSubstr("model directory " + (dir / "nope").string() +
-                                                  " does not exist"));
+  EXPECT_THAT(load_error(dir / "nope"),
+              HasSubstr("model directory " + (dir / "nope").string() + " does not exist"));
   write(dir / "file", "x");
   EXPECT_THAT(load_error(dir / "file"), HasSubstr("is a file, expected a directory"));
   EXPECT_THAT(load_error(dir), HasSubstr("config.json does not exist"));
@@ -270,7 +278,8 @@ TEST(Config, LoadRejectsBadPaths) {
   write(dir / "generation_config.json", "[1");
   EXPECT_THAT(load_error(dir), HasSubstr("generation_config.json is not valid JSON"));
   write(dir / "generation_config.json", R"({"eos_token_id": 999999})");
-  EXPECT_THAT(load_error(dir), HasSubstr("generation_config.json: eos_token_id 999999 is outside the vocabulary"));
+  EXPECT_THAT(load_error(dir),
+              HasSubstr("generation_config.json: eos_token_id 999999 is outside the vocabulary"));
 }
 
 // --- rotary frequencies ---
@@ -282,12 +291,12 @@ TEST(RopeInvFreq, Llama3ScalingAtKnownPoints) {
   // Values of HF's _compute_llama3_parameters (float64) for theta 500000,
   // head_dim 64, factor 32, low 1, high 4, original 8192.
   const std::pair<int, double> known[] = {
-      {0, 1.0},                       // wavelen 6.3: kept
-      {14, 0.0032114459947525913},    // wavelen 1956 < 2048: kept
-      {15, 0.001290547928209264},     // wavelen 2948: interpolated
-      {16, 0.00042955679655936815},   // wavelen 4443: interpolated
-      {17, 9.70828780262767e-05},     // wavelen 6695: interpolated
-      {18, 1.9461638184831125e-05},   // wavelen 10089 > 8192: divided by 32
+      {0, 1.0},                      // wavelen 6.3: kept
+      {14, 0.0032114459947525913},   // wavelen 1956 < 2048: kept
+      {15, 0.001290547928209264},    // wavelen 2948: interpolated
+      {16, 0.00042955679655936815},  // wavelen 4443: interpolated
+      {17, 9.70828780262767e-05},    // wavelen 6695: interpolated
+      {18, 1.9461638184831125e-05},  // wavelen 10089 > 8192: divided by 32
       {31, 9.418306725434909e-08}};
   for (auto [i, v] : known) EXPECT_NEAR(f[i], v, v * 1e-6) << "i=" << i;
 }

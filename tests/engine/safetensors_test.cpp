@@ -1,14 +1,14 @@
 #include "engine/safetensors.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "engine/common.h"
 #include "engine/synth.h"
@@ -50,7 +50,8 @@ void write_raw(const fs::path& p, const std::string& header, size_t data_bytes,
   uint64_t n = declared_length.value_or(header.size());
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << out << header << std::string(data_bytes, '\0');
+  std::ofstream(p, std::ios::binary | std::ios::trunc)
+      << out << header << std::string(data_bytes, '\0');
 }
 
 template <class F>
@@ -193,7 +194,8 @@ TEST(Safetensors, RejectsBadEntries) {
   }
   // Gaps between tensors and empty tensors are fine.
   write_raw(p, R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]},
-                   "e":{"dtype":"F32","shape":[0,3],"data_offsets":[8,8]}})", 12);
+                   "e":{"dtype":"F32","shape":[0,3],"data_offsets":[8,8]}})",
+            12);
   SafetensorsFile f = read_safetensors_header(p);
   ASSERT_EQ(f.tensors.size(), 2u);
 }
@@ -228,10 +230,13 @@ TEST(Safetensors, MatchReportsMissingAndExtraTensors) {
   auto dir = test::scratch_dir("st_missing");
   const ModelConfig cfg = micro_config();
   std::vector<TensorSpec> specs = expected_tensors(cfg);
-  std::erase_if(specs, [](const TensorSpec& s) { return s.name == "model.layers.1.self_attn.k_proj.weight"; });
+  std::erase_if(specs, [](const TensorSpec& s) {
+    return s.name == "model.layers.1.self_attn.k_proj.weight";
+  });
   write_model_file(dir / "model.safetensors", specs);
-  EXPECT_THAT(match_error(dir, cfg),
-              HasSubstr("missing 1 tensor the config needs: model.layers.1.self_attn.k_proj.weight"));
+  EXPECT_THAT(
+      match_error(dir, cfg),
+      HasSubstr("missing 1 tensor the config needs: model.layers.1.self_attn.k_proj.weight"));
 
   specs = expected_tensors(cfg);
   std::erase_if(specs, [](const TensorSpec& s) { return s.layer == 1; });
@@ -260,8 +265,8 @@ TEST(Safetensors, MatchReportsMissingAndExtraTensors) {
 TEST(Safetensors, ModelPathErrors) {
   auto dir = test::scratch_dir("st_paths");
   auto open_error = [](const fs::path& p) { return error_of([&] { open_safetensors_model(p); }); };
-  EXPECT_THAT(open_error(dir / "missing"), HasSubstr("model directory " + (dir / "missing").string() +
-                                                     " does not exist"));
+  EXPECT_THAT(open_error(dir / "missing"),
+              HasSubstr("model directory " + (dir / "missing").string() + " does not exist"));
   std::ofstream(dir / "file") << "x";
   EXPECT_THAT(open_error(dir / "file"), HasSubstr("is a file, expected a directory"));
   EXPECT_THAT(open_error(dir),
@@ -300,7 +305,9 @@ TEST(Safetensors, ShardedIndex) {
                                               ? "model-00002-of-00002.safetensors"
                                               : "model-00001-of-00002.safetensors");
   // A tensor missing from every shard is named against the index.
-  std::erase_if(s.second, [](const TensorSpec& t) { return t.name == "model.layers.1.mlp.down_proj.weight"; });
+  std::erase_if(s.second, [](const TensorSpec& t) {
+    return t.name == "model.layers.1.mlp.down_proj.weight";
+  });
   write_model_file(s.dir / "model-00002-of-00002.safetensors", s.second);
   s.index["weight_map"].erase("model.layers.1.mlp.down_proj.weight");
   s.write_index();
@@ -321,15 +328,17 @@ TEST(Safetensors, ShardedIndexErrors) {
     Sharded s("st_shard_wrong_map");
     s.index["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors";
     s.write_index();
-    EXPECT_THAT(open_error(s.dir), HasSubstr("maps model.norm.weight to model-00002-of-00002.safetensors, "
-                                             "but it is stored in"));
+    EXPECT_THAT(open_error(s.dir),
+                HasSubstr("maps model.norm.weight to model-00002-of-00002.safetensors, "
+                          "but it is stored in"));
   }
   {
     Sharded s("st_shard_phantom");
     s.index["weight_map"]["model.layers.7.mlp.up_proj.weight"] = "model-00002-of-00002.safetensors";
     s.write_index();
-    EXPECT_THAT(open_error(s.dir), HasSubstr("maps model.layers.7.mlp.up_proj.weight to "
-                                             "model-00002-of-00002.safetensors, which does not contain it"));
+    EXPECT_THAT(open_error(s.dir),
+                HasSubstr("maps model.layers.7.mlp.up_proj.weight to "
+                          "model-00002-of-00002.safetensors, which does not contain it"));
   }
   {
     Sharded s("st_shard_path");
@@ -369,9 +378,15 @@ TEST(Safetensors, CorruptHeadersFailCleanly) {
       const char c = alphabet[rng() % alphabet.size()];
       // Rebuilt with substr (GCC 12 misreports -Wrestrict on in-place insert/erase).
       switch (rng() % 3) {
-        case 0: h[pos] = c; break;
-        case 1: h = h.substr(0, pos) + h.substr(std::min(h.size(), pos + 1 + rng() % 8)); break;
-        default: h = h.substr(0, pos) + c + h.substr(pos); break;
+        case 0:
+          h[pos] = c;
+          break;
+        case 1:
+          h = h.substr(0, pos) + h.substr(std::min(h.size(), pos + 1 + rng() % 8));
+          break;
+        default:
+          h = h.substr(0, pos) + c + h.substr(pos);
+          break;
       }
       if (h.empty()) h.push_back('{');
     }

@@ -1,13 +1,13 @@
 #include "engine/synth.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "engine/common.h"
 #include "engine/safetensors.h"
@@ -148,8 +148,10 @@ TEST(Synth, InitScalesAndDistribution) {
   }
   // Streams differ between tensors and seeds.
   TensorInit unit{0, 1};
-  EXPECT_NE(synth_element(synth_tensor_key(1, "a"), 0, unit), synth_element(synth_tensor_key(1, "b"), 0, unit));
-  EXPECT_NE(synth_element(synth_tensor_key(1, "a"), 0, unit), synth_element(synth_tensor_key(2, "a"), 0, unit));
+  EXPECT_NE(synth_element(synth_tensor_key(1, "a"), 0, unit),
+            synth_element(synth_tensor_key(1, "b"), 0, unit));
+  EXPECT_NE(synth_element(synth_tensor_key(1, "a"), 0, unit),
+            synth_element(synth_tensor_key(2, "a"), 0, unit));
 }
 
 TEST(Synth, SameSeedSameBytesAnyThreadCount) {
@@ -188,8 +190,8 @@ TEST(Synth, TinyPresetIsACompleteModelDirectory) {
   opts.seed = 3;
   SynthResult r = write_synthetic_model(tiny, dir / "a", opts);
   EXPECT_EQ(r.payload_bytes, payload_bytes(tiny));
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                        "tokenizer_config.json"})
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors",
+                        "tokenizer.json", "tokenizer_config.json"})
     EXPECT_TRUE(fs::is_regular_file(dir / "a" / f)) << f;
   const fs::path tok = find_tokenizer_dir();
   EXPECT_EQ(slurp(dir / "a/tokenizer.json"), slurp(tok / "tokenizer.json"));
@@ -218,8 +220,8 @@ TEST(Synth, TinyPresetIsACompleteModelDirectory) {
   write_synthetic_model(tiny, dir / "b", opts);
   opts.seed = 4;
   write_synthetic_model(tiny, dir / "c", opts);
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                        "tokenizer_config.json"}) {
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors",
+                        "tokenizer.json", "tokenizer_config.json"}) {
     EXPECT_EQ(slurp(dir / "a" / f), slurp(dir / "b" / f)) << f;
     if (std::string(f) == "model.safetensors")
       EXPECT_NE(slurp(dir / "a" / f), slurp(dir / "c" / f));
@@ -233,8 +235,9 @@ TEST(Synth, OutputAndTokenizerErrors) {
   std::ofstream(dir / "file") << "x";
   SynthOptions opts;
   opts.with_tokenizer = false;
-  EXPECT_THAT(error_of([&] { write_synthetic_model(micro_config(), dir / "file", opts); }),
-              HasSubstr("output path " + (dir / "file").string() + " exists and is not a directory"));
+  EXPECT_THAT(
+      error_of([&] { write_synthetic_model(micro_config(), dir / "file", opts); }),
+      HasSubstr("output path " + (dir / "file").string() + " exists and is not a directory"));
   opts.with_tokenizer = true;
   opts.tokenizer_dir = dir;
   EXPECT_THAT(error_of([&] { write_synthetic_model(micro_config(), dir / "out", opts); }),
@@ -243,8 +246,9 @@ TEST(Synth, OutputAndTokenizerErrors) {
   EXPECT_FALSE(fs::exists(dir / "out/model.safetensors"));  // failed before writing weights
   ModelConfig bad = micro_config();
   bad.num_layers = 0;
-  EXPECT_THAT(error_of([&] { write_synthetic_weights(bad, dir / "x.safetensors", SynthOptions{}); }),
-              HasSubstr("num_hidden_layers must be positive, got 0"));
+  EXPECT_THAT(
+      error_of([&] { write_synthetic_weights(bad, dir / "x.safetensors", SynthOptions{}); }),
+      HasSubstr("num_hidden_layers must be positive, got 0"));
   // A stale shard index would shadow the new file: it is removed.
   fs::create_directories(dir / "stale");
   std::ofstream(dir / "stale/model.safetensors.index.json") << "{}";

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/common.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/tokenizer_test_util.h"
 
@@ -54,7 +55,7 @@ void add_chat_cases(RefRun& run, bool llama31) {
   for (size_t i = 0; i < g->chats.size(); ++i) {
     const auto& msgs = g->chats[i];
     if (llama31 && msgs.empty()) continue;  // HF's 3.1 template fails on no messages
-    const std::string date = "0" + std::to_string(1 + i % 9) + " Mar 2025";
+    const std::string date = strformat("%02zu Mar 2025", 1 + i % 9);
     run.cases.push_back({"chat " + std::to_string(i) + " gen", chat_request(msgs, true, nullptr)});
     run.cases.push_back({"chat " + std::to_string(i) + " nogen", chat_request(msgs, false, nullptr)});
     if (llama31) run.cases.push_back({"chat " + std::to_string(i) + " date", chat_request(msgs, true, &date)});
@@ -190,8 +191,8 @@ TEST_F(TokenizerReference, InvalidUtf8EncodesLikeJsTextDecoder) {
   const Tokenizer& tok = llama3();
   size_t i = 0;
   for_cases(run("npm"), "random bytes ", [&](const Case& c, const json& a) {
-    return expect_ids(c.label, g->random_bytes[i], tok.encode(g->random_bytes[i++]),
-                      a["ids"].get<std::vector<int32_t>>());
+    const std::string& bytes = g->random_bytes[i++];
+    return expect_ids(c.label, bytes, tok.encode(bytes), a["ids"].get<std::vector<int32_t>>());
   });
 }
 

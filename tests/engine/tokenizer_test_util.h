@@ -77,8 +77,8 @@ inline bool reference_available(std::string* why) {
 // chat template from tests/tokenizer/templates/.
 inline fs::path make_instruct_dir(const std::string& name) {
   const fs::path dir = private_scratch("tokenizer-" + name);
-  auto tj = nlohmann::ordered_json::parse(read_file(npm_dir() / "llama3" / "tokenizer.json"));
-  tj["post_processor"] = nlohmann::ordered_json::parse(R"({"type": "Sequence", "processors": [
+  auto tj = json::parse(read_file(npm_dir() / "llama3" / "tokenizer.json"));
+  tj["post_processor"] = json::parse(R"({"type": "Sequence", "processors": [
     {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
     {"type": "TemplateProcessing",
      "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
@@ -90,7 +90,7 @@ inline fs::path make_instruct_dir(const std::string& name) {
      "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
                                               "tokens": ["<|begin_of_text|>"]}}}]})");
   write_file(dir / "tokenizer.json", tj.dump());
-  auto cfg = nlohmann::ordered_json::parse(read_file(npm_dir() / "llama3" / "tokenizer_config.json"));
+  auto cfg = json::parse(read_file(npm_dir() / "llama3" / "tokenizer_config.json"));
   cfg["chat_template"] = read_file(test::test_data_dir() / "tokenizer" / "templates" / (name + "_instruct.jinja"));
   cfg["eos_token"] = "<|eot_id|>";
   write_file(dir / "tokenizer_config.json", cfg.dump());

@@ -1,11 +1,11 @@
 // CUDA weight loads: one device allocation holding the same bytes as the CPU
 // load, through the pipelined pinned-buffer path.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#include <cuda_runtime_api.h>
-#include <gtest/gtest.h>
 
 #include "engine/synth.h"
 #include "engine/weights.h"
@@ -29,8 +29,8 @@ void expect_same_bytes(const Weights& gpu, const Weights& cpu) {
   // readable failure.
   if (std::memcmp(host.data(), cpu.block(), cpu.bytes()) != 0) {
     for (const auto& v : cpu.views())
-      EXPECT_EQ(std::memcmp(host.data() + v.offset, static_cast<const char*>(cpu.block()) + v.offset,
-                            v.bytes),
+      EXPECT_EQ(std::memcmp(host.data() + v.offset,
+                            static_cast<const char*>(cpu.block()) + v.offset, v.bytes),
                 0)
           << v.name;
     ADD_FAILURE() << "device block differs from the CPU block";
@@ -96,8 +96,9 @@ TEST(WeightsGpu, DISABLED_LoadTime) {
   const ModelConfig cfg = ModelConfig::load(env);
   for (int run = 0; run < 3; ++run) {  // the first run warms the page cache
     Weights w = Weights::load(cfg, env, kernels::Backend::cuda, [](size_t, size_t) {});
-    std::printf("load %d: %.3f GB in %.3f s (%.2f GB/s; reading %.3f s)\n", run, w.stats().bytes / 1e9,
-                w.stats().total_seconds, w.stats().gb_per_s(), w.stats().read_seconds);
+    std::printf("load %d: %.3f GB in %.3f s (%.2f GB/s; reading %.3f s)\n", run,
+                w.stats().bytes / 1e9, w.stats().total_seconds, w.stats().gb_per_s(),
+                w.stats().read_seconds);
   }
 }
 

@@ -1,10 +1,10 @@
 #include "engine/weights.h"
 
-#include <cstring>
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/common.h"
@@ -71,7 +71,8 @@ void expect_block_matches_files(const Weights& w, const ModelConfig& cfg, const 
     ASSERT_NE(e, nullptr) << v.name;
     const char* p = static_cast<const char*>(w.block()) + v.offset;
     ASSERT_EQ(e->bytes(), v.bytes);
-    EXPECT_EQ(std::memcmp(p, file_bytes(e->file, e->begin, e->bytes()).data(), v.bytes), 0) << v.name;
+    EXPECT_EQ(std::memcmp(p, file_bytes(e->file, e->begin, e->bytes()).data(), v.bytes), 0)
+        << v.name;
     EXPECT_EQ(w.find(v.name), p);
   }
   EXPECT_LE(end, w.bytes());
@@ -87,7 +88,7 @@ TEST(Weights, TensorTableFollowsConfig) {
   EXPECT_EQ(t[1].name, "model.layers.0.input_layernorm.weight");
   EXPECT_EQ(t[2].name, "model.layers.0.self_attn.q_proj.weight");
   EXPECT_EQ(t[2].shape, (std::vector<int64_t>{16, 16}));
-  EXPECT_EQ(t[3].shape, (std::vector<int64_t>{8, 16}));   // k_proj [kv_dim, hidden]
+  EXPECT_EQ(t[3].shape, (std::vector<int64_t>{8, 16}));  // k_proj [kv_dim, hidden]
   EXPECT_EQ(t[5].name, "model.layers.0.self_attn.o_proj.weight");
   EXPECT_EQ(t[9].name, "model.layers.0.mlp.down_proj.weight");
   EXPECT_EQ(t[9].shape, (std::vector<int64_t>{16, 32}));  // [hidden, inter]
@@ -134,7 +135,8 @@ TEST(Weights, LoadsIntoOneHostBlock) {
   // Alignment gaps read as zeros (norm weights are 32 bytes here).
   const WeightView& norm = w.views()[1];
   const char* gap = static_cast<const char*>(w.block()) + norm.offset + norm.bytes;
-  EXPECT_EQ(std::string(gap, kWeightAlign - norm.bytes), std::string(kWeightAlign - norm.bytes, '\0'));
+  EXPECT_EQ(std::string(gap, kWeightAlign - norm.bytes),
+            std::string(kWeightAlign - norm.bytes, '\0'));
 
   size_t payload = 0;
   for (const auto& s : expected_tensors(cfg)) payload += s.bytes();
@@ -159,7 +161,8 @@ TEST(Weights, UntiedLmHeadAndMove) {
   EXPECT_EQ(moved.embed, embed);
   EXPECT_EQ(moved.block(), block);
   EXPECT_EQ(moved.layers.size(), 2u);
-  EXPECT_EQ(w.block(), nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is defined
+  EXPECT_EQ(w.block(),
+            nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is defined
   EXPECT_TRUE(w.views().empty());
   moved = Weights{};
   EXPECT_EQ(moved.block(), nullptr);
@@ -192,7 +195,8 @@ TEST(Weights, LoadsShardedModel) {
     std::vector<TensorSpec> specs;
     for (const auto& s : expected_tensors(cfg))
       if ((s.layer == 1) == (shard == 1)) specs.push_back(s);
-    const std::string name = shard == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    const std::string name =
+        shard == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
     SafetensorsLayout l = safetensors_layout(specs);
     std::ofstream out(sharded / name, std::ios::binary);
     out << l.prefix;
@@ -216,7 +220,8 @@ TEST(Weights, WarnsAboutExtraTensors) {
   std::vector<TensorSpec> specs = expected_tensors(cfg);
   specs.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", {4}, "F32"});
   SafetensorsLayout l = safetensors_layout(specs);
-  std::ofstream(dir / "model.safetensors", std::ios::binary) << l.prefix << std::string(l.data_bytes, '\0');
+  std::ofstream(dir / "model.safetensors", std::ios::binary)
+      << l.prefix << std::string(l.data_bytes, '\0');
   ::testing::internal::CaptureStderr();
   Weights w = Weights::load(cfg, dir, kernels::Backend::cpu);
   std::string err = ::testing::internal::GetCapturedStderr();
@@ -232,8 +237,8 @@ TEST(Weights, ErrorsNameThePathAndTensor) {
   auto load_error = [&](const fs::path& p) {
     return error_of([&] { Weights::load(cfg, p, kernels::Backend::cpu); });
   };
-  EXPECT_THAT(load_error(dir / "absent"), HasSubstr("model directory " + (dir / "absent").string() +
-                                                    " does not exist"));
+  EXPECT_THAT(load_error(dir / "absent"),
+              HasSubstr("model directory " + (dir / "absent").string() + " does not exist"));
   std::ofstream(dir / "a-file") << "x";
   EXPECT_THAT(load_error(dir / "a-file"), HasSubstr("is a file, expected a directory"));
   // The file was written for a different config: hidden 32 instead of 16.

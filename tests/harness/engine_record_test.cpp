@@ -53,7 +53,8 @@ TEST(EngineRecord, CpuRunDirectoryIsCompleteAndClean) {
     for (int t = 0; t < 5 + 7 * i; ++t) r.prompt.push_back((37 * t + 11 * i) % cfg.vocab_size);
     r.max_new_tokens = 6;
     r.stop_at_eos = false;
-    r.tag = "r" + std::to_string(i);
+    r.tag = std::to_string(i);
+    r.tag.insert(0, "r");
     engine.submit(std::move(r));
   }
   engine.run_until_idle();

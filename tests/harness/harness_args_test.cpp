@@ -1,6 +1,8 @@
 // The harness's shared command-line options.
 #include "harness/cli/harness_args.h"
 
+#include "engine/common.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -2,9 +2,13 @@
 // static NVTX injection (the InitializeInjectionNvtx2_fnptr hook of nvtx3)
 // that records every push/pop in the `lantern` domain. The GPU test
 // (nvtx_cupti_gpu_test.cpp) checks the same through CUPTI's injection.
-#define NVTX_STATIC_INJECTION_IMPL  // this file provides the injection
+#include <cstdint>
+
+// This file provides the injection: declare the pointer nvtx3 checks, and
+// tell its headers not to add their weak (null) definition here.
+extern "C" int (*InitializeInjectionNvtx2_fnptr)(const void* (*)(uint32_t));
+#define NVTX_STATIC_INJECTION_IMPL
 #include <nvtx3/nvToolsExt.h>
-#include <nvtx3/nvToolsExtPayload.h>
 
 #include <cstring>
 #include <deque>
@@ -19,6 +23,15 @@
 #include "tests/harness/seed_plan.h"
 
 namespace {
+
+// nvToolsExtPayload.h's NVTX_PAYLOAD_TYPE_EXT and nvtxPayloadData_t (that
+// header would pull in the extension's own static-injection hooks).
+constexpr int32_t kPayloadTypeExt = static_cast<int32_t>(0xDFBD0009);
+struct PayloadData {
+  uint64_t schemaId;
+  size_t size;
+  const void* payload;
+};
 
 struct Range {
   int depth;
@@ -72,8 +85,8 @@ int NVTX_API push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
   r.payload_type = a->payloadType;
   if (a->payloadType == NVTX_PAYLOAD_TYPE_INT64) r.payload = a->payload.llValue;
   if (a->payloadType == NVTX_PAYLOAD_TYPE_INT32) r.payload = a->payload.iValue;
-  if (a->payloadType == NVTX_PAYLOAD_TYPE_EXT) {
-    const auto* data = reinterpret_cast<const nvtxPayloadData_t*>(a->payload.ullValue);
+  if (a->payloadType == kPayloadTypeExt) {
+    const auto* data = reinterpret_cast<const PayloadData*>(a->payload.ullValue);
     r.ext_schema = data->schemaId;
     if (data->size == sizeof r.ext) std::memcpy(&r.ext, data->payload, sizeof r.ext);
   }
@@ -108,7 +121,10 @@ int NVTX_API initialize_injection(NvtxGetExportTableFunc_t get_table) {
 
 }  // namespace
 
-extern "C" NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr = initialize_injection;
+// The strong definition nvtx3 looks for (its weak one stays null without us).
+extern "C" {
+NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr = initialize_injection;
+}
 
 namespace lantern::harness {
 namespace {
@@ -146,7 +162,7 @@ TEST(NvtxObserver, RangesReachAToolWithNamesNestingCategoriesAndPayloads) {
 
   EXPECT_EQ(r[1].name, "decode");
   EXPECT_EQ(r[1].depth, 1);
-  EXPECT_EQ(r[1].payload_type, NVTX_PAYLOAD_TYPE_EXT);
+  EXPECT_EQ(r[1].payload_type, kPayloadTypeExt);
   EXPECT_EQ(r[1].ext_schema, kNvtxBatchSchemaId);
   EXPECT_EQ(r[1].ext.step, 41);
   EXPECT_EQ(r[1].ext.decode_seqs, 2);

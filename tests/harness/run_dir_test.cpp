@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/common.h"
+
 #include "harness/runfmt/kernels_csv.h"
 #include "harness/runfmt/schema.h"
 #include "harness/runfmt/summary.h"
@@ -18,8 +20,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-Run sample_run() {
-  Run r;
+runfmt::Run sample_run() {
+  runfmt::Run r;
   r.manifest.json = {{"name", "sample"}, {"backend", "cuda"}, {"complete", true},
                      {"roofline", {{"copy_gb_per_s", 4300.5}, {"gemm_tflop_per_s", 854.25}}},
                      {"config", {{"limits", {{"max_seqs", 4}}}}}};
@@ -142,7 +144,7 @@ Run sample_run() {
   return r;
 }
 
-void write_all(const std::filesystem::path& dir, const Run& r) {
+void write_all(const std::filesystem::path& dir, const runfmt::Run& r) {
   RunWriter w(dir);
   w.write_trace(r.trace, {{"run", "sample"}});
   w.write_kernels(r.kernels);
@@ -155,10 +157,10 @@ void write_all(const std::filesystem::path& dir, const Run& r) {
 
 TEST(RunDir, WriterReaderRoundTrip) {
   auto dir = test::scratch_dir("rundir-roundtrip");
-  Run r = sample_run();
+  runfmt::Run r = sample_run();
   write_all(dir, r);
   ASSERT_TRUE(RunReader::is_run_dir(dir));
-  Run back = RunReader::open(dir);
+  runfmt::Run back = RunReader::open(dir);
   EXPECT_EQ(back.manifest.name, "sample");
   EXPECT_EQ(back.manifest.backend, "cuda");
   EXPECT_EQ(back.manifest.format_major, kRunFormatMajor);
@@ -175,13 +177,13 @@ TEST(RunDir, WriterReaderRoundTrip) {
   EXPECT_EQ(back.kv, r.kv);
   EXPECT_EQ(back.outputs, r.outputs);
 
-  Run no_trace = RunReader::open(dir, ReadOptions{false});
+  runfmt::Run no_trace = RunReader::open(dir, ReadOptions{false});
   EXPECT_TRUE(no_trace.trace.empty());
   EXPECT_EQ(no_trace.kernels, r.kernels);
 }
 
 TEST(RunDir, SummaryGroupsOpsWithRates) {
-  Run r = sample_run();
+  runfmt::Run r = sample_run();
   KernelRow second = r.kernels[0];
   second.dur_us = 2.5;
   second.bytes = 0.5e6;
@@ -240,8 +242,10 @@ TEST_F(RunDirErrors, NewerMajorIsRefused) {
   m["format"] = "lantern-run";
   m["format_version"] = std::to_string(kRunFormatMajor + 1) + ".0";
   put("manifest.json", m.dump());
-  EXPECT_THAT(error(), HasSubstr("manifest.json: run format " + std::to_string(kRunFormatMajor + 1) +
-                                 ".0 is newer than this lantern reads"));
+  std::string want = "manifest.json: run format ";
+  want += std::to_string(kRunFormatMajor + 1);
+  want += ".0 is newer than this lantern reads";
+  EXPECT_THAT(error(), HasSubstr(want));
 }
 
 TEST_F(RunDirErrors, NewerMinorIsRead) {
@@ -250,7 +254,7 @@ TEST_F(RunDirErrors, NewerMinorIsRead) {
   m["format_version"] = std::to_string(kRunFormatMajor) + ".99";
   m["a_field_from_the_future"] = 1;
   put("manifest.json", m.dump());
-  Run r = RunReader::open(dir);
+  runfmt::Run r = RunReader::open(dir);
   EXPECT_EQ(r.manifest.format_minor, 99);
 }
 

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/common.h"
+
 #include "harness/alias_tracker.h"
 #include "harness/runfmt/run_dir.h"
 #include "harness/runfmt/trace.h"
@@ -19,7 +21,8 @@ using ::testing::HasSubstr;
 RequestResult result(int64_t id, int n_tokens, double submit, double first, double finish) {
   RequestResult r;
   r.id = id;
-  r.tag = "req" + std::to_string(id);
+  r.tag = "req";
+  r.tag += std::to_string(id);
   r.prompt = {128000, 10, 11};
   for (int i = 0; i < n_tokens; ++i) r.tokens.push_back(100 + i);
   r.finish_reason = "length";

@@ -10,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/common.h"
+
 #include "harness/kv_recorder.h"
 #include "harness/memory_recorder.h"
 #include "harness/observer_set.h"

@@ -78,7 +78,7 @@ TEST(AttentionPrefillGpu, ModelShapes) {
   check_prefill({{512, 37}, 32, 8, 64, false, 0, 1.0f});
 }
 
-TEST(AttentionPrefillGpu, BoundariesAliasAndGroups) {
+TEST(AttentionPrefillGpu, EdgeBoundariesAliasAndGroups) {
   LANTERN_REQUIRE_GPU();
   check_prefill({{1, 63, 64, 65, 130, 16, 17}, 8, 8, 128, true, 8, 1.0f});
   check_prefill({{200, 1}, 32, 4, 32, false, 0, 4.0f});

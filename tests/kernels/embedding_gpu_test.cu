@@ -38,7 +38,7 @@ TEST(EmbeddingGpu, MatchesReferenceAtModelShapes) {
   for (int n : {1, 7, 512}) check_embedding(n, 2048, 128256);
 }
 
-TEST(EmbeddingGpu, OddHiddenScalarPath) {
+TEST(EmbeddingGpu, SmallOddHiddenScalarPath) {
   LANTERN_REQUIRE_GPU();
   check_embedding(5, 100, 1000);
 }

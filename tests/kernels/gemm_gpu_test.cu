@@ -4,7 +4,8 @@
 //   rel-L2 <= 4e-3. fp32 output (logits): atol 1e-3, rtol 1e-4, rel-L2 <= 2e-5.
 // Shapes: the 1B model's projections (2048x2048, 512x2048, 8192x2048,
 // 2048x8192, the 128256x2048 LM head in fp32) at decode m = 1, 3, 8 (gemv path)
-// and 9, 64, 512 (cuBLAS), an n tail (1000 rows) and k % 32 != 0 (fallback).
+// and 9, 64, 512 (cuBLAS), n tails (1000 rows, k 96 and 2048), k % 32 != 0 and
+// m > 8 (fallbacks).
 #include "tests/kernels/gpu_test_helpers.cuh"
 
 namespace lantern::test {
@@ -54,14 +55,18 @@ TEST(GemmGpu, LmHeadFp32Logits) {
   for (int m : {1, 8}) check_gemm({m, 128256, 2048, true}, w);
 }
 
-TEST(GemmGpu, PrefillShapesAndFallbacks) {
+TEST(GemmGpu, PrefillShapes) {
   LANTERN_REQUIRE_GPU();
-  {
-    const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(2048) * 2048);
-    for (int m : {9, 64, 512}) check_gemm({m, 2048, 2048, false}, w);
-  }
-  check_gemm({5, 1000, 96, false}, random_bf16_bits_fast(1000 * 96));  // n tail
-  check_gemm({2, 100, 40, true}, random_bf16_bits_fast(100 * 40));     // k % 32 != 0
+  const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(2048) * 2048);
+  for (int m : {9, 64, 512}) check_gemm({m, 2048, 2048, false}, w);
+}
+
+TEST(GemmGpu, EdgeTailsAndFallbacks) {
+  LANTERN_REQUIRE_GPU();
+  check_gemm({5, 1000, 96, false}, random_bf16_bits_fast(1000 * 96));  // n tail, gemv path
+  check_gemm({7, 1000, 2048, true}, random_bf16_bits_fast(1000 * 2048)); // n tail, stream path
+  check_gemm({2, 100, 40, true}, random_bf16_bits_fast(100 * 40));     // k % 32 != 0: cuBLAS
+  check_gemm({12, 48, 64, false}, random_bf16_bits_fast(48 * 64));     // m > 8: cuBLAS
 }
 
 }  // namespace

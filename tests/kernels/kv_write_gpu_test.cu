@@ -49,7 +49,7 @@ void check_kv_write(int n_kv, int hd, int kv_stride) {
   }
 }
 
-TEST(KvWriteGpu, MatchesReferenceAcrossBlockBoundaries) {
+TEST(KvWriteGpu, SmallAcrossBlockBoundaries) {
   LANTERN_REQUIRE_GPU();
   check_kv_write(8, 64, 8 * 64);
   check_kv_write(8, 64, 3 * 8 * 64);  // k, v rows inside a fused qkv row

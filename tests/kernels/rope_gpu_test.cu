@@ -68,7 +68,7 @@ TEST(RopeGpu, MatchesReferenceAtModelShapes) {
   check_rope(300, 32, 8, 64, 0);
 }
 
-TEST(RopeGpu, OtherHeadDimsAndPaddedRows) {
+TEST(RopeGpu, SmallOtherHeadDimsAndPaddedRows) {
   LANTERN_REQUIRE_GPU();
   check_rope(17, 24, 8, 128, 8);
   check_rope(9, 8, 1, 32, 3);

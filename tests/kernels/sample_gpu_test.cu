@@ -3,8 +3,9 @@
 // sums taken in another order can move the draw only when the target lies
 // within float rounding of a boundary between the two ranks (or at the top-p
 // cut). Such a mismatch is accepted only if, recomputed in double, every
-// boundary between the two tokens' ranks lies within 1e-4 of the mass of the
-// target (and it is reported). Also: two launches give the same tokens, and two
+// boundary between the two tokens' ranks lies within the reference's own float
+// rounding of the target: max(1e-4, 2 (k + 16) 2^-24) of the candidates' mass,
+// which only grows large for full-vocabulary rows (and it is reported). Also: two launches give the same tokens, and two
 // rows with the same logits, seed and step draw the same token.
 // Rows cover greedy (T = 0 and NaN), top-k 1 / 50 / 1024 (one-thread path) /
 // 1025 and 2000 (parallel path), top-p 0 / 0.5 / 0.9 / 0.95, the full vocab,
@@ -47,7 +48,10 @@ bool near_tie(const float* logits, int vocab, const RowParams& p, uint64_t seed,
   const double target = double(sampling::uniform01(seed, step)) * cum[n];
   const int32_t rw = int32_t(std::find(order.begin(), order.end(), want) - order.begin());
   const int32_t rg = int32_t(std::find(order.begin(), order.end(), got) - order.begin());
-  const double tol = 1e-4 * cum[n];
+  // The reference sums k floats one after another: its rounding can reach about
+  // k * 2^-24 of the mass (and the GPU's scan differs again), so boundaries that
+  // close to the target (or to the top-p cut) may fall either way.
+  const double tol = std::max(1e-4, 2.0 * (k + 16) * std::ldexp(1.0, -24)) * cum[k];
   bool ok = rg < k;
   for (int32_t j = std::min(rw, rg) + 1; ok && j <= std::max(rw, rg); ++j)
     ok = std::fabs(cum[j] - target) <= tol || std::fabs(cum[j] - p.top_p * cum[k]) <= tol;
@@ -105,10 +109,10 @@ TEST(SampleGpu, MatchesReferenceTokens) {
     for (int r = 0; r < b; ++r) {
       if (got[r] == ref[r]) continue;
       std::string why;
-      EXPECT_TRUE(near_tie(logits.data() + size_t(r) * vocab, vocab, params[r], seeds[r], steps[r],
-                           ref[r], got[r], &why))
-          << "row " << r << ": cpu " << ref[r] << ", gpu " << got[r] << " (" << why << ")";
-      std::printf("[sample] row %d accepted as a rounding tie: %s\n", r, why.c_str());
+      const bool tie = near_tie(logits.data() + size_t(r) * vocab, vocab, params[r], seeds[r],
+                                steps[r], ref[r], got[r], &why);
+      EXPECT_TRUE(tie) << "row " << r << ": cpu " << ref[r] << ", gpu " << got[r] << " (" << why << ")";
+      if (tie) std::printf("[sample] row %d accepted as a rounding tie: %s\n", r, why.c_str());
     }
     EXPECT_EQ(got[b - 1], got[4]) << "same logits, seed and step must draw the same token";
     d_out.poison();

@@ -20,7 +20,9 @@
 //  2. The port rewrites (?i:'s|'t|...) as [sS]-style classes, losing the
 //     case-insensitive match of U+017F (long s) that Oniguruma keeps.
 // "special": false builds the tokenizer without its special added tokens,
-// which is HF's split_special_tokens=True.
+// which is HF's split_special_tokens=True. The port's Jinja has no `mapping`
+// test; the Llama 3.1 templates only ask `content is mapping or content is
+// iterable`, which for the string contents sent here is just `is iterable`.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { TokenizerLoader } from "../../third_party/npm/node_modules/@lenml/tokenizers/dist/main.mjs";
@@ -65,7 +67,9 @@ function load(dir, withSpecials) {
   if (!withSpecials) tokenizerJSON.added_tokens = tokenizerJSON.added_tokens.filter((t) => !t.special);
   // Jinja drops one trailing newline of a template (keep_trailing_newline=False).
   if (typeof tokenizerConfig.chat_template === "string")
-    tokenizerConfig.chat_template = tokenizerConfig.chat_template.replace(/\n$/, "");
+    tokenizerConfig.chat_template = tokenizerConfig.chat_template
+      .replace(/\n$/, "")
+      .replaceAll("message.content is mapping or message.content is iterable", "message.content is iterable");
   return TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig });
 }
 

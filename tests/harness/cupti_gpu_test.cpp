@@ -1,0 +1,276 @@
+// CUPTI on the GPU: kernel records attributed to ops and steps (external
+// correlation, cuBLAS's own launches, CUDA graph replays), roofline probes,
+// manifest GPU fields, and whole recorded runs on the CUDA backend.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/synth.h"
+#include "harness/attribution.h"
+#include "harness/clock.h"
+#include "harness/cupti_collector.h"
+#include "harness/manifest.h"
+#include "harness/observer_set.h"
+#include "harness/roofline.h"
+#include "harness/runfmt/run_dir.h"
+#include "harness/runfmt/trace.h"
+#include "harness/session.h"
+#include "harness/timeline.h"
+#include "tests/harness/seed_plan.h"
+#include "tests/test_util.h"
+
+cudaError_t lantern_test_busy_kernel(float* out, int n, int spins, cudaStream_t stream);
+
+namespace lantern::harness {
+namespace {
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+using kernels::Family;
+
+struct DeviceBuffer {
+  float* p = nullptr;
+  explicit DeviceBuffer(size_t n) { cudaMalloc(&p, n * sizeof(float)); }
+  ~DeviceBuffer() { cudaFree(p); }
+};
+
+TEST(CuptiGpu, KernelsAreAttributedToOpsAndSteps) {
+  LANTERN_REQUIRE_GPU();
+  Timeline timeline(clock_ns);
+  CuptiCollector cupti(&timeline);
+  ObserverSet set;
+  set.add(&timeline);
+  set.add(&cupti);
+  cupti.start();
+  DeviceBuffer buf(1 << 16);
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreate(&stream));
+  cublasHandle_t cublas = nullptr;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSetStream(cublas, stream), CUBLAS_STATUS_SUCCESS);
+  const int n = 256;
+  DeviceBuffer a(n * n), b(n * n), c(n * n);
+  const float one = 1.0f, zero = 0.0f;
+
+  auto busy = [&] { ASSERT_EQ(lantern_test_busy_kernel(buf.p, 1 << 16, 200, stream), cudaSuccess); };
+  for (int s = 0; s < 3; ++s) {
+    set.on_step_begin(testing::step_info(s, "decode", 1, 1));
+    testing::seed_op(set, "norm_op", -1, Family::rmsnorm, {}, {}, busy, 4.0 * (1 << 16), 0);
+    set.on_layer_begin(0);
+    testing::seed_op(set, "swiglu_op", 0, Family::swiglu, {}, {}, busy, 8.0 * (1 << 16), 0);
+    testing::seed_op(set, "gemm_op", 0, Family::gemm, {}, {}, [&] {
+      ASSERT_EQ(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.p, n, b.p, n, &zero,
+                            c.p, n),
+                CUBLAS_STATUS_SUCCESS);
+    }, 3.0 * n * n * 4, 2.0 * n * n * n);
+    set.on_layer_end(0);
+    set.on_step_end(testing::step_info(s, "decode", 1, 1));
+  }
+  busy();  // outside any op: must show up unattributed, not vanish
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cupti.stop();
+  GpuRecords g = cupti.take();
+  cublasDestroy(cublas);
+  cudaStreamDestroy(stream);
+  EXPECT_EQ(g.dropped_records, 0u);
+  EXPECT_TRUE(g.errors.empty()) << g.errors[0];
+
+  const uint64_t origin = timeline.steps().front().begin_ns;
+  AttributionStats stats;
+  auto rows = attribute_gpu_kernels(g, timeline, Roofline{}, origin, &stats);
+  EXPECT_EQ(stats.unattributed, 1) << "exactly the stray kernel";
+  std::map<std::pair<std::string, int64_t>, int> per_op_step;
+  for (const runfmt::KernelRow& r : rows) {
+    if (r.launch < 0) continue;
+    per_op_step[{r.op, r.step}] += 1;
+    const OpLaunch& l = timeline.launches()[r.launch];
+    EXPECT_EQ(r.op, l.op);
+    EXPECT_EQ(r.step, l.step);
+    // One clock: a kernel cannot start before the host launched it.
+    const double launch_us = (static_cast<double>(l.begin_ns) - static_cast<double>(origin)) / 1e3;
+    EXPECT_GE(r.start_us, launch_us - 20.0) << r.kernel << " of " << r.op;
+    EXPECT_GT(r.dur_us, 0);
+    EXPECT_EQ(r.source, "cupti");
+  }
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ((per_op_step[{"norm_op", s}]), 1) << "step " << s;
+    EXPECT_EQ((per_op_step[{"swiglu_op", s}]), 1) << "step " << s;
+    EXPECT_GE((per_op_step[{"gemm_op", s}]), 1) << "cuBLAS kernels of step " << s;
+  }
+  const auto gemm = std::find_if(rows.begin(), rows.end(),
+                                 [](const runfmt::KernelRow& r) { return r.op == "gemm_op"; });
+  ASSERT_NE(gemm, rows.end());
+  EXPECT_EQ(gemm->family, "gemm");
+  EXPECT_TRUE(gemm->tflop_per_s.has_value());
+  EXPECT_FALSE(g.api_calls.empty());
+}
+
+TEST(CuptiGpu, GraphReplaysKeepOpLabelsAndLearnTheirStep) {
+  LANTERN_REQUIRE_GPU();
+  Timeline timeline(clock_ns);
+  CuptiCollector cupti(&timeline);
+  ObserverSet set;
+  set.add(&timeline);
+  set.add(&cupti);
+  cupti.start();
+  DeviceBuffer buf(1 << 14);
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto busy = [&] { ASSERT_EQ(lantern_test_busy_kernel(buf.p, 1 << 14, 100, stream), cudaSuccess); };
+
+  // Capture two ops (the engine captures decode steps the same way).
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  testing::seed_op(set, "captured_a", 2, Family::residual, {}, {}, busy);
+  testing::seed_op(set, "captured_b", 2, Family::swiglu, {}, {}, busy);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int s = 10; s < 13; ++s) {
+    set.on_step_begin(testing::step_info(s, "decode", 1, 1));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    set.on_step_end(testing::step_info(s, "decode", 1, 1));
+  }
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cupti.stop();
+  GpuRecords g = cupti.take();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  EXPECT_EQ(g.dropped_records, 0u);
+  EXPECT_GE(g.launch_of_graph_node.size(), 2u) << "graph nodes created while ops were captured";
+
+  auto rows = attribute_gpu_kernels(g, timeline, Roofline{}, timeline.launches().front().begin_ns);
+  ASSERT_EQ(rows.size(), 6u) << "2 kernels x 3 replays";
+  std::multiset<std::pair<std::string, int64_t>> got;
+  for (const auto& r : rows) {
+    EXPECT_NE(r.graph_node, 0u);
+    EXPECT_EQ(r.layer, 2);
+    got.insert({r.op, r.step});
+  }
+  std::multiset<std::pair<std::string, int64_t>> want;
+  for (int s = 10; s < 13; ++s) {
+    want.insert({"captured_a", s});
+    want.insert({"captured_b", s});
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST(CuptiGpu, RooflineProbesArePlausible) {
+  LANTERN_REQUIRE_GPU();
+  RooflineResult r = measure_roofline(256ull << 20, 4096, 5);
+  std::printf("[roofline] copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", r.copy_gb_per_s,
+              r.gemm_tflop_per_s);
+  EXPECT_GT(r.copy_gb_per_s, 100.0);
+  EXPECT_LT(r.copy_gb_per_s, 20000.0);
+  EXPECT_GT(r.gemm_tflop_per_s, 10.0);
+  EXPECT_LT(r.gemm_tflop_per_s, 5000.0);
+  nlohmann::json j = r.to_json();
+  EXPECT_EQ(j["gemm_n"], 4096);
+}
+
+TEST(CuptiGpu, ManifestDescribesTheGpu) {
+  LANTERN_REQUIRE_GPU();
+  nlohmann::json gpu = gpu_info(0);
+  EXPECT_FALSE(gpu["name"].get<std::string>().empty());
+  EXPECT_EQ(gpu["uuid"].get<std::string>().rfind("GPU-", 0), 0u);
+  EXPECT_EQ(gpu["uuid"].get<std::string>().size(), 40u);
+  EXPECT_GT(gpu["sm_count"].get<int>(), 0);
+  EXPECT_GT(gpu["memory_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(gpu["sm_clock_khz"].get<int>(), 0);
+  nlohmann::json v = library_versions(true);
+  EXPECT_TRUE(v["cuda_driver"].is_string());
+  EXPECT_TRUE(v["cuda_runtime"].is_string());
+  EXPECT_TRUE(v["cupti_api"].is_number());
+}
+
+TEST(CuptiGpu, SessionRecordsACudaRun) {
+  LANTERN_REQUIRE_GPU();
+  auto dir = test::scratch_dir("cupti-session") / "run";
+  HarnessOptions o;
+  o.record_dir = dir;
+  Session session(o);
+  EngineOptions eo;
+  eo.backend = kernels::Backend::cuda;
+  session.apply(eo);
+  DeviceBuffer buf(1 << 16);
+  auto busy = [&] { ASSERT_EQ(lantern_test_busy_kernel(buf.p, 1 << 16, 50, nullptr), cudaSuccess); };
+  auto a = testing::make_seed_arena();
+  eo.observer->on_arena(a->arena);
+  for (int s = 0; s < 3; ++s) testing::run_seed_step(*eo.observer, *a, s, s ? "decode" : "prefill", 1, busy);
+  CUDA_OK(cudaDeviceSynchronize());
+  EngineSummary summary;
+  summary.backend = kernels::Backend::cuda;
+  session.finish(summary);
+  runfmt::Run run = runfmt::RunReader::open(dir);
+  EXPECT_EQ(run.manifest.backend, "cuda");
+  EXPECT_TRUE(run.manifest.copy_gb_per_s.has_value());
+  EXPECT_TRUE(run.manifest.gemm_tflop_per_s.has_value());
+  EXPECT_TRUE(run.manifest.json["gpu"]["name"].is_string());
+  EXPECT_EQ(run.manifest.json["harness"]["kernel_timing"], "cupti");
+  ASSERT_EQ(run.kernels.size(), static_cast<size_t>(3 * testing::seed_ops_per_step(1)));
+  for (const auto& k : run.kernels) {
+    EXPECT_EQ(k.source, "cupti");
+    EXPECT_GE(k.launch, 0);
+    EXPECT_TRUE(k.pct_roofline.has_value()) << k.op;
+  }
+  EXPECT_EQ(run.memory.violation_count, 0);
+  EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
+  const bool gpu_track = std::any_of(run.trace.begin(), run.trace.end(), [](const runfmt::TraceEvent& e) {
+    return e.pid == runfmt::track::kGpuPid && e.cat == "kernel";
+  });
+  EXPECT_TRUE(gpu_track);
+}
+
+TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
+  LANTERN_REQUIRE_GPU();
+  auto model = test::scratch_dir("cupti-tiny-model");
+  SynthOptions so;
+  so.seed = 5;
+  so.with_tokenizer = false;
+  write_synthetic_model(synth_preset("tiny"), model, so);
+  auto dir = test::scratch_dir("cupti-engine") / "run";
+  HarnessOptions o;
+  o.record_dir = dir;
+  Session session(o);
+  ModelConfig cfg = ModelConfig::load(model);
+  EngineOptions eo;
+  eo.backend = kernels::Backend::cuda;
+  eo.limits.max_context = std::min(256, cfg.max_position_embeddings);
+  eo.limits.max_seqs = 4;
+  eo.limits.kv_num_blocks = 4 * cfg.num_layers * 16;
+  session.apply(eo);
+  {
+    Engine engine(cfg, Weights::load(cfg, model, kernels::Backend::cuda), eo);
+    session.set_config(engine.describe());
+    for (int i = 0; i < 3; ++i) {
+      Request r;
+      for (int t = 0; t < 6 + 5 * i; ++t) r.prompt.push_back((31 * t + i) % cfg.vocab_size);
+      r.max_new_tokens = 8;
+      r.stop_at_eos = false;
+      engine.submit(std::move(r));
+    }
+    engine.run_until_idle();
+    for (const auto& r : engine.take_finished()) session.on_result(r, "");
+    session.finish(engine);
+  }
+  runfmt::Run run = runfmt::RunReader::open(dir);
+  EXPECT_EQ(run.memory.violation_count, 0)
+      << (run.memory.violations.empty() ? "" : run.memory.violations[0].message);
+  EXPECT_TRUE(run.kv.leaked_blocks.empty());
+  EXPECT_TRUE(run.kv.errors.empty());
+  EXPECT_EQ(run.metrics["harness"]["cupti_dropped_records"], 0);
+  ASSERT_FALSE(run.kernels.empty());
+  size_t attributed = 0;
+  for (const auto& k : run.kernels) attributed += k.launch >= 0;
+  EXPECT_GT(attributed, run.kernels.size() * 8 / 10) << "most kernels run inside op hooks";
+  EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace lantern::harness

@@ -1,0 +1,80 @@
+// The bytes and FLOPs the CPU entries report (kernels/costs.h with ActBytes = 4),
+// checked against hand counts for small shapes.
+#include "kernels/costs.h"
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/registry.h"
+
+namespace lantern::kernels {
+namespace {
+
+Cost cpu_cost(Family f, const void* args) { return Registry::global().find(f, "cpu_ref").cost(args); }
+
+TEST(CostsCpu, GemmIsTwoMnkAndEachOperandOnce) {
+  GemmArgs g{nullptr, nullptr, nullptr, 3, 5, 7, false};
+  Cost c = cpu_cost(Family::gemm, &g);
+  EXPECT_EQ(c.flops, 2.0 * 3 * 5 * 7);
+  EXPECT_EQ(c.bytes, 3 * 7 * 4 + 5 * 7 * 2 + 3 * 5 * 4);  // a float, w bf16, c float
+  // The CUDA instantiation: bf16 activations, float logits when c_f32.
+  EXPECT_EQ(gemm_cost<2>(g).bytes, 3 * 7 * 2 + 5 * 7 * 2 + 3 * 5 * 2);
+  g.c_f32 = true;
+  EXPECT_EQ(gemm_cost<2>(g).bytes, 3 * 7 * 2 + 5 * 7 * 2 + 3 * 5 * 4);
+}
+
+TEST(CostsCpu, AttentionCountsOnlyUnmaskedPairs) {
+  // Sequences of 1 and 17 tokens: 1 + 17 * 18 / 2 = 154 causal pairs.
+  const std::vector<int32_t> starts = {0, 1, 18};
+  AttentionPrefillArgs p{};
+  p.seq_starts = starts.data();
+  p.host_seq_starts = starts.data();
+  p.num_seqs = 2;
+  p.max_seq_len = 17;
+  p.n_q_heads = 8;
+  p.n_kv_heads = 2;
+  p.head_dim = 16;
+  const Cost c = cpu_cost(Family::attention_prefill, &p);
+  EXPECT_EQ(c.flops, 4.0 * 8 * 16 * 154);
+  // q read + out written (18 x 8 x 16), k and v read (18 x 2 x 16), floats; 3 starts.
+  EXPECT_EQ(c.bytes, (2.0 * 18 * 8 * 16 + 2.0 * 18 * 2 * 16) * 4 + 3 * 4);
+
+  const std::vector<int32_t> lens = {1, 17, 40}, slots = {0, 1, 2};
+  AttentionDecodeArgs d{};
+  d.seq_slots = slots.data();
+  d.context_lens = lens.data();
+  d.cache.block_size = 16;
+  d.cache.n_kv_heads = 2;
+  d.cache.head_dim = 16;
+  d.b = 3;
+  d.max_context = 40;
+  d.n_q_heads = 8;
+  const Cost dc = cpu_cost(Family::attention_decode, &d);
+  EXPECT_EQ(dc.flops, 4.0 * 8 * 16 * (1 + 17 + 40));
+  // q + out; k and v of 58 cached tokens; 1 + 2 + 3 block-table entries; slots and lens.
+  EXPECT_EQ(dc.bytes, 2.0 * 3 * 8 * 16 * 4 + 2.0 * 58 * 2 * 16 * 4 + 6 * 4 + 3 * 2 * 4);
+}
+
+TEST(CostsCpu, ElementwiseFamiliesReadAndWriteOnce) {
+  SwigluArgs s{nullptr, nullptr, nullptr, 3, 10};
+  EXPECT_EQ(cpu_cost(Family::swiglu, &s).bytes, 3 * 30 * 4);
+  ResidualArgs r{nullptr, nullptr, 100};
+  EXPECT_EQ(cpu_cost(Family::residual, &r).bytes, 300 * 4);
+  EXPECT_EQ(cpu_cost(Family::residual, &r).flops, 100);
+  const int32_t rows[2] = {0, 1};
+  RmsnormArgs n{nullptr, nullptr, nullptr, rows, 2, 64, 1e-5f};
+  EXPECT_EQ(cpu_cost(Family::rmsnorm, &n).bytes, 2 * 64 * 4 * 2 + 64 * 2 + 2 * 4);
+  EmbeddingArgs e{nullptr, nullptr, nullptr, 4, 32, 1000};
+  EXPECT_EQ(cpu_cost(Family::embedding, &e).bytes, 4 * 4 + 4 * 32 * 2 + 4 * 32 * 4);
+  ArgmaxArgs a{nullptr, nullptr, 2, 1000};
+  EXPECT_EQ(cpu_cost(Family::argmax, &a).bytes, 2 * 1000 * 4 + 2 * 4);
+  KvWriteArgs kv{};
+  kv.n = 5;
+  kv.cache.n_kv_heads = 2;
+  kv.cache.head_dim = 8;
+  EXPECT_EQ(cpu_cost(Family::kv_write, &kv).bytes, 2.0 * 5 * 16 * 4 * 2 + 5 * 3 * 4);
+}
+
+}  // namespace
+}  // namespace lantern::kernels
