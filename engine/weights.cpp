@@ -264,6 +264,7 @@ struct WeightsLoader {
   static Weights load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
                       const std::function<void(size_t, size_t)>& progress_in) {
     const auto t0 = std::chrono::steady_clock::now();
+    cfg.validate();
     const SafetensorsModel model = open_safetensors_model(model_dir);
     const std::vector<TensorSpec> specs = expected_tensors(cfg);
     std::vector<std::string> extra;

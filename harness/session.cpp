@@ -82,8 +82,10 @@ Session::Session(HarnessOptions options) : options_(std::move(options)) {
     nvtx_ = std::make_unique<NvtxObserver>();
     observers_.add(nvtx_.get());
   }
-  timeline_ = std::make_unique<Timeline>(clock_ns);
-  observers_.add(timeline_.get());
+  if (options_.timeline || (options_.cupti && recording())) {
+    timeline_ = std::make_unique<Timeline>(clock_ns);
+    observers_.add(timeline_.get());
+  }
   if (options_.cupti && recording()) {
     cupti_ = std::make_unique<CuptiCollector>(timeline_.get());
     observers_.add(cupti_.get());  // after the timeline: it reads the current op-log index
@@ -127,13 +129,17 @@ void Session::start_cupti() {
   }
 }
 
-void Session::apply(EngineOptions& options) {
-  options.observer = observer();
-  options.profile_first_step = options_.profile_first;
-  options.profile_last_step = options_.profile_last;
-  backend_ = options.backend;
+Observer* Session::prepare(kernels::Backend backend) {
+  backend_ = backend;
   backend_known_ = true;
   if (backend_ == kernels::Backend::cuda) start_cupti();
+  return observer();
+}
+
+void Session::apply(EngineOptions& options) {
+  options.observer = prepare(options.backend);
+  options.profile_first_step = options_.profile_first;
+  options.profile_last_step = options_.profile_last;
 }
 
 void Session::set_config(nlohmann::json resolved) { config_ = std::move(resolved); }
@@ -287,6 +293,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
         {"alias", options_.enabled && options_.alias},
         {"kv", options_.enabled && options_.kv},
         {"memory", options_.enabled && options_.memory},
+        {"timeline", timeline_ != nullptr},
         {"kernel_timing", have_gpu ? "cupti" : (!cuda && timeline_ ? "host" : "none")},
         {"profile_steps", options_.profile_first >= 0
                               ? nlohmann::json::array({options_.profile_first, options_.profile_last})

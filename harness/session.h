@@ -6,7 +6,7 @@
 //
 //   harness::Session session(cli::parse_harness_options(args));
 //   EngineOptions eo; ...; session.apply(eo);     // before the Engine exists
-//   Engine engine(cfg, std::move(weights), eo);
+//   Engine engine(cfg, std::move(weights), eo);   // (or: eo.observer = session.prepare(backend))
 //   session.set_config(engine.describe());        // + request settings
 //   ... engine.run_until_idle();
 //   for (auto& r : engine.take_finished()) session.on_result(r, text_of(r));
@@ -39,6 +39,8 @@ struct HarnessOptions {
   bool alias = true;     // alias-lifetime tracker
   bool kv = true;        // KV block recorder
   bool memory = true;    // memory map
+  bool timeline = true;  // host-clock step/layer/op ranges (kernel timings on the cpu
+                         // backend; CUPTI attribution needs it and turns it on)
   bool roofline = true;  // roofline probes for cuda runs that record
   int profile_first = -1, profile_last = -1;  // --profile-steps A:B (nsys capture range)
   bool print_summary = true;  // finish() prints problems and where the run went to stderr
@@ -71,9 +73,13 @@ class Session {
 
   // The observer to give the engine: null when the harness is off.
   Observer* observer();
-  // Sets options.observer and the profile steps; for a cuda engine that
-  // records, starts CUPTI (if CUPTI cannot start -- e.g. nsys holds it -- the
-  // run goes on without kernel timings and the manifest says why).
+  // Call before the engine exists: records the backend and, for a cuda run
+  // that records, starts CUPTI (if CUPTI cannot start -- e.g. nsys holds it --
+  // the run goes on without kernel timings and the manifest says why).
+  // Returns observer().
+  Observer* prepare(kernels::Backend backend);
+  // prepare(options.backend), then sets options.observer and the profile
+  // steps (options().profile_first / profile_last).
   void apply(EngineOptions& options);
   // The resolved configuration recorded in the manifest (engine.describe()
   // plus the request settings).

@@ -11,7 +11,7 @@ namespace {
 // Pieces up to this many bytes merge with a quadratic scan over a flat array
 // (no heap, no links): almost every word is this short. Longer pieces (CJK
 // runs, long identifiers, 1,000-letter words) use the O(n log n) heap.
-constexpr size_t kSmallPiece = 24;
+constexpr size_t kSmallPiece = 64;
 
 struct HeapEntry {
   int32_t rank, pos;          // pos: start byte of the left symbol (orders ties left-first)

@@ -8,25 +8,23 @@
 //   --harness on|off      off: attach no observer at all
 //   --no-nvtx --no-cupti --no-alias --no-kv --no-memory --no-roofline
 //
-// A command appends harness_value_options()/harness_flag_options() to its
-// own option lists and builds a Session from parse_harness_options(args).
+// A command appends them to its own option lists with add_harness_options()
+// and builds a Session from parse_harness_options(args). The rules live in
+// harness/harness_options.h (tested there).
 #include <string>
 #include <vector>
 
 #include "harness/cli/command.h"
+#include "harness/harness_options.h"
 #include "harness/session.h"
 
 namespace lantern::cli {
 
 const std::vector<std::string>& harness_value_options();
 const std::vector<std::string>& harness_flag_options();
-// Throws lantern::Error naming the option on a bad value.
-harness::HarnessOptions parse_harness_options(const Args& args);
-// Usage lines for a command's help text.
-std::string harness_options_help();
-
-// Appends the harness options to a command's declared option lists.
 void add_harness_options(std::vector<std::string>& value_options,
                          std::vector<std::string>& flag_options);
+// Throws lantern::Error naming the option on a bad value.
+harness::HarnessOptions parse_harness_options(const Args& args);
 
 }  // namespace lantern::cli

@@ -86,7 +86,9 @@ void gemm_cpu(const GemmArgs& g, const LaunchCtx&) {
 #pragma omp parallel if (blocks > 1 && double(g.m) * g.n * g.k > 1e5)
   {
     std::vector<float> wbuf(size_t(kColumnBlock) * kChunk);
-#pragma omp for schedule(static)
+    // Dynamic: a thread that the OS delays (shared machines) does not hold up the
+    // others; results stay deterministic since a column block is summed by one thread.
+#pragma omp for schedule(dynamic, 1)
     for (int b = 0; b < blocks; ++b) {
       const int n0 = b * kColumnBlock;
       column_block(a, w, c, g.m, g.n, g.k, n0, std::min(kColumnBlock, g.n - n0), kChunk,

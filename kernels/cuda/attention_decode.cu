@@ -494,7 +494,7 @@ void register_attention_decode_cuda(Registry& r) {
       3, "split_k_fused", Backend::cuda,
       "split_k whose last-arriving block per (seq, kv head) combines the splits: one launch; "
       "one stream at a time",
-      /*verified=*/false, decode_split_workspace));
+      /*verified=*/true, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

@@ -13,7 +13,9 @@
 //   Above m = 8, or for k % 32 != 0 / unaligned pointers, it calls variant 1.
 // Variant 3 (gemv_stream): variant 2's fragments in a persistent kernel (one
 //   16-warp block per SM walking the row tiles, the register double buffer
-//   running across tiles); k % 2048 == 0, else variant 2.
+//   running across tiles); k % 2048 == 0, else variant 2. Measured slower than
+//   variant 2 (the per-tile block barrier drains the only block's pipeline), so
+//   it is not the default; kept as the recorded experiment.
 #include <algorithm>
 
 #include "kernels/costs.h"
@@ -256,6 +258,8 @@ void register_gemm_cuda(Registry& r) {
       3, "gemv_stream", Backend::cuda,
       "m <= 8, k % 2048 == 0: persistent 16-warp blocks stream row tiles with loads in flight "
       "across tiles; gemv_mma / cuBLAS otherwise",
+      // Passes its GPU test on the H200 but is slower than gemv_mma (docs/performance.md):
+      // left unverified so that Registry::best keeps gemv_mma as the default.
       /*verified=*/false));
 }
 

@@ -51,6 +51,14 @@ inline fs::path private_scratch(const std::string& name) {
   return dir;
 }
 
+// 'text' for the shell (paths here never contain a quote).
+inline std::string sh_quote(const std::string& text) {
+  std::string q = "'";
+  q += text;
+  q += "' ";
+  return q;
+}
+
 inline void write_file(const fs::path& p, const std::string& s) {
   std::ofstream out(p, std::ios::binary);
   out << s;
@@ -121,9 +129,8 @@ inline bool run_reference(const fs::path& dir, const std::vector<json>& requests
   std::string lines;
   for (const json& r : requests) lines += r.dump() + "\n";
   write_file(scratch / "requests.jsonl", lines);
-  const std::string cmd = "node '" + reference_script().string() + "' '" + dir.string() + "' '" +
-                          (scratch / "requests.jsonl").string() + "' '" +
-                          (scratch / "answers.jsonl").string() + "' 2>&1";
+  const std::string cmd = std::string("node ") + sh_quote(reference_script()) + sh_quote(dir) +
+                          sh_quote(scratch / "requests.jsonl") + sh_quote(scratch / "answers.jsonl") + "2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string output;
   char buf[4096];

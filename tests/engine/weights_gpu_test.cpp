@@ -87,7 +87,7 @@ TEST(WeightsGpu, ManyChunksReuseStagingBuffers) {
 
 // Load time of the 1B model to the GPU (the goal: <= 1.0 s from a warm
 // page cache). Not a pass/fail test: run it with
-//   LANTERN_LOAD_MODEL=/path/to/llama-3.2-1b lantern_gpu_tests \
+//   LANTERN_LOAD_MODEL=/path/to/llama-3.2-1b lantern_gpu_tests
 //     --gtest_also_run_disabled_tests --gtest_filter='*LoadTime*'
 TEST(WeightsGpu, DISABLED_LoadTime) {
   LANTERN_REQUIRE_GPU();

@@ -30,7 +30,7 @@ TEST(BusyKernel, ComputesItsRecurrence) {
   LANTERN_REQUIRE_GPU();
   const int n = 1000, spins = 50;
   float* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), n * sizeof(float)), cudaSuccess);
   ASSERT_EQ(lantern_test_busy_kernel(d, n, spins, nullptr), cudaSuccess);
   std::vector<float> h(n);
   ASSERT_EQ(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);

@@ -35,7 +35,7 @@ using kernels::Family;
 
 struct DeviceBuffer {
   float* p = nullptr;
-  explicit DeviceBuffer(size_t n) { cudaMalloc(&p, n * sizeof(float)); }
+  explicit DeviceBuffer(size_t n) { cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)); }
   ~DeviceBuffer() { cudaFree(p); }
 };
 

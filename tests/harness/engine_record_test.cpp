@@ -53,8 +53,7 @@ TEST(EngineRecord, CpuRunDirectoryIsCompleteAndClean) {
     for (int t = 0; t < 5 + 7 * i; ++t) r.prompt.push_back((37 * t + 11 * i) % cfg.vocab_size);
     r.max_new_tokens = 6;
     r.stop_at_eos = false;
-    r.tag = std::to_string(i);
-    r.tag.insert(0, "r");
+    r.tag = std::string(1, 'r') + std::to_string(i);
     engine.submit(std::move(r));
   }
   engine.run_until_idle();

@@ -20,9 +20,13 @@
 //  2. The port rewrites (?i:'s|'t|...) as [sS]-style classes, losing the
 //     case-insensitive match of U+017F (long s) that Oniguruma keeps.
 // "special": false builds the tokenizer without its special added tokens,
-// which is HF's split_special_tokens=True. The port's Jinja has no `mapping`
-// test; the Llama 3.1 templates only ask `content is mapping or content is
-// iterable`, which for the string contents sent here is just `is iterable`.
+// which is HF's split_special_tokens=True.
+// The port's Jinja lacks two things the Llama 3.1 templates use on tool
+// results: the `mapping` test and `tojson` on strings. For the string contents
+// sent here `content is mapping or content is iterable` is `is iterable`, and
+// Python's `content | tojson` (json.dumps, ensure_ascii=False) equals
+// JSON.stringify(content): the reference encodes tool/ipython contents itself
+// and the template prints them as they are.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { TokenizerLoader } from "../../third_party/npm/node_modules/@lenml/tokenizers/dist/main.mjs";
@@ -60,16 +64,21 @@ function patchPreTokenizer(pt) {
     pt.pattern.Regex = onigurumaToJs(pt.pattern.Regex);
 }
 
+let toolsAsJson = false;  // the template JSON-encodes tool results (Llama 3.1 form)
+
 function load(dir, withSpecials) {
   const tokenizerJSON = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8"));
   const tokenizerConfig = JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8"));
   patchPreTokenizer(tokenizerJSON.pre_tokenizer);
   if (!withSpecials) tokenizerJSON.added_tokens = tokenizerJSON.added_tokens.filter((t) => !t.special);
   // Jinja drops one trailing newline of a template (keep_trailing_newline=False).
-  if (typeof tokenizerConfig.chat_template === "string")
+  if (typeof tokenizerConfig.chat_template === "string") {
+    toolsAsJson = tokenizerConfig.chat_template.includes("message.content | tojson");
     tokenizerConfig.chat_template = tokenizerConfig.chat_template
       .replace(/\n$/, "")
-      .replaceAll("message.content is mapping or message.content is iterable", "message.content is iterable");
+      .replaceAll("message.content is mapping or message.content is iterable", "message.content is iterable")
+      .replaceAll("message.content | tojson", "message.content");
+  }
   return TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig });
 }
 
@@ -97,7 +106,9 @@ function answer(r) {
   if (r.op === "chat") {
     const kwargs = { tokenize: false, add_generation_prompt: !!r.add_generation_prompt };
     if (r.date !== undefined) kwargs.date_string = r.date;
-    const text = tok.apply_chat_template(r.messages, kwargs);
+    const messages = r.messages.map((m) =>
+      toolsAsJson && (m.role === "tool" || m.role === "ipython") ? { ...m, content: JSON.stringify(m.content) } : m);
+    const text = tok.apply_chat_template(messages, kwargs);
     return { hex: hex(text), ids: tok.encode(text, { add_special_tokens: false }) };
   }
   throw new Error(`unknown op ${r.op}`);

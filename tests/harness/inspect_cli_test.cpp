@@ -1,0 +1,106 @@
+// `lantern inspect` on recorded runs, through the built binary: the summary,
+// --check's verdict and --compare's side-by-side table.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "harness/session.h"
+#include "tests/harness/seed_plan.h"
+#include "tests/test_util.h"
+
+namespace lantern::harness {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::filesystem::path lantern_binary() {
+  return std::filesystem::path(LANTERN_BINARY_DIR) / "bin" / "lantern";
+}
+
+// Runs `lantern ARGS` and returns (exit status, stdout + stderr).
+std::pair<int, std::string> lantern(const std::string& args) {
+  std::string command = lantern_binary().string() + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::filesystem::path record(const std::string& name, testing::Plan plan, int decodes) {
+  auto dir = test::scratch_dir("inspect-" + name) / name;
+  HarnessOptions o;
+  o.record_dir = dir;
+  o.print_summary = false;
+  Session session(o);
+  Observer& obs = *session.observer();
+  auto a = testing::make_seed_arena(plan);
+  obs.on_alloc(AllocEvent{"arena", "activation arena", 0x10000, a->arena.total_bytes(),
+                          kernels::Backend::cpu, false});
+  obs.on_arena(a->arena);
+  for (int s = 0; s <= decodes; ++s)
+    testing::run_seed_step(obs, *a, s, s == 0 ? "prefill" : "decode", 2);
+  EngineSummary summary;
+  summary.backend = kernels::Backend::cpu;
+  session.finish(summary);
+  return dir;
+}
+
+class InspectCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(lantern_binary()))
+        << lantern_binary() << " is missing: build the `lantern` target before the tests";
+  }
+};
+
+TEST_F(InspectCli, SummarisesAndChecksACleanRun) {
+  auto dir = record("clean", testing::Plan::seed, 3);
+  auto [status, out] = lantern("inspect " + dir.string() + " --check");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("run clean"));
+  EXPECT_THAT(out, HasSubstr("top ops by time"));
+  EXPECT_THAT(out, HasSubstr("q_proj"));
+  EXPECT_THAT(out, HasSubstr("alias plan: 0 violations"));
+  EXPECT_THAT(out, HasSubstr("memory map"));
+  EXPECT_THAT(out, HasSubstr("attn_out"));
+  EXPECT_THAT(out, HasSubstr("check: OK"));
+}
+
+TEST_F(InspectCli, CheckFailsOnAPlantedAliasViolation) {
+  auto dir = record("wrong", testing::Plan::up_over_gate, 1);
+  auto [status, out] = lantern("inspect " + dir.string() + " --check");
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("VIOLATION x4"));
+  EXPECT_THAT(out, HasSubstr("view 'up'"));
+  EXPECT_THAT(out, HasSubstr("check: FAILED"));
+}
+
+TEST_F(InspectCli, ComparesTwoRunsOpByOp) {
+  auto a = record("cmp-a", testing::Plan::seed, 1);
+  auto b = record("cmp-b", testing::Plan::seed, 2);
+  auto [status, out] = lantern("inspect " + a.string() + " --compare " + b.string());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("compare A=cmp-a  B=cmp-b"));
+  EXPECT_THAT(out, HasSubstr("B/A"));
+  EXPECT_THAT(out, HasSubstr("down_proj"));
+  EXPECT_THAT(out, Not(HasSubstr("top ops by time")));
+}
+
+TEST_F(InspectCli, BadRunDirectoryIsAOneLineError) {
+  auto [status, out] = lantern("inspect /nonexistent/run");
+  EXPECT_EQ(status, 1);
+  EXPECT_THAT(out, HasSubstr("run /nonexistent/run: not a directory"));
+}
+
+}  // namespace
+}  // namespace lantern::harness
