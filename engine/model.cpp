@@ -211,6 +211,36 @@ void Model::op(const char* name, int layer, const Args& args, std::initializer_l
   kernels::launch(e, args, ctx);
 }
 
+void Model::attention_mixed(int layer, const kernels::AttentionPrefillArgs& prefill,
+                            const kernels::AttentionDecodeArgs& decode, std::initializer_list<int> reads,
+                            std::initializer_list<int> writes) {
+  const kernels::KernelEntry& pe = kernels_.entry(Family::attention_prefill);
+  const kernels::KernelEntry& de = kernels_.entry(Family::attention_decode);
+  kernels::LaunchCtx ctx = dev_.ctx(workspace_, workspace_bytes_);
+#if LANTERN_INSTRUMENTATION
+  if (obs_) {
+    OpInfo info;
+    info.graph = graph_mode_;
+    info.op = "attention";
+    info.layer = layer;
+    info.kernel = &pe;
+    kernels::Cost cp = pe.cost(&prefill), cd = de.cost(&decode);
+    info.cost = kernels::Cost{cp.bytes + cd.bytes, cp.flops + cd.flops};
+    info.reads = reads.begin();
+    info.num_reads = static_cast<int>(reads.size());
+    info.writes = writes.begin();
+    info.num_writes = static_cast<int>(writes.size());
+    obs_->on_op_begin(info);
+    kernels::launch(pe, prefill, ctx);
+    kernels::launch(de, decode, ctx);
+    obs_->on_op_end(info);
+    return;
+  }
+#endif
+  kernels::launch(pe, prefill, ctx);
+  kernels::launch(de, decode, ctx);
+}
+
 void Model::apply_table_updates(const std::vector<KvTableUpdate>& updates) {
   if (updates.empty()) return;
   if (!dev_.is_cuda()) {
@@ -376,22 +406,25 @@ void Model::forward(const ForwardShape& s) {
                               max_blocks_per_seq_, cfg_.num_kv_heads, cfg_.head_dim};
     op("kv_write", l, kernels::KvWriteArgs{P(V.k), P(V.v), d_pos, d_slots, cache, n, cfg_.kv_dim()},
        {V.k, V.v}, {});
-    if (nf > 0) {
-      op("attention_prefill", l,
-         kernels::AttentionPrefillArgs{P(V.q), P(V.k), P(V.v), P(V.attn_out),
-                                       dev_.is_cuda() ? d_fresh : s.host_fresh_starts,
-                                       s.host_fresh_starts, num_fresh, s.max_fresh_len,
-                                       cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim,
-                                       cfg_.q_dim(), cfg_.kv_dim(), scale},
-         {V.q, V.k, V.v}, {V.attn_out});
-    }
-    if (nf < n) {
-      char* q_rows = static_cast<char*>(P(V.q)) + nf * cfg_.q_dim() * a;
-      char* o_rows = static_cast<char*>(P(V.attn_out)) + nf * cfg_.q_dim() * a;
-      op("attention_decode", l,
-         kernels::AttentionDecodeArgs{q_rows, o_rows, d_slots + nf, d_ctx + nf, cache, n - nf,
-                                      limits_.max_context, cfg_.num_q_heads, cfg_.q_dim(), scale},
-         {V.q}, {V.attn_out});
+    kernels::AttentionPrefillArgs prefill_args{P(V.q), P(V.k), P(V.v), P(V.attn_out),
+                                               dev_.is_cuda() ? d_fresh : s.host_fresh_starts,
+                                               s.host_fresh_starts, num_fresh, s.max_fresh_len,
+                                               cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim,
+                                               cfg_.q_dim(), cfg_.kv_dim(), scale};
+    kernels::AttentionDecodeArgs decode_args{static_cast<char*>(P(V.q)) + nf * cfg_.q_dim() * a,
+                                             static_cast<char*>(P(V.attn_out)) + nf * cfg_.q_dim() * a,
+                                             d_slots + nf, d_ctx + nf, cache, n - nf,
+                                             limits_.max_context, cfg_.num_q_heads, cfg_.q_dim(), scale};
+    if (nf > 0 && nf < n) {
+      // Mixed step: fresh rows and paged rows read disjoint rows of q and
+      // write the same rows of attn_out, which aliases q. At view granularity
+      // two ops would look like "prefill overwrote q that decode still reads",
+      // so both launches form one "attention" op (reads q, k, v; writes attn_out).
+      attention_mixed(l, prefill_args, decode_args, {V.q, V.k, V.v}, {V.attn_out});
+    } else if (nf > 0) {
+      op("attention_prefill", l, prefill_args, {V.q, V.k, V.v}, {V.attn_out});
+    } else {
+      op("attention_decode", l, decode_args, {V.q}, {V.attn_out});
     }
     op("o_proj", l, kernels::GemmArgs{P(V.attn_out), lw.wo, P(V.o_out), n, H, cfg_.q_dim()},
        {V.attn_out}, {V.o_out});

@@ -100,6 +100,9 @@ class Model {
   std::vector<Graph> graphs_;        // index: decode rows * 2 + sampling
   std::vector<RecordedOp>* recording_ = nullptr;
   OpInfo::GraphMode graph_mode_ = OpInfo::kEager;
+  void attention_mixed(int layer, const kernels::AttentionPrefillArgs& prefill,
+                       const kernels::AttentionDecodeArgs& decode, std::initializer_list<int> reads,
+                       std::initializer_list<int> writes);
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
 };
 

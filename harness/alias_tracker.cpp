@@ -58,6 +58,9 @@ void AliasTracker::finish() {
 }
 
 void AliasTracker::on_op_begin(const OpInfo& op) {
+  // A captured op runs later, when the graph is replayed; its replay hooks
+  // declare the same accesses in the same order.
+  if (op.graph == OpInfo::kCapture) return;
   const int32_t index = static_cast<int32_t>(ops_.size());
   ops_.push_back(OpKey{op.op ? op.op : "", op.layer});
   const int n = static_cast<int>(views_.size());

@@ -10,6 +10,9 @@
 // view that nothing wrote earlier in the step is reported as a "stale_read"
 // warning.
 //
+// Ops recorded into a CUDA graph (OpInfo::kCapture) are skipped: the graph's
+// replays report the same accesses (OpInfo::kReplay) when they really run.
+//
 // Hot path: on_op_begin appends the op's accesses to the step's log. At
 // on_step_end the log is matched against the access patterns already seen
 // (decode steps repeat one pattern); only a new pattern is analysed.

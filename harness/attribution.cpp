@@ -120,6 +120,7 @@ std::vector<runfmt::KernelRow> host_kernel_rows(const Timeline& timeline, const 
   rows.reserve(launches.size());
   for (size_t i = 0; i < launches.size(); ++i) {
     const OpLaunch& l = launches[i];
+    if (l.graph != OpInfo::kEager) continue;  // no host work timed around it
     runfmt::KernelRow r;
     r.launch = static_cast<int64_t>(i);
     r.step = l.step;

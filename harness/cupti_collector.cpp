@@ -199,16 +199,17 @@ void CuptiCollector::on_step_end(const StepInfo&) {
   --step_pushes_;
 }
 
-void CuptiCollector::on_op_begin(const OpInfo&) {
-  if (!active_) return;
+void CuptiCollector::on_op_begin(const OpInfo& op) {
+  // Replay hooks fire after the graph launch: no API call to label.
+  if (!active_ || op.graph == OpInfo::kReplay) return;
   const int64_t launch = timeline_->current_launch();
   LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
                                                        static_cast<uint64_t>(launch) + 1));
   ++op_pushes_;
 }
 
-void CuptiCollector::on_op_end(const OpInfo&) {
-  if (!active_ || op_pushes_ == 0) return;
+void CuptiCollector::on_op_end(const OpInfo& op) {
+  if (!active_ || op.graph == OpInfo::kReplay || op_pushes_ == 0) return;
   uint64_t last = 0;
   LANTERN_CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
   --op_pushes_;

@@ -111,15 +111,25 @@ void NvtxObserver::on_step_end(const StepInfo&) {
 }
 
 void NvtxObserver::on_layer_begin(int layer) {
-  nvtxEventAttributes_t a = attributes(layer_name(layer), kNvtxCategoryLayer, kLayerColor);
-  a.payloadType = NVTX_PAYLOAD_TYPE_INT32;
-  a.payload.iValue = layer;
-  nvtxDomainRangePushEx(domain_, &a);
+  pending_layer_ = layer;
+  layer_pushed_ = false;
 }
 
-void NvtxObserver::on_layer_end(int) { nvtxDomainRangePop(domain_); }
+void NvtxObserver::on_layer_end(int) {
+  if (layer_pushed_) nvtxDomainRangePop(domain_);
+  pending_layer_ = -1;
+  layer_pushed_ = false;
+}
 
 void NvtxObserver::on_op_begin(const OpInfo& op) {
+  if (op.graph == OpInfo::kReplay) return;
+  if (pending_layer_ >= 0 && !layer_pushed_) {
+    nvtxEventAttributes_t l = attributes(layer_name(pending_layer_), kNvtxCategoryLayer, kLayerColor);
+    l.payloadType = NVTX_PAYLOAD_TYPE_INT32;
+    l.payload.iValue = pending_layer_;
+    nvtxDomainRangePushEx(domain_, &l);
+    layer_pushed_ = true;
+  }
   const int family = op.kernel ? static_cast<int>(op.kernel->family) : -1;
   nvtxEventAttributes_t a =
       attributes(name(op.op), family >= 0 ? 1 + family : 0, family >= 0 ? kFamilyColors[family] : kLayerColor);
@@ -128,7 +138,9 @@ void NvtxObserver::on_op_begin(const OpInfo& op) {
   nvtxDomainRangePushEx(domain_, &a);
 }
 
-void NvtxObserver::on_op_end(const OpInfo&) { nvtxDomainRangePop(domain_); }
+void NvtxObserver::on_op_end(const OpInfo& op) {
+  if (op.graph != OpInfo::kReplay) nvtxDomainRangePop(domain_);
+}
 
 #else  // LANTERN_INSTRUMENTATION == 0: no NVTX call is compiled in.
 

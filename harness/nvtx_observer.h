@@ -12,6 +12,10 @@
 // Every string is registered once (nvtxDomainRegisterStringA) the first time
 // it is seen; the hot path pushes and pops with registered handles only. With
 // LANTERN_INSTRUMENTATION=0 every method is empty.
+//
+// CUDA graphs: ops captured into a graph get ranges (host time of the
+// capture); the accounting hooks of a replay (OpInfo::kReplay) get none, and
+// a layer range is pushed only once a non-replayed op runs inside it.
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -62,6 +66,8 @@ class NvtxObserver : public Observer {
   nvtxStringHandle_t step_name_ = nullptr;
   std::vector<std::pair<const char*, nvtxStringHandle_t>> names_;  // op and phase names
   std::vector<nvtxStringHandle_t> layer_names_;
+  int pending_layer_ = -1;     // layer begun, range not pushed yet
+  bool layer_pushed_ = false;
   nvtxStringHandle_t name(const char* s);
   nvtxStringHandle_t layer_name(int layer);
 };

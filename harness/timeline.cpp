@@ -75,7 +75,9 @@ void Timeline::on_op_begin(const OpInfo& op) {
   l.bytes = op.cost.bytes;
   l.flops = op.cost.flops;
   l.step = current_step();
-  l.layer = op.layer;
+  l.layer = static_cast<int16_t>(op.layer);
+  l.graph = op.graph;
+  if (op.graph == OpInfo::kReplay && open_layer_ >= 0) layers_[open_layer_].replay = 1;
   l.step_index = in_step_ ? static_cast<int32_t>(steps_.size()) - 1 : -1;
   current_launch_ = static_cast<int64_t>(launches_.size());
   l.begin_ns = clock_();

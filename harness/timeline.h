@@ -7,8 +7,12 @@
 //
 // Hot path: a clock read and a push_back per hook; names are kept as the
 // engine's `const char*` (stable string literals) and interned at the end.
+// CUDA graphs: ops recorded while a graph is captured are logged with mode
+// kCapture (their index labels the graph nodes they create); ops replayed
+// from a graph (kReplay) are logged too but carry no host timing.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/observer.h"
@@ -29,7 +33,7 @@ struct LayerRecord {
   uint64_t begin_ns = 0, end_ns = 0;
   int64_t step = -1;
   int32_t layer = -1;
-  int32_t reserved = 0;
+  int32_t replay = 0;  // 1: its ops were CUDA-graph replays (accounting only, no host work)
 };
 static_assert(sizeof(LayerRecord) == 32);
 
@@ -39,10 +43,13 @@ struct OpLaunch {
   const kernels::KernelEntry* kernel = nullptr;
   double bytes = 0, flops = 0;
   int64_t step = -1;                  // -1 outside steps
-  int32_t layer = -1;
   int32_t step_index = -1;            // index into steps(), -1 outside steps
+  int16_t layer = -1;
+  uint8_t graph = OpInfo::kEager;     // OpInfo::GraphMode: eager, capture or replay
+  uint8_t reserved = 0;
 };
 static_assert(sizeof(OpLaunch) == 64);
+static_assert(std::is_standard_layout_v<OpLaunch>);
 
 class Timeline : public Observer {
  public:

@@ -59,7 +59,7 @@ void host_ranges(const Timeline& t, uint64_t origin, std::vector<TraceEvent>& ou
                             {"tokens", s.tokens}}));
   }
   for (const LayerRecord& l : t.layers()) {
-    if (l.end_ns < l.begin_ns || l.end_ns == 0) continue;
+    if (l.end_ns < l.begin_ns || l.end_ns == 0 || l.replay) continue;
     out.push_back(complete(strformat("layer %d", l.layer), "layer", track::kHostPid,
                            track::kEngineTid, l.begin_ns, l.end_ns, origin,
                            {{"layer", l.layer}, {"step", l.step}}));
@@ -67,9 +67,10 @@ void host_ranges(const Timeline& t, uint64_t origin, std::vector<TraceEvent>& ou
   const auto& launches = t.launches();
   for (size_t i = 0; i < launches.size(); ++i) {
     const OpLaunch& l = launches[i];
-    if (l.end_ns < l.begin_ns || l.end_ns == 0) continue;
+    if (l.end_ns < l.begin_ns || l.end_ns == 0 || l.graph == OpInfo::kReplay) continue;
     nlohmann::json args = {{"launch", i}, {"step", l.step}, {"layer", l.layer},
                            {"bytes", l.bytes}, {"flops", l.flops}};
+    if (l.graph == OpInfo::kCapture) args["graph"] = "capture";
     if (l.kernel) {
       args["family"] = kernels::family_name(l.kernel->family);
       args["variant"] = l.kernel->name;

@@ -1,6 +1,7 @@
 #pragma once
 // Builds trace.json's events from what the observers recorded:
-//   pid 1 (host)      tid 1: step > phase > layer > op ranges (host clock)
+//   pid 1 (host)      tid 1: step > phase > layer > op ranges (host clock;
+//                     ops replayed from a CUDA graph have no host range)
 //                     tid 100+n: CUDA runtime/driver API calls of host thread n
 //   pid 2 (GPU)       tid = CUDA stream: kernels (with op, layer, step, rates),
 //                     memcpy and memset

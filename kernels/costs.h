@@ -99,8 +99,7 @@ Cost attention_decode_cost(const AttentionDecodeArgs& a) {
   }
   const double q_elems = double(a.b) * a.n_q_heads * a.cache.head_dim;
   const double kv_elems = 2.0 * tokens * a.cache.n_kv_heads * a.cache.head_dim;
-  const double bytes =
-      (2 * q_elems + kv_elems) * ActBytes + blocks * kI32 + a.b * 2 * kI32;
+  const double bytes = (2 * q_elems + kv_elems) * ActBytes + blocks * kI32 + a.b * 2 * kI32;
   return {bytes, 4.0 * a.n_q_heads * a.cache.head_dim * tokens};
 }
 
@@ -121,8 +120,8 @@ template <int ActBytes>
 Cost gemm_cost(const GemmArgs& a) {
   using namespace cost_detail;
   const double c_bytes = a.c_f32 ? kF32 : ActBytes;
-  const double bytes = double(a.m) * a.k * ActBytes + double(a.n) * a.k * kBf16 +
-                       double(a.m) * a.n * c_bytes;
+  const double bytes =
+      double(a.m) * a.k * ActBytes + double(a.n) * a.k * kBf16 + double(a.m) * a.n * c_bytes;
   return {bytes, 2.0 * a.m * a.n * a.k};
 }
 

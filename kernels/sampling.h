@@ -69,8 +69,7 @@ LANTERN_HD Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
 // Step 2: the row's uniform draw in [0, 1).
 LANTERN_HD float uniform01(uint64_t seed, int32_t step) {
   const Philox4 out = philox4x32_10(Philox4{{static_cast<uint32_t>(step), 0u, 0u, 0u}},
-                                    static_cast<uint32_t>(seed),
-                                    static_cast<uint32_t>(seed >> 32));
+                                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
 }
 
@@ -87,7 +86,9 @@ LANTERN_HD bool argmax_better(float la, int32_t ia, float lb, int32_t ib) {
   return ranks_before(la, ia, lb, ib);
 }
 
-LANTERN_HD bool is_greedy(float temperature) { return !(temperature > 0.0f); }
+LANTERN_HD bool is_greedy(float temperature) {
+  return !(temperature > 0.0f);
+}
 // Step 3: m must be finite for the weights to be meaningful.
 LANTERN_HD bool max_is_usable(float max_logit) {
   return max_logit > -INFINITY && max_logit < INFINITY;
@@ -103,7 +104,9 @@ LANTERN_HD float weight(float logit, float max_logit, float temperature) {
 LANTERN_HD int32_t candidate_count(int32_t top_k, int32_t vocab) {
   return top_k > 0 && top_k < vocab ? top_k : vocab;
 }
-LANTERN_HD bool top_p_active(float top_p) { return top_p < 1.0f; }
+LANTERN_HD bool top_p_active(float top_p) {
+  return top_p < 1.0f;
+}
 
 // Step 4 on candidates already in rank order: w_ranked[0..k) are their weights.
 // Returns the chosen rank (index into w_ranked). Sequential and in float, so a

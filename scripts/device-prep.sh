@@ -9,4 +9,7 @@ if [[ ! -f .device/pcre2/usr/include/pcre2.h ]]; then
   (cd .device/debs && apt-get download libpcre2-dev libpcre2-8-0 >/dev/null)
   for f in .device/debs/*.deb; do dpkg -x "$f" .device/pcre2; done
 fi
+# The real Llama 3 tokenizer files (setup.sh puts them in third_party/, which git ignores).
+mkdir -p .device/llama3
+cp -u third_party/npm/llama3/tokenizer.json third_party/npm/llama3/tokenizer_config.json .device/llama3/
 echo "device-prep: ok"

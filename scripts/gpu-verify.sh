@@ -28,14 +28,14 @@ stage() {  # stage NAME TIMEOUT_S command...
 
 for s in "${STAGES[@]}"; do
   case $s in
-    build) stage build 420 bash scripts/device-build.sh || break ;;
+    build) stage build 420 bash scripts/device-build.sh lantern lantern_gpu_tests ${BUILD_EXTRA:-} || break ;;
     gputests) TAIL=25 stage gputests 300 ./build/gpu-machine/tests/lantern_gpu_tests ;;
     sanitizer)
       stage memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
         ./build/gpu-machine/tests/lantern_gpu_tests --gtest_filter="${SANITIZE_FILTER:-*Small*:*Edge*:EngineGpu.Graph*}"
       stage racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
         ./build/gpu-machine/tests/lantern_gpu_tests --gtest_filter="${SANITIZE_FILTER:-*Small*:*Edge*}" ;;
-    synth) [[ -f $MODEL/model.safetensors ]] || stage synth 120 $BIN synth --preset llama-3.2-1b --out $MODEL --seed 0 ;;
+    synth) [[ -f $MODEL/model.safetensors ]] || stage synth 120 $BIN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir .device/llama3 ;;
     hf_fp32) stage hf_fp32 420 python3 experiments/hf/compare_fp32.py --model $MODEL --lantern $BIN --out "$LOGS/hf_fp32" ;;
     hf_bf16) stage hf_bf16 420 python3 experiments/hf/compare_bf16.py --model $MODEL --lantern $BIN --out "$LOGS/hf_bf16" ;;
     batch) stage batch 300 python3 experiments/hf/batch_consistency.py --model $MODEL --lantern $BIN --out "$LOGS/batch" ;;

@@ -11,7 +11,7 @@ namespace {
 // Pieces up to this many bytes merge with a quadratic scan over a flat array
 // (no heap, no links): almost every word is this short. Longer pieces (CJK
 // runs, long identifiers, 1,000-letter words) use the O(n log n) heap.
-constexpr size_t kSmallPiece = 64;
+constexpr size_t kSmallPiece = 24;
 
 struct HeapEntry {
   int32_t rank, pos;          // pos: start byte of the left symbol (orders ties left-first)
@@ -30,11 +30,18 @@ struct LargeScratch {
 
 void BpeModel::add_token(std::string_view bytes, int32_t id) {
   ids_.insert(bytes, id);
-  if (bytes.size() == 1) byte_ids_[static_cast<uint8_t>(bytes[0])] = id;
+  if (bytes.size() != 1) return;
+  byte_ids_[static_cast<uint8_t>(bytes[0])] = id;
+  if (byte_of_id_.size() <= static_cast<size_t>(id)) byte_of_id_.resize(id + 1, -1);
+  byte_of_id_[id] = static_cast<uint8_t>(bytes[0]);
 }
 
 void BpeModel::add_merge(int32_t left, int32_t right, int32_t merged, int32_t rank) {
   merges_.put(left, right, Merge{rank, merged});
+  // Byte tokens are registered before merges (the loader adds the vocab first).
+  auto byte_of = [&](int32_t id) { return id < static_cast<int32_t>(byte_of_id_.size()) ? byte_of_id_[id] : -1; };
+  if (byte_of(left) >= 0 && byte_of(right) >= 0)
+    byte_pairs_[byte_of(left) * 256 + byte_of(right)] = Merge{rank, merged};
 }
 
 int BpeModel::missing_byte() const {
@@ -70,8 +77,12 @@ void BpeModel::merge_small(std::string_view piece, std::vector<int32_t>& out) co
     ranks[i] = m ? m->rank : INT_MAX;
     merged[i] = m ? m->merged : -1;
   };
-  for (size_t i = 0; i < n; ++i) ids[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
-  for (size_t i = 0; i + 1 < n; ++i) rank_at(i);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(piece.data());
+  for (size_t i = 0; i < n; ++i) ids[i] = byte_ids_[bytes[i]];
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const Merge& m = byte_pairs_[bytes[i] * 256 + bytes[i + 1]];
+    ranks[i] = m.rank, merged[i] = m.merged;
+  }
   while (n > 1) {
     size_t best = 0;
     for (size_t i = 1; i + 1 < n; ++i)

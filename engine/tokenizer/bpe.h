@@ -5,6 +5,7 @@
 // JS port both implement. Working on ids instead of strings makes a merge
 // one hash probe on (left id, right id).
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,10 @@ class BpeModel {
 
   FlatStringMap<int32_t> ids_{1 << 18};
   FlatPairMap<Merge> merges_;
+  // Merges of two single-byte tokens, indexed by the two bytes: every piece
+  // starts with these lookups, and a dense 512 KB table keeps them in cache.
+  std::vector<Merge> byte_pairs_ = std::vector<Merge>(256 * 256, Merge{INT32_MAX, -1});
+  std::vector<int16_t> byte_of_id_;  // id -> its byte for single-byte tokens, else -1
   std::array<int32_t, 256> byte_ids_ = [] {
     std::array<int32_t, 256> a{};
     a.fill(-1);

@@ -32,7 +32,7 @@ inline uint64_t hash_bytes(std::string_view s) {
     p += 8, n -= 8;
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, p, n);
+  if (n) std::memcpy(&tail, p, n);
   return mix64(h ^ tail);
 }
 
@@ -110,9 +110,11 @@ class FlatStringMap {
 template <typename V>
 class FlatPairMap {
  public:
+  // Sized for a load factor of 0.375..0.75: linear probing stays short, and
+  // Llama 3's 280k merges fit in 8 MB instead of 16.
   void reserve(size_t n) {
     size_t cap = 16;
-    while (cap < n * 2) cap *= 2;
+    while (cap * 3 < n * 4) cap *= 2;
     slots_.assign(cap, Slot{kEmpty, V{}});
     mask_ = cap - 1;
   }

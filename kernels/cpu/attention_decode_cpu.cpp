@@ -10,8 +10,8 @@ namespace lantern::kernels {
 namespace {
 
 void attention_decode_cpu(const AttentionDecodeArgs& a, const LaunchCtx&) {
-  const auto* q = static_cast<const float*>(a.q);        // [b, q_stride]
-  auto* out = static_cast<float*>(a.out);                // [b, q_stride], may be q
+  const auto* q = static_cast<const float*>(a.q);  // [b, q_stride]
+  auto* out = static_cast<float*>(a.out);          // [b, q_stride], may be q
   const KvCacheRef& c = a.cache;
   const auto* pool = static_cast<const float*>(c.pool);  // [blocks][2][block_size][n_kv][hd]
   LANTERN_CHECK(c.n_kv_heads > 0 && a.n_q_heads % c.n_kv_heads == 0,

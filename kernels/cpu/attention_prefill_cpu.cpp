@@ -20,8 +20,9 @@ void attention_prefill_cpu(const AttentionPrefillArgs& a, const LaunchCtx&) {
                 "attention_prefill: %d query heads do not group onto %d kv heads", a.n_q_heads,
                 a.n_kv_heads);
   for (int s = 0; s < a.num_seqs; ++s)
-    LANTERN_CHECK(starts[s] <= starts[s + 1], "attention_prefill: seq_starts decrease at %d (%d > %d)",
-                  s, starts[s], starts[s + 1]);
+    LANTERN_CHECK(starts[s] <= starts[s + 1],
+                  "attention_prefill: seq_starts decrease at %d (%d > %d)", s, starts[s],
+                  starts[s + 1]);
   const int group = a.n_q_heads / a.n_kv_heads;
   const int tasks = a.num_seqs * a.n_q_heads;
 #pragma omp parallel
@@ -37,8 +38,8 @@ void attention_prefill_cpu(const AttentionPrefillArgs& a, const LaunchCtx&) {
         // Row i of out only overwrites head h of q row i, which only this task
         // reads, and attend_one copies it first: safe when out == q.
         cpu_detail::attend_one(
-            q + size_t(i) * a.q_stride + size_t(h) * a.head_dim, a.head_dim, i - first + 1,
-            a.scale, [&](int t) { return k + size_t(first + t) * a.kv_stride + kv_off; },
+            q + size_t(i) * a.q_stride + size_t(h) * a.head_dim, a.head_dim, i - first + 1, a.scale,
+            [&](int t) { return k + size_t(first + t) * a.kv_stride + kv_off; },
             [&](int t) { return v + size_t(first + t) * a.kv_stride + kv_off; }, scores, q_copy,
             acc, out + size_t(i) * a.q_stride + size_t(h) * a.head_dim);
       }

@@ -9,11 +9,11 @@ namespace {
 
 void embedding_cpu(const EmbeddingArgs& a, const LaunchCtx&) {
   const auto* table = static_cast<const bf16_bits*>(a.table);  // [vocab, hidden]
-  auto* out = static_cast<float*>(a.out);                       // [n, hidden]
+  auto* out = static_cast<float*>(a.out);                      // [n, hidden]
   // Checked up front: an out-of-range id would read outside the weight block.
   for (int i = 0; i < a.n; ++i)
-    LANTERN_CHECK(a.ids[i] >= 0 && a.ids[i] < a.vocab, "embedding: token id %d at row %d is outside [0, %d)",
-                  a.ids[i], i, a.vocab);
+    LANTERN_CHECK(a.ids[i] >= 0 && a.ids[i] < a.vocab,
+                  "embedding: token id %d at row %d is outside [0, %d)", a.ids[i], i, a.vocab);
 #pragma omp parallel for schedule(static) if (a.n > 1)
   for (int i = 0; i < a.n; ++i) {
     const bf16_bits* src = table + size_t(a.ids[i]) * a.hidden;

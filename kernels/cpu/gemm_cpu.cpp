@@ -80,7 +80,8 @@ void gemm_cpu(const GemmArgs& g, const LaunchCtx&) {
   const auto* a = static_cast<const float*>(g.a);     // [m, k]
   const auto* w = static_cast<const uint16_t*>(g.w);  // bf16 [n, k]
   auto* c = static_cast<float*>(g.c);                 // [m, n] (float whether or not c_f32)
-  LANTERN_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: negative shape m=%d n=%d k=%d", g.m, g.n, g.k);
+  LANTERN_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: negative shape m=%d n=%d k=%d", g.m, g.n,
+                g.k);
   static const ColumnBlockFn column_block = pick_column_block();
   const int blocks = (g.n + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel if (blocks > 1 && double(g.m) * g.n * g.k > 1e5)
@@ -102,7 +103,8 @@ void gemm_cpu(const GemmArgs& g, const LaunchCtx&) {
 void register_gemm_cpu(Registry& r) {
   r.add(make_entry<GemmArgs, gemm_cpu, gemm_cost<4>>(
       0, "cpu_ref", Backend::cpu,
-      "CPU fp32 reference: OpenMP over w rows, bf16 block widened once, AVX2/AVX-512 register tiles"));
+      "CPU fp32 reference: OpenMP over w rows, bf16 block widened once, AVX2/AVX-512 register "
+      "tiles"));
 }
 
 }  // namespace lantern::kernels

@@ -22,14 +22,17 @@ void kv_write_cpu(const KvWriteArgs& a, const LaunchCtx&) {
     const int pos = a.positions[i];
     LANTERN_CHECK(pos >= 0 && pos / c.block_size < c.max_blocks_per_seq && a.seq_slots[i] >= 0,
                   "kv_write: token %d (slot %d, position %d) is outside the block table (%d blocks "
-                  "of %d)", i, a.seq_slots[i], pos, c.max_blocks_per_seq, c.block_size);
-    const int block = c.block_tables[size_t(a.seq_slots[i]) * c.max_blocks_per_seq + pos / c.block_size];
+                  "of %d)",
+                  i, a.seq_slots[i], pos, c.max_blocks_per_seq, c.block_size);
+    const int block =
+        c.block_tables[size_t(a.seq_slots[i]) * c.max_blocks_per_seq + pos / c.block_size];
     LANTERN_CHECK(block >= 0, "kv_write: slot %d has no block for position %d (table entry %d)",
                   a.seq_slots[i], pos, block);
   }
   for (int i = 0; i < a.n; ++i) {
     const int pos = a.positions[i];
-    const int block = c.block_tables[size_t(a.seq_slots[i]) * c.max_blocks_per_seq + pos / c.block_size];
+    const int block =
+        c.block_tables[size_t(a.seq_slots[i]) * c.max_blocks_per_seq + pos / c.block_size];
     float* k_dst = pool + size_t(block) * block_elems + size_t(pos % c.block_size) * row_elems;
     float* v_dst = k_dst + size_t(c.block_size) * row_elems;
     std::memcpy(k_dst, k + size_t(i) * a.kv_stride, row_elems * sizeof(float));

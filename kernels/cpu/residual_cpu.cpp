@@ -6,7 +6,7 @@ namespace lantern::kernels {
 namespace {
 
 void residual_cpu(const ResidualArgs& a, const LaunchCtx&) {
-  auto* x = static_cast<float*>(a.x);        // [count]
+  auto* x = static_cast<float*>(a.x);              // [count]
   const auto* y = static_cast<const float*>(a.y);  // [count]
   const long count = long(a.count);
 #pragma omp parallel for schedule(static) if (count > (1 << 16))

@@ -10,9 +10,9 @@ namespace lantern::kernels {
 namespace {
 
 void rmsnorm_cpu(const RmsnormArgs& a, const LaunchCtx&) {
-  const auto* x = static_cast<const float*>(a.x);            // [*, hidden]
+  const auto* x = static_cast<const float*>(a.x);                // [*, hidden]
   const auto* weight = static_cast<const bf16_bits*>(a.weight);  // [hidden]
-  auto* out = static_cast<float*>(a.out);                    // [n, hidden]
+  auto* out = static_cast<float*>(a.out);                        // [n, hidden]
   LANTERN_CHECK(a.hidden > 0, "rmsnorm: hidden must be positive, got %d", a.hidden);
   for (int i = 0; a.rows && i < a.n; ++i)
     LANTERN_CHECK(a.rows[i] >= 0, "rmsnorm: gathered row %d is negative (%d)", i, a.rows[i]);

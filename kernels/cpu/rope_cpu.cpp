@@ -45,7 +45,8 @@ void rope_cpu(const RopeArgs& a, const LaunchCtx&) {
         sin_t[j] = float(std::sin(angle));
       }
       rotate_heads(q + size_t(t) * a.q_stride, a.n_q_heads, a.head_dim, cos_t.data(), sin_t.data());
-      rotate_heads(k + size_t(t) * a.k_stride, a.n_kv_heads, a.head_dim, cos_t.data(), sin_t.data());
+      rotate_heads(k + size_t(t) * a.k_stride, a.n_kv_heads, a.head_dim, cos_t.data(),
+                   sin_t.data());
     }
   }
 }

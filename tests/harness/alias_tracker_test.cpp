@@ -181,5 +181,19 @@ TEST(AliasTracker, OpsOutsideStepsAreAnalysedAsStepMinusOne) {
   EXPECT_EQ(t.violations()[0].step, -1);
 }
 
+TEST(AliasTracker, GraphCaptureIsSkippedAndReplaysAreChecked) {
+  auto a = make_seed_arena(Plan::up_over_gate);
+  AliasTracker t;
+  t.on_arena(a->arena);
+  testing::run_graph_step(t, *a, 0, 2, /*capture=*/true);
+  testing::run_graph_step(t, *a, 1, 2, /*capture=*/false);
+  t.finish();
+  // Only the replays count: 2 layers x 2 steps, and both steps share one
+  // pattern (the captured ops did not double the first step).
+  EXPECT_EQ(t.violation_count(), 4);
+  ASSERT_EQ(t.patterns().size(), 1u);
+  EXPECT_EQ(t.patterns()[0].ops.size(), static_cast<size_t>(testing::seed_ops_per_step(2)));
+}
+
 }  // namespace
 }  // namespace lantern::harness

@@ -196,5 +196,35 @@ TEST(NvtxObserver, RangesReachAToolWithNamesNestingCategoriesAndPayloads) {
   EXPECT_EQ(rec().strings.size(), strings);
 }
 
+TEST(NvtxObserver, GraphReplayHooksPushNoRanges) {
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "instrumentation compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  NvtxObserver nvtx;
+  auto a = testing::make_seed_arena();
+  {
+    std::lock_guard<std::mutex> lock(rec().mutex);
+    rec().on = true;
+    rec().ranges.clear();
+    rec().pops.clear();
+    rec().depth = 0;
+  }
+  testing::run_graph_step(nvtx, *a, 7, 2, /*capture=*/true);
+  const size_t with_capture = rec().ranges.size();
+  rec().ranges.clear();
+  testing::run_graph_step(nvtx, *a, 8, 2, /*capture=*/false);
+  {
+    std::lock_guard<std::mutex> lock(rec().mutex);
+    rec().on = false;
+  }
+  // Capture: step, phase, 2 layers and every op (host time of the capture).
+  EXPECT_EQ(with_capture, 2 + 2 + static_cast<size_t>(testing::seed_ops_per_step(2)));
+  // Replay: step and phase only; no empty layer or op ranges after the launch.
+  ASSERT_EQ(rec().ranges.size(), 2u);
+  EXPECT_EQ(rec().ranges[0].name, "step");
+  EXPECT_EQ(rec().ranges[1].name, "decode");
+  EXPECT_EQ(rec().depth, 0);
+}
+
 }  // namespace
 }  // namespace lantern::harness

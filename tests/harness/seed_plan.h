@@ -62,8 +62,9 @@ inline const kernels::KernelEntry* cpu_entry(kernels::Family f) {
 template <class Body>
 void seed_op(Observer& obs, const char* name, int layer, kernels::Family family,
              std::vector<ViewId> reads, std::vector<ViewId> writes, Body&& body,
-             double bytes = 1e6, double flops = 2e6) {
+             double bytes = 1e6, double flops = 2e6, OpInfo::GraphMode mode = OpInfo::kEager) {
   OpInfo info;
+  info.graph = mode;
   info.op = name;
   info.layer = layer;
   info.kernel = cpu_entry(family);
@@ -89,40 +90,61 @@ inline StepInfo step_info(int64_t step, const char* phase, int seqs, int tokens)
 
 // One step of the seed's forward pass (model.cpp's op order). `body` runs
 // inside every op (e.g. a kernel launch); without it ops are empty.
+// Ops of one forward pass (no step hooks): `mode` marks them eager, captured
+// into a CUDA graph, or replayed from one (as engine/model.cpp reports them).
+template <class Body>
+void run_seed_ops(Observer& obs, const SeedArena& a, const char* phase, int layers, Body&& body,
+                  OpInfo::GraphMode mode = OpInfo::kEager) {
+  using kernels::Family;
+  auto op = [&](const char* name, int layer, Family f, std::vector<ViewId> r, std::vector<ViewId> w) {
+    seed_op(obs, name, layer, f, std::move(r), std::move(w), body, 1e6, 2e6, mode);
+  };
+  op("embed", -1, Family::embedding, {}, {a.x});
+  for (int l = 0; l < layers; ++l) {
+    obs.on_layer_begin(l);
+    op("attn_norm", l, Family::rmsnorm, {a.x}, {a.xn});
+    op("q_proj", l, Family::gemm, {a.xn}, {a.q});
+    op("k_proj", l, Family::gemm, {a.xn}, {a.k});
+    op("v_proj", l, Family::gemm, {a.xn}, {a.v});
+    op("rope", l, Family::rope, {a.q, a.k}, {a.q, a.k});
+    op("kv_write", l, Family::kv_write, {a.k, a.v}, {});
+    if (std::string(phase) == "prefill")
+      op("attention_prefill", l, Family::attention_prefill, {a.q, a.k, a.v}, {a.attn_out});
+    else
+      op("attention_decode", l, Family::attention_decode, {a.q}, {a.attn_out});
+    op("o_proj", l, Family::gemm, {a.attn_out}, {a.o_out});
+    op("attn_residual", l, Family::residual, {a.x, a.o_out}, {a.x});
+    op("mlp_norm", l, Family::rmsnorm, {a.x}, {a.xn});
+    op("gate_proj", l, Family::gemm, {a.xn}, {a.gate});
+    op("up_proj", l, Family::gemm, {a.xn}, {a.up});
+    op("swiglu", l, Family::swiglu, {a.gate, a.up}, {a.mlp_act});
+    op("down_proj", l, Family::gemm, {a.mlp_act}, {a.mlp_down});
+    op("mlp_residual", l, Family::residual, {a.x, a.mlp_down}, {a.x});
+    obs.on_layer_end(l);
+  }
+  op("final_norm", -1, Family::rmsnorm, {a.x}, {a.logits_in});
+  op("lm_head", -1, Family::gemm, {a.logits_in}, {a.logits});
+  op("argmax", -1, Family::argmax, {a.logits}, {});
+}
+
 template <class Body>
 void run_seed_step(Observer& obs, const SeedArena& a, int64_t step, const char* phase, int layers,
                    Body&& body, bool step_hooks = true) {
-  using kernels::Family;
   StepInfo info = step_info(step, phase, 2, std::string(phase) == "prefill" ? 16 : 2);
   if (step_hooks) obs.on_step_begin(info);
-  seed_op(obs, "embed", -1, Family::embedding, {}, {a.x}, body);
-  for (int l = 0; l < layers; ++l) {
-    obs.on_layer_begin(l);
-    seed_op(obs, "attn_norm", l, Family::rmsnorm, {a.x}, {a.xn}, body);
-    seed_op(obs, "q_proj", l, Family::gemm, {a.xn}, {a.q}, body);
-    seed_op(obs, "k_proj", l, Family::gemm, {a.xn}, {a.k}, body);
-    seed_op(obs, "v_proj", l, Family::gemm, {a.xn}, {a.v}, body);
-    seed_op(obs, "rope", l, Family::rope, {a.q, a.k}, {a.q, a.k}, body);
-    seed_op(obs, "kv_write", l, Family::kv_write, {a.k, a.v}, {}, body);
-    if (std::string(phase) == "prefill")
-      seed_op(obs, "attention_prefill", l, Family::attention_prefill, {a.q, a.k, a.v}, {a.attn_out},
-              body);
-    else
-      seed_op(obs, "attention_decode", l, Family::attention_decode, {a.q}, {a.attn_out}, body);
-    seed_op(obs, "o_proj", l, Family::gemm, {a.attn_out}, {a.o_out}, body);
-    seed_op(obs, "attn_residual", l, Family::residual, {a.x, a.o_out}, {a.x}, body);
-    seed_op(obs, "mlp_norm", l, Family::rmsnorm, {a.x}, {a.xn}, body);
-    seed_op(obs, "gate_proj", l, Family::gemm, {a.xn}, {a.gate}, body);
-    seed_op(obs, "up_proj", l, Family::gemm, {a.xn}, {a.up}, body);
-    seed_op(obs, "swiglu", l, Family::swiglu, {a.gate, a.up}, {a.mlp_act}, body);
-    seed_op(obs, "down_proj", l, Family::gemm, {a.mlp_act}, {a.mlp_down}, body);
-    seed_op(obs, "mlp_residual", l, Family::residual, {a.x, a.mlp_down}, {a.x}, body);
-    obs.on_layer_end(l);
-  }
-  seed_op(obs, "final_norm", -1, Family::rmsnorm, {a.x}, {a.logits_in}, body);
-  seed_op(obs, "lm_head", -1, Family::gemm, {a.logits_in}, {a.logits}, body);
-  seed_op(obs, "argmax", -1, Family::argmax, {a.logits}, {}, body);
+  run_seed_ops(obs, a, phase, layers, body);
   if (step_hooks) obs.on_step_end(info);
+}
+
+// A decode step the way the engine runs it with CUDA graphs: the first time
+// (`capture`) the ops are recorded into a graph, which is then launched;
+// every time, the replay's accounting hooks follow the launch.
+inline void run_graph_step(Observer& obs, const SeedArena& a, int64_t step, int layers, bool capture) {
+  StepInfo info = step_info(step, "decode", 2, 2);
+  obs.on_step_begin(info);
+  if (capture) run_seed_ops(obs, a, "decode", layers, [] {}, OpInfo::kCapture);
+  run_seed_ops(obs, a, "decode", layers, [] {}, OpInfo::kReplay);
+  obs.on_step_end(info);
 }
 
 inline void run_seed_step(Observer& obs, const SeedArena& a, int64_t step, const char* phase,

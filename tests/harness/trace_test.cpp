@@ -12,6 +12,7 @@
 
 #include "engine/common.h"
 
+#include "harness/attribution.h"
 #include "harness/kv_recorder.h"
 #include "harness/memory_recorder.h"
 #include "harness/observer_set.h"
@@ -143,6 +144,32 @@ TEST(TraceJson, WrittenTraceParsesNestsAndUsesMicroseconds) {
   EXPECT_GE(embed0->ts_us, step0->ts_us);
   EXPECT_LE(embed0->ts_us + embed0->dur_us, step0->ts_us + step0->dur_us);
   EXPECT_EQ(step0->args["step"], 0);
+}
+
+TEST(TraceJson, GraphReplaysHaveNoHostRanges) {
+  g_ns = 0;
+  Timeline timeline(fake_clock);
+  auto a = testing::make_seed_arena();
+  testing::run_graph_step(timeline, *a, 0, 2, /*capture=*/true);
+  testing::run_graph_step(timeline, *a, 1, 2, /*capture=*/false);
+  const size_t ops = testing::seed_ops_per_step(2);
+  ASSERT_EQ(timeline.launches().size(), 3 * ops) << "capture + two replays, all logged";
+  TraceSources src;
+  src.timeline = &timeline;
+  std::vector<TraceEvent> events = build_trace(src);
+  size_t op_ranges = 0, layer_ranges = 0;
+  for (const TraceEvent& e : events) {
+    if (e.cat == "op") {
+      ++op_ranges;
+      EXPECT_EQ(e.args["graph"], "capture") << e.name;
+      EXPECT_EQ(e.args["step"], 0);
+    }
+    layer_ranges += e.cat == "layer";
+  }
+  EXPECT_EQ(op_ranges, ops) << "the capture's host ranges only";
+  EXPECT_EQ(layer_ranges, 2u);
+  EXPECT_EQ(runfmt::check_trace(events), std::vector<std::string>{});
+  EXPECT_TRUE(host_kernel_rows(timeline, Roofline{}, 0).empty()) << "nothing ran on the host";
 }
 
 TEST(TraceJson, MalformedEventsAreOneLineErrors) {

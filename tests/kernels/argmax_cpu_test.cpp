@@ -1,9 +1,9 @@
 // CPU reference: argmax, with ties (lowest index) and NaN (below every number).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/registry.h"
 #include "tests/test_util.h"
@@ -42,11 +42,11 @@ TEST(ArgmaxCpu, TiesGoToTheLowestIndex) {
 TEST(ArgmaxCpu, NanIsSmallerThanEveryNumber) {
   const int vocab = 6;
   // Rows: NaN first; NaN around the max; all NaN; -inf and NaN; +inf.
-  const std::vector<float> logits = {NAN, 1, 2, NAN, -3, 0,          //
-                                     -1, NAN, 7, NAN, 7, NAN,         //
-                                     NAN, NAN, NAN, NAN, NAN, NAN,    //
-                                     NAN, -INFINITY, NAN, -INFINITY, NAN, NAN,  //
-                                     1, NAN, INFINITY, 3, INFINITY, 2};
+  const std::vector<float> logits = {NAN, 1,         2,        NAN,       -3,       0,    //
+                                     -1,  NAN,       7,        NAN,       7,        NAN,  //
+                                     NAN, NAN,       NAN,      NAN,       NAN,      NAN,  //
+                                     NAN, -INFINITY, NAN,      -INFINITY, NAN,      NAN,  //
+                                     1,   NAN,       INFINITY, 3,         INFINITY, 2};
   EXPECT_EQ(run_argmax(logits, 5, vocab), (std::vector<int32_t>{2, 2, 0, 1, 2}));
 }
 

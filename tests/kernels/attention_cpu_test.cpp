@@ -1,12 +1,12 @@
 // CPU reference: causal GQA prefill attention against an explicit double-precision
 // softmax(QK^T * scale + mask) V, and paged decode attention against prefill.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/common.h"
 #include "kernels/registry.h"
@@ -15,8 +15,12 @@
 namespace lantern::kernels {
 namespace {
 
-const KernelEntry& prefill_ref() { return Registry::global().find(Family::attention_prefill, "cpu_ref"); }
-const KernelEntry& decode_ref() { return Registry::global().find(Family::attention_decode, "cpu_ref"); }
+const KernelEntry& prefill_ref() {
+  return Registry::global().find(Family::attention_prefill, "cpu_ref");
+}
+const KernelEntry& decode_ref() {
+  return Registry::global().find(Family::attention_decode, "cpu_ref");
+}
 
 struct Shape {
   int n_q, n_kv, hd, q_stride, kv_stride;
@@ -31,8 +35,9 @@ std::vector<int32_t> starts_of(const std::vector<int>& lens) {
 // The definition, in double: out[i, h] = softmax_j(scale * q[i,h].k[j,h/g] + mask) v[j,h/g],
 // mask = -inf unless j is in i's sequence and j <= i. Returns [n, n_q * hd].
 std::vector<float> attention_formula(const std::vector<float>& q, const std::vector<float>& k,
-                                     const std::vector<float>& v, const std::vector<int32_t>& starts,
-                                     const Shape& s, float scale) {
+                                     const std::vector<float>& v,
+                                     const std::vector<int32_t>& starts, const Shape& s,
+                                     float scale) {
   const int n = starts.back(), group = s.n_q / s.n_kv;
   std::vector<float> out(size_t(n) * s.n_q * s.hd);
   for (size_t seq = 0; seq + 1 < starts.size(); ++seq)
@@ -62,7 +67,8 @@ std::vector<float> attention_formula(const std::vector<float>& q, const std::vec
 // The head columns of a [n, stride] buffer, without its padding.
 std::vector<float> heads_only(const std::vector<float>& buf, int n, int stride, int width) {
   std::vector<float> out;
-  for (int i = 0; i < n; ++i) out.insert(out.end(), &buf[size_t(i) * stride], &buf[size_t(i) * stride] + width);
+  for (int i = 0; i < n; ++i)
+    out.insert(out.end(), &buf[size_t(i) * stride], &buf[size_t(i) * stride] + width);
   return out;
 }
 
@@ -72,11 +78,12 @@ std::vector<float> run_prefill(const std::vector<float>& q, const std::vector<fl
   const int n = starts.back();
   std::vector<float> out(size_t(n) * s.q_stride, NAN);
   int max_len = 0;
-  for (size_t i = 0; i + 1 < starts.size(); ++i) max_len = std::max(max_len, starts[i + 1] - starts[i]);
+  for (size_t i = 0; i + 1 < starts.size(); ++i)
+    max_len = std::max(max_len, starts[i + 1] - starts[i]);
   launch(prefill_ref(),
-         AttentionPrefillArgs{q.data(), k.data(), v.data(), out.data(), starts.data(), starts.data(),
-                              int(starts.size()) - 1, max_len, s.n_q, s.n_kv, s.hd, s.q_stride,
-                              s.kv_stride, scale},
+         AttentionPrefillArgs{q.data(), k.data(), v.data(), out.data(), starts.data(),
+                              starts.data(), int(starts.size()) - 1, max_len, s.n_q, s.n_kv, s.hd,
+                              s.q_stride, s.kv_stride, scale},
          LaunchCtx{});
   return out;
 }
@@ -92,7 +99,8 @@ TEST(AttentionPrefillCpu, MatchesExplicitSoftmax) {
     const std::vector<float> q = test::random_floats(size_t(n) * s.q_stride, -2.f, 2.f);
     const std::vector<float> k = test::random_floats(size_t(n) * s.kv_stride, -2.f, 2.f);
     const std::vector<float> v = test::random_floats(size_t(n) * s.kv_stride, -2.f, 2.f);
-    const std::vector<float> out = heads_only(run_prefill(q, k, v, starts, s, scale), n, s.q_stride, s.n_q * s.hd);
+    const std::vector<float> out =
+        heads_only(run_prefill(q, k, v, starts, s, scale), n, s.q_stride, s.n_q * s.hd);
     const std::vector<float> ref = attention_formula(q, k, v, starts, s, scale);
     // Float dot products of <= 64 terms against double: ~1e-6 typical, 1e-4 is far
     // below what one wrongly masked key changes (~|v| / len).
@@ -111,11 +119,12 @@ TEST(AttentionPrefillCpu, OutMayAliasQ) {
   const std::vector<float> separate = run_prefill(q, k, v, starts, s, 0.25f);
   const std::vector<float> padding_before = q;
   launch(prefill_ref(),
-         AttentionPrefillArgs{q.data(), k.data(), v.data(), q.data(), starts.data(), starts.data(), 3,
-                              17, s.n_q, s.n_kv, s.hd, s.q_stride, s.kv_stride, 0.25f},
+         AttentionPrefillArgs{q.data(), k.data(), v.data(), q.data(), starts.data(), starts.data(),
+                              3, 17, s.n_q, s.n_kv, s.hd, s.q_stride, s.kv_stride, 0.25f},
          LaunchCtx{});
   const int width = s.n_q * s.hd;
-  EXPECT_TRUE(test::all_close(heads_only(q, n, s.q_stride, width), heads_only(separate, n, s.q_stride, width), 0, 0));
+  EXPECT_TRUE(test::all_close(heads_only(q, n, s.q_stride, width),
+                              heads_only(separate, n, s.q_stride, width), 0, 0));
   for (int i = 0; i < n; ++i)
     for (int p = width; p < s.q_stride; ++p)
       ASSERT_EQ(q[size_t(i) * s.q_stride + p], padding_before[size_t(i) * s.q_stride + p]);
@@ -181,7 +190,8 @@ TEST(AttentionPrefillCpu, HugeScoresStayFiniteAndConvex) {
           hi = std::max(hi, v[size_t(j) * s.kv_stride + d]);
         }
         const float o = out[size_t(i) * s.q_stride + h * s.hd + d];
-        ASSERT_TRUE(o >= lo - 1e-6f && o <= hi + 1e-6f) << o << " not in [" << lo << ", " << hi << "]";
+        ASSERT_TRUE(o >= lo - 1e-6f && o <= hi + 1e-6f)
+            << o << " not in [" << lo << ", " << hi << "]";
       }
 }
 
@@ -217,7 +227,9 @@ struct PagedBatch {
       }
     }
   }
-  KvCacheRef ref() { return KvCacheRef{pool.data(), tables.data(), block_size, max_blocks, n_kv, hd}; }
+  KvCacheRef ref() {
+    return KvCacheRef{pool.data(), tables.data(), block_size, max_blocks, n_kv, hd};
+  }
 };
 
 TEST(AttentionDecodeCpu, EqualsPrefillLastRowOverAPagedCache) {
@@ -230,8 +242,8 @@ TEST(AttentionDecodeCpu, EqualsPrefillLastRowOverAPagedCache) {
   const std::vector<float> q = test::random_floats(size_t(b) * q_stride, -2.f, 2.f);
   std::vector<float> out(size_t(b) * q_stride, NAN);
   launch(decode_ref(),
-         AttentionDecodeArgs{q.data(), out.data(), slots.data(), lens.data(), cache.ref(), b, 50, n_q,
-                             q_stride, scale},
+         AttentionDecodeArgs{q.data(), out.data(), slots.data(), lens.data(), cache.ref(), b, 50,
+                             n_q, q_stride, scale},
          LaunchCtx{});
 
   const int row = cache.n_kv * cache.hd;
@@ -243,10 +255,13 @@ TEST(AttentionDecodeCpu, EqualsPrefillLastRowOverAPagedCache) {
     std::copy_n(&q[size_t(i) * q_stride], q_stride, &pq[size_t(len - 1) * q_stride]);
     const std::vector<int32_t> starts = {0, len};
     const std::vector<float> prefill = run_prefill(pq, cache.k[i], cache.v[i], starts, s, scale);
-    const std::vector<float> last(&prefill[size_t(len - 1) * q_stride], &prefill[size_t(len - 1) * q_stride] + n_q * cache.hd);
-    const std::vector<float> got(&out[size_t(i) * q_stride], &out[size_t(i) * q_stride] + n_q * cache.hd);
+    const std::vector<float> last(&prefill[size_t(len - 1) * q_stride],
+                                  &prefill[size_t(len - 1) * q_stride] + n_q * cache.hd);
+    const std::vector<float> got(&out[size_t(i) * q_stride],
+                                 &out[size_t(i) * q_stride] + n_q * cache.hd);
     EXPECT_TRUE(test::all_close(got, last, 1e-6, 1e-6)) << "sequence " << i << " len " << len;
-    const std::vector<float> formula = attention_formula(pq, cache.k[i], cache.v[i], starts, s, scale);
+    const std::vector<float> formula =
+        attention_formula(pq, cache.k[i], cache.v[i], starts, s, scale);
     const std::vector<float> formula_last(formula.end() - n_q * cache.hd, formula.end());
     EXPECT_TRUE(test::all_close(got, formula_last, 1e-4, 1e-4)) << "sequence " << i;
   }
@@ -260,7 +275,7 @@ TEST(AttentionDecodeCpu, OutMayAliasQ) {
   std::vector<float> q = test::random_floats(size_t(2) * q_stride, -2.f, 2.f);
   std::vector<float> separate(q.size(), NAN);
   AttentionDecodeArgs args{q.data(), separate.data(), slots.data(), lens.data(), cache.ref(), 2, 33,
-                           n_q, q_stride, 0.25f};
+                           n_q,      q_stride,        0.25f};
   launch(decode_ref(), args, LaunchCtx{});
   args.out = q.data();
   launch(decode_ref(), args, LaunchCtx{});
@@ -275,8 +290,8 @@ TEST(AttentionDecodeCpu, RejectsEmptyContextsAndMissingBlocks) {
   const int32_t slot = 0;
   for (int32_t len : {0, 65}) {  // nothing to attend to; more than the table holds
     EXPECT_THROW(launch(decode_ref(),
-                        AttentionDecodeArgs{q.data(), out.data(), &slot, &len, cache.ref(), 1, 65, n_q,
-                                            q_stride, 0.25f},
+                        AttentionDecodeArgs{q.data(), out.data(), &slot, &len, cache.ref(), 1, 65,
+                                            n_q, q_stride, 0.25f},
                         LaunchCtx{}),
                  Error)
         << len;
@@ -284,8 +299,8 @@ TEST(AttentionDecodeCpu, RejectsEmptyContextsAndMissingBlocks) {
   cache.tables[1] = -1;  // slot 0's second block is gone
   const int32_t len = 20;
   EXPECT_THROW(launch(decode_ref(),
-                      AttentionDecodeArgs{q.data(), out.data(), &slot, &len, cache.ref(), 1, 20, n_q,
-                                          q_stride, 0.25f},
+                      AttentionDecodeArgs{q.data(), out.data(), &slot, &len, cache.ref(), 1, 20,
+                                          n_q, q_stride, 0.25f},
                       LaunchCtx{}),
                Error);
 }

@@ -1,17 +1,18 @@
 // The bytes and FLOPs the CPU entries report (kernels/costs.h with ActBytes = 4),
 // checked against hand counts for small shapes.
-#include "kernels/costs.h"
+#include <gtest/gtest.h>
 
 #include <vector>
 
-#include <gtest/gtest.h>
-
+#include "kernels/costs.h"
 #include "kernels/registry.h"
 
 namespace lantern::kernels {
 namespace {
 
-Cost cpu_cost(Family f, const void* args) { return Registry::global().find(f, "cpu_ref").cost(args); }
+Cost cpu_cost(Family f, const void* args) {
+  return Registry::global().find(f, "cpu_ref").cost(args);
+}
 
 TEST(CostsCpu, GemmIsTwoMnkAndEachOperandOnce) {
   GemmArgs g{nullptr, nullptr, nullptr, 3, 5, 7, false};

@@ -1,10 +1,10 @@
 // CPU reference: embedding, swiglu and residual against their formulas.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/bf16.h"
 #include "engine/common.h"
@@ -14,7 +14,9 @@
 namespace lantern::kernels {
 namespace {
 
-const KernelEntry& cpu_ref(Family f) { return Registry::global().find(f, "cpu_ref"); }
+const KernelEntry& cpu_ref(Family f) {
+  return Registry::global().find(f, "cpu_ref");
+}
 
 TEST(EmbeddingCpu, GathersRowsExactly) {
   const int vocab = 997, hidden = 67, n = 40;
@@ -28,8 +30,8 @@ TEST(EmbeddingCpu, GathersRowsExactly) {
   ids[1] = vocab - 1;
   ids[2] = ids[3];  // repeated id
   std::vector<float> out(size_t(n) * hidden, NAN);
-  launch(cpu_ref(Family::embedding), EmbeddingArgs{ids.data(), table.data(), out.data(), n, hidden, vocab},
-         LaunchCtx{});
+  launch(cpu_ref(Family::embedding),
+         EmbeddingArgs{ids.data(), table.data(), out.data(), n, hidden, vocab}, LaunchCtx{});
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < hidden; ++j)
       ASSERT_EQ(out[size_t(i) * hidden + j], bf16_to_float(table[size_t(ids[i]) * hidden + j]))
@@ -41,9 +43,10 @@ TEST(EmbeddingCpu, RejectsOutOfRangeIds) {
   std::vector<bf16_bits> table(vocab * hidden, 0);
   std::vector<float> out(hidden);
   for (int32_t bad : {-1, vocab}) {
-    EXPECT_THROW(launch(cpu_ref(Family::embedding),
-                        EmbeddingArgs{&bad, table.data(), out.data(), 1, hidden, vocab}, LaunchCtx{}),
-                 Error);
+    EXPECT_THROW(
+        launch(cpu_ref(Family::embedding),
+               EmbeddingArgs{&bad, table.data(), out.data(), 1, hidden, vocab}, LaunchCtx{}),
+        Error);
   }
 }
 
@@ -58,7 +61,8 @@ TEST(SwigluCpu, MatchesSiluTimesUp) {
   std::vector<float> out(gate.size(), NAN), ref(gate.size());
   for (size_t i = 0; i < gate.size(); ++i)
     ref[i] = float(double(gate[i]) / (1.0 + std::exp(-double(gate[i]))) * up[i]);
-  launch(cpu_ref(Family::swiglu), SwigluArgs{gate.data(), up.data(), out.data(), n, inter}, LaunchCtx{});
+  launch(cpu_ref(Family::swiglu), SwigluArgs{gate.data(), up.data(), out.data(), n, inter},
+         LaunchCtx{});
   // float exp, divide, multiply: a few ulps.
   EXPECT_TRUE(test::all_close(out, ref, 1e-30, 1e-6));
 }
@@ -68,8 +72,10 @@ TEST(SwigluCpu, MayWriteOverGate) {
   std::vector<float> gate = test::random_floats(size_t(n) * inter, -5.f, 5.f);
   const std::vector<float> up = test::random_floats(gate.size());
   std::vector<float> separate(gate.size());
-  launch(cpu_ref(Family::swiglu), SwigluArgs{gate.data(), up.data(), separate.data(), n, inter}, LaunchCtx{});
-  launch(cpu_ref(Family::swiglu), SwigluArgs{gate.data(), up.data(), gate.data(), n, inter}, LaunchCtx{});
+  launch(cpu_ref(Family::swiglu), SwigluArgs{gate.data(), up.data(), separate.data(), n, inter},
+         LaunchCtx{});
+  launch(cpu_ref(Family::swiglu), SwigluArgs{gate.data(), up.data(), gate.data(), n, inter},
+         LaunchCtx{});
   EXPECT_EQ(std::memcmp(gate.data(), separate.data(), gate.size() * sizeof(float)), 0);
 }
 

@@ -1,10 +1,10 @@
 // CPU reference: gemm against a naive double-precision product.
+#include <gtest/gtest.h>
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <omp.h>
 
 #include "engine/bf16.h"
 #include "kernels/registry.h"
@@ -13,7 +13,9 @@
 namespace lantern::kernels {
 namespace {
 
-const KernelEntry& gemm_ref() { return Registry::global().find(Family::gemm, "cpu_ref"); }
+const KernelEntry& gemm_ref() {
+  return Registry::global().find(Family::gemm, "cpu_ref");
+}
 
 std::vector<bf16_bits> random_bf16(size_t n) {
   std::vector<bf16_bits> out(n);
@@ -22,8 +24,8 @@ std::vector<bf16_bits> random_bf16(size_t n) {
   return out;
 }
 
-std::vector<float> run_gemm(const std::vector<float>& a, const std::vector<bf16_bits>& w, int m, int n,
-                            int k, bool c_f32 = false) {
+std::vector<float> run_gemm(const std::vector<float>& a, const std::vector<bf16_bits>& w, int m,
+                            int n, int k, bool c_f32 = false) {
   std::vector<float> c(size_t(m) * n, NAN);
   launch(gemm_ref(), GemmArgs{a.data(), w.data(), c.data(), m, n, k, c_f32}, LaunchCtx{});
   return c;
@@ -58,8 +60,8 @@ TEST(GemmCpu, MatchesNaiveDoubleProduct) {
         const double tol = (s.k + 2) * u * abs_sum;
         const double got = c[size_t(i) * s.n + j];
         if (!(std::fabs(got - dot) <= tol) && bad++ < 5)
-          ADD_FAILURE() << s.m << "x" << s.n << "x" << s.k << " c[" << i << "," << j << "] = " << got
-                        << " expected " << dot << " tol " << tol;
+          ADD_FAILURE() << s.m << "x" << s.n << "x" << s.k << " c[" << i << "," << j
+                        << "] = " << got << " expected " << dot << " tol " << tol;
       }
     EXPECT_EQ(bad, 0u);
     // Typical error is far below the worst case: the sum must be the right one.
@@ -90,7 +92,8 @@ TEST(GemmCpu, NanStaysInItsRow) {
   const std::vector<bf16_bits> w = random_bf16(size_t(n) * k);
   const std::vector<float> c = run_gemm(a, w, m, n, k);
   for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) EXPECT_EQ(std::isnan(c[size_t(i) * n + j]), i == 2) << i << "," << j;
+    for (int j = 0; j < n; ++j)
+      EXPECT_EQ(std::isnan(c[size_t(i) * n + j]), i == 2) << i << "," << j;
 }
 
 TEST(GemmCpu, EmptyDimensions) {

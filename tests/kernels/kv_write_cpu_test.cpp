@@ -1,11 +1,11 @@
 // CPU reference: kv_write puts each row where the block table says, and nowhere else.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/common.h"
 #include "kernels/registry.h"
@@ -14,7 +14,9 @@
 namespace lantern::kernels {
 namespace {
 
-const KernelEntry& kv_write_ref() { return Registry::global().find(Family::kv_write, "cpu_ref"); }
+const KernelEntry& kv_write_ref() {
+  return Registry::global().find(Family::kv_write, "cpu_ref");
+}
 
 constexpr float kPoison = -12345.5f;
 
@@ -50,8 +52,10 @@ TEST(KvWriteCpu, WritesRowsWhereTheBlockTableSaysAndNothingElse) {
       for (int d = 0; d < hd; ++d) {
         // pool[block][kv][row in block][head][d]
         const int r = positions[i] % block_size;
-        expected[((size_t(block) * 2 + 0) * block_size + r) * row + h * hd + d] = k[size_t(i) * kv_stride + h * hd + d];
-        expected[((size_t(block) * 2 + 1) * block_size + r) * row + h * hd + d] = v[size_t(i) * kv_stride + h * hd + d];
+        expected[((size_t(block) * 2 + 0) * block_size + r) * row + h * hd + d] =
+            k[size_t(i) * kv_stride + h * hd + d];
+        expected[((size_t(block) * 2 + 1) * block_size + r) * row + h * hd + d] =
+            v[size_t(i) * kv_stride + h * hd + d];
       }
   }
   size_t bad = 0;
@@ -61,7 +65,8 @@ TEST(KvWriteCpu, WritesRowsWhereTheBlockTableSaysAndNothingElse) {
   EXPECT_EQ(bad, 0u);
   // The blocks of slot 1 were never written.
   for (int b = 0; b < max_blocks; ++b)
-    for (size_t e = 0; e < block_elems; ++e) ASSERT_EQ(pool[tables[max_blocks + b] * block_elems + e], kPoison);
+    for (size_t e = 0; e < block_elems; ++e)
+      ASSERT_EQ(pool[tables[max_blocks + b] * block_elems + e], kPoison);
 }
 
 TEST(KvWriteCpu, RejectsPositionsOutsideTheTable) {
@@ -71,7 +76,8 @@ TEST(KvWriteCpu, RejectsPositionsOutsideTheTable) {
   KvCacheRef cache{pool.data(), tables.data(), block_size, max_blocks, n_kv, hd};
   const int32_t slot = 0;
   for (int32_t pos : {-1, 4, 8}) {  // negative, unallocated block, past the table
-    EXPECT_THROW(launch(kv_write_ref(), KvWriteArgs{k.data(), v.data(), &pos, &slot, cache, 1, hd}, LaunchCtx{}),
+    EXPECT_THROW(launch(kv_write_ref(), KvWriteArgs{k.data(), v.data(), &pos, &slot, cache, 1, hd},
+                        LaunchCtx{}),
                  Error)
         << pos;
   }

@@ -2,9 +2,9 @@
 // variants, defaults, and that every family has its CPU reference.
 #include "kernels/registry.h"
 
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "engine/common.h"
 

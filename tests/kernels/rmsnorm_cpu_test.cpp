@@ -1,8 +1,8 @@
 // CPU reference: RMSNorm against its formula in double.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/bf16.h"
 #include "kernels/registry.h"
@@ -11,7 +11,9 @@
 namespace lantern::kernels {
 namespace {
 
-const KernelEntry& rmsnorm_ref() { return Registry::global().find(Family::rmsnorm, "cpu_ref"); }
+const KernelEntry& rmsnorm_ref() {
+  return Registry::global().find(Family::rmsnorm, "cpu_ref");
+}
 
 std::vector<bf16_bits> random_bf16(size_t n, float lo, float hi) {
   std::vector<bf16_bits> out(n);
@@ -26,11 +28,12 @@ std::vector<float> rmsnorm_formula(const std::vector<float>& x, const std::vecto
   std::vector<float> out;
   for (int32_t r : rows) {
     double ms = 0;
-    for (int j = 0; j < hidden; ++j) ms += double(x[size_t(r) * hidden + j]) * x[size_t(r) * hidden + j];
+    for (int j = 0; j < hidden; ++j)
+      ms += double(x[size_t(r) * hidden + j]) * x[size_t(r) * hidden + j];
     ms /= hidden;
     for (int j = 0; j < hidden; ++j)
-      out.push_back(float(x[size_t(r) * hidden + j] / std::sqrt(ms + double(eps)) *
-                          bf16_to_float(w[j])));
+      out.push_back(
+          float(x[size_t(r) * hidden + j] / std::sqrt(ms + double(eps)) * bf16_to_float(w[j])));
   }
   return out;
 }
@@ -48,7 +51,8 @@ TEST(RmsnormCpu, MatchesFormula) {
     const std::vector<float> x = test::random_floats(size_t(n) * hidden, -3.f, 3.f);
     const std::vector<bf16_bits> w = random_bf16(hidden, -2.f, 2.f);
     std::vector<float> out(x.size(), NAN);
-    launch(rmsnorm_ref(), RmsnormArgs{x.data(), w.data(), out.data(), nullptr, n, hidden, eps}, LaunchCtx{});
+    launch(rmsnorm_ref(), RmsnormArgs{x.data(), w.data(), out.data(), nullptr, n, hidden, eps},
+           LaunchCtx{});
     // Three float roundings (1/rms, two products) on top of an exact-ish double sum.
     EXPECT_TRUE(test::all_close(out, rmsnorm_formula(x, w, identity_rows(n), hidden, eps), 0, 1e-6))
         << "hidden " << hidden;
@@ -61,7 +65,8 @@ TEST(RmsnormCpu, EpsMattersForSmallRows) {
   const std::vector<bf16_bits> w = random_bf16(hidden, 0.5f, 1.5f);
   for (float eps : {1e-6f, 1e-2f}) {
     std::vector<float> out(hidden);
-    launch(rmsnorm_ref(), RmsnormArgs{x.data(), w.data(), out.data(), nullptr, 1, hidden, eps}, LaunchCtx{});
+    launch(rmsnorm_ref(), RmsnormArgs{x.data(), w.data(), out.data(), nullptr, 1, hidden, eps},
+           LaunchCtx{});
     EXPECT_TRUE(test::all_close(out, rmsnorm_formula(x, w, {0}, hidden, eps), 0, 1e-6)) << eps;
   }
 }
@@ -84,7 +89,8 @@ TEST(RmsnormCpu, InPlaceAndHugeValues) {
   std::vector<float> x = test::random_floats(size_t(n) * hidden, -1e20f, 1e20f);
   const std::vector<bf16_bits> w = random_bf16(hidden, -1.f, 1.f);
   const std::vector<float> ref = rmsnorm_formula(x, w, identity_rows(n), hidden, 1e-5f);
-  launch(rmsnorm_ref(), RmsnormArgs{x.data(), w.data(), x.data(), nullptr, n, hidden, 1e-5f}, LaunchCtx{});
+  launch(rmsnorm_ref(), RmsnormArgs{x.data(), w.data(), x.data(), nullptr, n, hidden, 1e-5f},
+         LaunchCtx{});
   EXPECT_TRUE(test::all_close(x, ref, 0, 1e-6));
 }
 

@@ -1,11 +1,11 @@
 // CPU reference: RoPE against the closed form with Llama-3 frequency scaling,
 // computed here independently of the engine's rope_inv_freq.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <numbers>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/registry.h"
 #include "tests/test_util.h"
@@ -13,7 +13,9 @@
 namespace lantern::kernels {
 namespace {
 
-const KernelEntry& rope_ref() { return Registry::global().find(Family::rope, "cpu_ref"); }
+const KernelEntry& rope_ref() {
+  return Registry::global().find(Family::rope, "cpu_ref");
+}
 
 // Llama 3 "llama3" rope scaling (theta 500000, factor 32, low 1, high 4, original
 // 8192): wavelengths longer than original/low are slowed by `factor`, shorter
@@ -90,9 +92,12 @@ TEST(RopeCpu, MatchesClosedFormWithLlama3Scaling) {
             // Same closed form with the float inv_freq the kernel was given: tight.
             const double angle_f = pos * double(inv_f[j]);
             const double tol_f = 1e-6 * (std::fabs(x0) + std::fabs(x1));
-            ASSERT_LE(std::fabs(after[base + j] - (x0 * std::cos(angle_f) - x1 * std::sin(angle_f))), tol_f)
+            ASSERT_LE(
+                std::fabs(after[base + j] - (x0 * std::cos(angle_f) - x1 * std::sin(angle_f))),
+                tol_f)
                 << which << " pos " << pos << " j " << j;
-            ASSERT_LE(std::fabs(after[base + j + half] - (x1 * std::cos(angle_f) + x0 * std::sin(angle_f))),
+            ASSERT_LE(std::fabs(after[base + j + half] -
+                                (x1 * std::cos(angle_f) + x0 * std::sin(angle_f))),
                       tol_f)
                 << which << " pos " << pos << " j " << j + half;
           }
@@ -123,9 +128,11 @@ TEST(RopeCpu, DotProductDependsOnlyOnRelativePosition) {
     std::vector<float> q = q_src, k = k_src;
     const int32_t qpos = p + offset;
     // q and k of the same "token" share a position in the kernel: rotate separately.
-    launch(rope_ref(), RopeArgs{q.data(), k.data(), &qpos, inv_f.data(), 1, 1, 1, hd, hd, hd}, LaunchCtx{});
+    launch(rope_ref(), RopeArgs{q.data(), k.data(), &qpos, inv_f.data(), 1, 1, 1, hd, hd, hd},
+           LaunchCtx{});
     std::vector<float> q_unused = q_src, k2 = k_src;
-    launch(rope_ref(), RopeArgs{q_unused.data(), k2.data(), &p, inv_f.data(), 1, 1, 1, hd, hd, hd}, LaunchCtx{});
+    launch(rope_ref(), RopeArgs{q_unused.data(), k2.data(), &p, inv_f.data(), 1, 1, 1, hd, hd, hd},
+           LaunchCtx{});
     double dot = 0;
     for (int d = 0; d < hd; ++d) dot += double(q[d]) * k2[d];
     dots.push_back(dot);

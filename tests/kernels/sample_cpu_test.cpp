@@ -1,7 +1,7 @@
 // CPU reference: sampling (kernels/sampling.h) -- the Philox generator, greedy and
 // top-k = 1 cases, reproducibility, and that sampled frequencies follow
 // softmax(logits / T) restricted to top-k / top-p.
-#include "kernels/sampling.h"
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,8 @@
 #include <set>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "kernels/registry.h"
+#include "kernels/sampling.h"
 #include "tests/test_util.h"
 
 namespace lantern::kernels {
@@ -53,7 +52,8 @@ std::vector<float> repeat_row(const std::vector<float>& row, int times) {
 }
 
 int32_t first_argmax(const std::vector<float>& row, size_t offset, int vocab) {
-  return int32_t(std::max_element(row.begin() + offset, row.begin() + offset + vocab) - row.begin() - offset);
+  return int32_t(std::max_element(row.begin() + offset, row.begin() + offset + vocab) -
+                 row.begin() - offset);
 }
 
 TEST(Philox, MatchesRandom123KnownAnswers) {
@@ -82,7 +82,8 @@ TEST(Philox, UniformDrawsAreUniformInUnitInterval) {
   // Mean of U(0,1): sd sqrt(1/12/N); 6 sd.
   EXPECT_NEAR(sum / draws, 0.5, 6 * std::sqrt(1.0 / 12 / draws));
   double chi2 = 0;
-  for (double c : counts) chi2 += (c - double(draws) / bins) * (c - double(draws) / bins) / (double(draws) / bins);
+  for (double c : counts)
+    chi2 += (c - double(draws) / bins) * (c - double(draws) / bins) / (double(draws) / bins);
   EXPECT_LT(chi2, 130.0) << "63 dof: mean 63, sd 11; 130 is p < 1e-6";
   // Both halves of the 64-bit seed matter.
   EXPECT_NE(sampling::uniform01(1, 0), sampling::uniform01(1ull | (1ull << 32), 0));
@@ -92,7 +93,7 @@ TEST(PickRank, FollowsTheSpecifiedInverseCdf) {
   const std::vector<float> w = {1.0f, 0.5f, 0.25f, 0.25f};  // mass 2
   EXPECT_EQ(sampling::pick_rank(w.data(), 4, 1.0f, 0.0f), 0);
   EXPECT_EQ(sampling::pick_rank(w.data(), 4, 1.0f, 0.49f), 0);
-  EXPECT_EQ(sampling::pick_rank(w.data(), 4, 1.0f, 0.5f), 1);    // target 1.0: C_1 = 1 is not > 1
+  EXPECT_EQ(sampling::pick_rank(w.data(), 4, 1.0f, 0.5f), 1);  // target 1.0: C_1 = 1 is not > 1
   EXPECT_EQ(sampling::pick_rank(w.data(), 4, 1.0f, 0.8f), 2);
   EXPECT_EQ(sampling::pick_rank(w.data(), 4, 1.0f, 0.99f), 3);
   // top_p 0.7: C_1 = 1 < 1.4, C_2 = 1.5 >= 1.4 -> keep ranks 0, 1 (mass 1.5).
@@ -102,7 +103,8 @@ TEST(PickRank, FollowsTheSpecifiedInverseCdf) {
   EXPECT_EQ(sampling::pick_rank(w.data(), 4, 0.0f, 0.99f), 0);  // top_p <= 0: top token only
   EXPECT_EQ(sampling::pick_rank(w.data(), 2, 1.0f, 0.99f), 1);  // k = 2
   const std::vector<float> zeros = {1.0f, 0.5f, 0.0f, 0.0f};
-  EXPECT_EQ(sampling::pick_rank(zeros.data(), 4, 1.0f, 0.99999994f), 1);  // zero weights never drawn
+  EXPECT_EQ(sampling::pick_rank(zeros.data(), 4, 1.0f, 0.99999994f),
+            1);  // zero weights never drawn
 }
 
 TEST(SampleCpu, NonPositiveTemperatureIsArgmax) {
@@ -111,7 +113,8 @@ TEST(SampleCpu, NonPositiveTemperatureIsArgmax) {
   for (float t : {0.0f, -1.0f, NAN}) {
     const std::vector<int32_t> out =
         run_sample(logits, vocab, {{t, 0, 1.0f, 1, 0}, {t, 5, 0.5f, 2, 3}, {t, 0, 1.0f, 3, 9}});
-    for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r], first_argmax(logits, size_t(r) * vocab, vocab)) << t;
+    for (int r = 0; r < 3; ++r)
+      EXPECT_EQ(out[r], first_argmax(logits, size_t(r) * vocab, vocab)) << t;
   }
 }
 
@@ -123,7 +126,8 @@ TEST(SampleCpu, TopKOneAndTopPZeroAreArgmax) {
     k1[i] = {1.0f, 1, 1.0f, 42, i};
     p0[i] = {1.0f, 0, 0.0f, 42, i};
   }
-  const std::vector<int32_t> out_k = run_sample(logits, vocab, k1), out_p = run_sample(logits, vocab, p0);
+  const std::vector<int32_t> out_k = run_sample(logits, vocab, k1),
+                             out_p = run_sample(logits, vocab, p0);
   for (int r = 0; r < b; ++r) {
     EXPECT_EQ(out_k[r], first_argmax(logits, size_t(r) * vocab, vocab)) << r;
     EXPECT_EQ(out_p[r], first_argmax(logits, size_t(r) * vocab, vocab)) << r;
@@ -157,7 +161,8 @@ TEST(SampleCpu, TiesRankByLowerIndexAndBadLogitsAreNeverDrawn) {
   std::vector<RowParams> params(b);
   for (int i = 0; i < b; ++i) params[i] = {1.0f, 3, 1.0f, 7, i};
   std::set<int32_t> seen;
-  for (int32_t t : run_sample(std::vector<float>(size_t(b) * vocab, 1.5f), vocab, params)) seen.insert(t);
+  for (int32_t t : run_sample(std::vector<float>(size_t(b) * vocab, 1.5f), vocab, params))
+    seen.insert(t);
   EXPECT_EQ(seen, (std::set<int32_t>{0, 1, 2}));
 
   // NaN and -inf tokens are never drawn; an all-NaN row is token 0; +inf wins.
@@ -225,7 +230,8 @@ TEST(SampleCpu, FrequenciesFollowTheRestrictedSoftmax) {
     std::vector<double> counts(vocab, 0);
     for (int c = 0; c < calls; ++c) {
       std::vector<RowParams> params(batch);
-      for (int i = 0; i < batch; ++i) params[i] = {dc.temperature, dc.top_k, dc.top_p, seed, c * batch + i};
+      for (int i = 0; i < batch; ++i)
+        params[i] = {dc.temperature, dc.top_k, dc.top_p, seed, c * batch + i};
       for (int32_t tok : run_sample(logits, vocab, params)) counts[tok] += 1;
     }
     double chi2 = 0;
@@ -241,9 +247,10 @@ TEST(SampleCpu, FrequenciesFollowTheRestrictedSoftmax) {
     }
     // Wilson-Hilferty: the chi-square quantile at z = 5 sd (p ~ 3e-7) for kept - 1 dof.
     const double dof = kept - 1;
-    const double crit = dof > 0 ? dof * std::pow(1 - 2 / (9 * dof) + 5 * std::sqrt(2 / (9 * dof)), 3) : 0;
-    EXPECT_LE(chi2, crit) << "T " << dc.temperature << " top_k " << dc.top_k << " top_p " << dc.top_p
-                          << ": " << kept << " tokens kept";
+    const double crit =
+        dof > 0 ? dof * std::pow(1 - 2 / (9 * dof) + 5 * std::sqrt(2 / (9 * dof)), 3) : 0;
+    EXPECT_LE(chi2, crit) << "T " << dc.temperature << " top_k " << dc.top_k << " top_p "
+                          << dc.top_p << ": " << kept << " tokens kept";
     if (dc.top_k > 0) {
       EXPECT_LE(kept, dc.top_k);
     }
