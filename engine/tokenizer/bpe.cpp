@@ -16,9 +16,7 @@ constexpr size_t kSmallPiece = 24;
 struct HeapEntry {
   int32_t rank, pos;          // pos: start byte of the left symbol (orders ties left-first)
   int32_t left_id, right_id;  // to recognise entries made stale by later merges
-  bool operator>(const HeapEntry& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator>(const HeapEntry& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 struct LargeScratch {
@@ -39,7 +37,9 @@ void BpeModel::add_token(std::string_view bytes, int32_t id) {
 void BpeModel::add_merge(int32_t left, int32_t right, int32_t merged, int32_t rank) {
   merges_.put(left, right, Merge{rank, merged});
   // Byte tokens are registered before merges (the loader adds the vocab first).
-  auto byte_of = [&](int32_t id) { return id < static_cast<int32_t>(byte_of_id_.size()) ? byte_of_id_[id] : -1; };
+  auto byte_of = [&](int32_t id) {
+    return id < static_cast<int32_t>(byte_of_id_.size()) ? byte_of_id_[id] : -1;
+  };
   if (byte_of(left) >= 0 && byte_of(right) >= 0)
     byte_pairs_[byte_of(left) * 256 + byte_of(right)] = Merge{rank, merged};
 }

@@ -29,7 +29,9 @@ const Tables& tables() {
 
 }  // namespace
 
-uint32_t char_of_byte(uint8_t b) { return tables().char_of[b]; }
+uint32_t char_of_byte(uint8_t b) {
+  return tables().char_of[b];
+}
 
 std::optional<uint8_t> byte_of_char(uint32_t cp) {
   if (cp >= tables().byte_of.size() || tables().byte_of[cp] < 0) return std::nullopt;

@@ -23,7 +23,9 @@ void append_turn(std::string& out, std::string_view role, std::string_view conte
 
 }  // namespace
 
-const char* chat_form_name(ChatForm form) { return form == ChatForm::llama3 ? "llama3" : "llama31"; }
+const char* chat_form_name(ChatForm form) {
+  return form == ChatForm::llama3 ? "llama3" : "llama31";
+}
 
 std::optional<ChatForm> parse_chat_form(std::string_view name) {
   if (name == "llama3") return ChatForm::llama3;
@@ -49,13 +51,27 @@ std::string json_quote(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (static_cast<uint8_t>(c) < 0x20)
           out += strformat("\\u%04x", static_cast<unsigned>(c));

@@ -23,7 +23,7 @@
 namespace lantern {
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant", "tool"/"ipython", or any other header name
+  std::string role;  // "system", "user", "assistant", "tool"/"ipython", or any other header name
   std::string content;
 };
 
@@ -46,8 +46,9 @@ std::optional<ChatTemplateInfo> detect_chat_template(std::string_view jinja);
 
 struct ChatOptions {
   bool add_generation_prompt = true;
-  std::string date = "26 Jul 2024";  // llama31's "Today Date:" (HF's 3.2 template uses today's date)
-  std::optional<ChatForm> form;      // overrides the form detected from the chat template
+  std::string date =
+      "26 Jul 2024";             // llama31's "Today Date:" (HF's 3.2 template uses today's date)
+  std::optional<ChatForm> form;  // overrides the form detected from the chat template
 };
 
 // Renders `messages` (llama31 needs at least one, as its template does).

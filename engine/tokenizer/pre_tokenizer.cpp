@@ -117,9 +117,9 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
   const size_t n = text.size();
   size_t pos = 0, last = 0;
   while (pos < n) {
-    int rc = jit_ ? pcre2_jit_match(code_->re, subject, n, pos, 0, ms.data, ms.context)
-                  : pcre2_match(code_->re, subject, n, pos, PCRE2_NO_UTF_CHECK, ms.data,
-                                ms.context);
+    int rc = jit_
+                 ? pcre2_jit_match(code_->re, subject, n, pos, 0, ms.data, ms.context)
+                 : pcre2_match(code_->re, subject, n, pos, PCRE2_NO_UTF_CHECK, ms.data, ms.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     LANTERN_CHECK(rc >= 0, "tokenizer regex failed on a %zu-byte input: PCRE2 says '%s'", n,
                   pcre2_message(rc).c_str());

@@ -47,7 +47,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
     json_path = path / "tokenizer.json";
     LANTERN_CHECK(fs::exists(json_path),
                   "%s has no tokenizer.json: point --model at a Hugging Face model directory "
-                  "(or at a tokenizer.json file)", path.c_str());
+                  "(or at a tokenizer.json file)",
+                  path.c_str());
   } else {
     LANTERN_CHECK(fs::exists(path), "tokenizer file %s does not exist", path.c_str());
   }
@@ -119,8 +120,9 @@ void Tokenizer::encode_into(std::string_view text, std::vector<int32_t>& out,
     const size_t before = out.size();
     t.bpe.encode_piece(piece, out);
     if (cache.map.size() >= kMaxCacheEntries) cache.reset(t.instance_id);
-    cache.map.insert_hashed(piece, h, IdSpan{static_cast<uint32_t>(cache.ids.size()),
-                                             static_cast<uint32_t>(out.size() - before)});
+    cache.map.insert_hashed(piece, h,
+                            IdSpan{static_cast<uint32_t>(cache.ids.size()),
+                                   static_cast<uint32_t>(out.size() - before)});
     cache.ids.insert(cache.ids.end(), out.begin() + before, out.end());
   };
   for_each_section(
@@ -188,7 +190,9 @@ std::string_view Tokenizer::token_bytes(int32_t id) const {
   return impl_->bytes_of(id);
 }
 
-int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->flags.size()); }
+int32_t Tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->flags.size());
+}
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
   const int32_t* id = impl_->token_ids.find(token);
@@ -204,17 +208,27 @@ bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && (impl_->flags[id] & kSpecial);
 }
 
-std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
-std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
-const std::string& Tokenizer::bos_token() const { return impl_->bos_token; }
-const std::vector<int32_t>& Tokenizer::stop_ids() const { return impl_->stop; }
+std::optional<int32_t> Tokenizer::bos_id() const {
+  return impl_->bos;
+}
+std::optional<int32_t> Tokenizer::eos_id() const {
+  return impl_->eos;
+}
+const std::string& Tokenizer::bos_token() const {
+  return impl_->bos_token;
+}
+const std::vector<int32_t>& Tokenizer::stop_ids() const {
+  return impl_->stop;
+}
 bool Tokenizer::is_stop(int32_t id) const {
   for (int32_t s : impl_->stop)
     if (s == id) return true;
   return false;
 }
 
-const std::optional<ChatTemplateInfo>& Tokenizer::chat_template() const { return impl_->chat; }
+const std::optional<ChatTemplateInfo>& Tokenizer::chat_template() const {
+  return impl_->chat;
+}
 
 std::string Tokenizer::render_chat(std::span<const ChatMessage> messages,
                                    const ChatOptions& opts) const {
@@ -226,7 +240,8 @@ std::string Tokenizer::render_chat(std::span<const ChatMessage> messages,
   } else {
     LANTERN_CHECK(impl_->chat,
                   "%s: tokenizer_config.json has no Llama 3 family chat_template; choose the chat "
-                  "form explicitly (llama3 or llama31)", impl_->source.c_str());
+                  "form explicitly (llama3 or llama31)",
+                  impl_->source.c_str());
     info = *impl_->chat;
   }
   // Message text follows the same invalid-UTF-8 rule as encode().

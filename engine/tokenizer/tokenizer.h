@@ -81,7 +81,8 @@ class Tokenizer {
   const std::optional<ChatTemplateInfo>& chat_template() const;
   // Renders messages with the model's chat format (opts.form overrides the
   // detected one); throws when there is neither.
-  std::string render_chat(std::span<const ChatMessage> messages, const ChatOptions& opts = {}) const;
+  std::string render_chat(std::span<const ChatMessage> messages,
+                          const ChatOptions& opts = {}) const;
   // encode(render_chat(...)), special tokens parsed.
   std::vector<int32_t> encode_chat(std::span<const ChatMessage> messages,
                                    const ChatOptions& opts = {}) const;

@@ -19,18 +19,18 @@ enum TokenFlag : uint8_t {
   kAssigned = 1,  // some vocab or added entry has this id (ids may have holes)
   kAdded = 2,     // an added token: matched in raw text, decoded verbatim
   kSpecial = 4,
-  kLstrip = 8,    // added token swallows whitespace on its left
-  kRstrip = 16,   // ... and on its right
+  kLstrip = 8,   // added token swallows whitespace on its left
+  kRstrip = 16,  // ... and on its right
 };
 
 struct Tokenizer::Impl {
   uint64_t instance_id = 0;  // keys the per-thread piece cache
   std::string source;        // tokenizer.json path, for messages
 
-  std::vector<std::string> token_text;   // id -> tokenizer.json spelling
-  std::string bytes_arena;               // id -> raw bytes: [bytes_off[id], bytes_off[id + 1])
+  std::vector<std::string> token_text;  // id -> tokenizer.json spelling
+  std::string bytes_arena;              // id -> raw bytes: [bytes_off[id], bytes_off[id + 1])
   std::vector<uint32_t> bytes_off;
-  std::vector<uint8_t> flags;            // id -> TokenFlag bits
+  std::vector<uint8_t> flags;                      // id -> TokenFlag bits
   tok::FlatStringMap<int32_t> token_ids{1 << 18};  // spelling -> id
 
   tok::BpeModel bpe;

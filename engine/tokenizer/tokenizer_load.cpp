@@ -7,9 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "engine/common.h"
 #include "engine/tokenizer/byte_level.h"
@@ -71,7 +70,8 @@ class Loader {
     if (!byte_level) fail("pre_tokenizer has no ByteLevel step; only byte-level BPE is supported");
     const json decoder = j.value("decoder", json());
     if (type_of(decoder) != "ByteLevel")
-      fail("decoder type '%s' is not supported (Lantern supports ByteLevel)", type_of(decoder).c_str());
+      fail("decoder type '%s' is not supported (Lantern supports ByteLevel)",
+           type_of(decoder).c_str());
     add_post_processor(j.value("post_processor", json()));
   }
 
@@ -85,20 +85,24 @@ class Loader {
   void load_vocab(const json& model, const json& added) {
     if (!model.is_object()) fail("'model' is missing");
     const std::string type = model.contains("type") ? type_of(model) : "BPE";
-    if (type != "BPE") fail("model type '%s' is not supported (Lantern supports BPE)", type.c_str());
+    if (type != "BPE")
+      fail("model type '%s' is not supported (Lantern supports BPE)", type.c_str());
     if (model.value("byte_fallback", false)) fail("BPE byte_fallback is not supported");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
         fail("BPE %s is not supported", key);
-    if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
+    if (model.contains("dropout") && model["dropout"].is_number() &&
+        model["dropout"].get<double>() > 0)
       fail("BPE dropout is not supported (encoding would not be deterministic)");
     if (!model.contains("vocab") || !model["vocab"].is_object())
       fail("model.vocab is missing (expected an object token -> id)");
     if (!added.is_array()) fail("added_tokens must be an array");
 
     int64_t max_id = -1;
-    for (const auto& [text, id] : model["vocab"].items()) max_id = std::max(max_id, check_id(id, text));
-    for (const json& a : added) max_id = std::max(max_id, check_id(a.at("id"), a.value("content", "")));
+    for (const auto& [text, id] : model["vocab"].items())
+      max_id = std::max(max_id, check_id(id, text));
+    for (const json& a : added)
+      max_id = std::max(max_id, check_id(a.at("id"), a.value("content", "")));
     if (max_id < 0) fail("the vocabulary is empty");
     const size_t n = static_cast<size_t>(max_id) + 1;
     t_.token_text.assign(n, std::string());
@@ -108,7 +112,8 @@ class Loader {
     for (const auto& [text, id_json] : model["vocab"].items()) {
       const int32_t id = id_json.get<int32_t>();
       if (t_.flags[id] & kAssigned)
-        fail("model.vocab gives id %d to both '%s' and '%s'", id, t_.token_text[id].c_str(), text.c_str());
+        fail("model.vocab gives id %d to both '%s' and '%s'", id, t_.token_text[id].c_str(),
+             text.c_str());
       t_.token_text[id] = text;
       t_.flags[id] = kAssigned;
       t_.token_ids.insert(text, id);
@@ -126,7 +131,8 @@ class Loader {
       const bool special = a.value("special", false);
       t_.token_text[id] = content;
       t_.flags[id] = kAssigned | kAdded | (special ? kSpecial : 0) |
-                     (a.value("lstrip", false) ? kLstrip : 0) | (a.value("rstrip", false) ? kRstrip : 0);
+                     (a.value("lstrip", false) ? kLstrip : 0) |
+                     (a.value("rstrip", false) ? kRstrip : 0);
       t_.token_ids.insert(content, id);
       bytes[id] = content;
       t_.all_added.add(content, id);
@@ -146,7 +152,8 @@ class Loader {
 
   int64_t check_id(const json& id, const std::string& text) const {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 24))
-      fail("token '%s' has id %s; ids must be integers in [0, 16777216)", text.c_str(), id.dump().c_str());
+      fail("token '%s' has id %s; ids must be integers in [0, 16777216)", text.c_str(),
+           id.dump().c_str());
     return id.get<int64_t>();
   }
 
@@ -166,14 +173,19 @@ class Loader {
       } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
         left = m[0].get<std::string>(), right = m[1].get<std::string>();
       } else {
-        fail("merge %zu is %s; expected \"left right\" or [\"left\", \"right\"]", rank, m.dump().c_str());
+        fail("merge %zu is %s; expected \"left right\" or [\"left\", \"right\"]", rank,
+             m.dump().c_str());
       }
       const int32_t* a = t_.token_ids.find(left);
       const int32_t* b = t_.token_ids.find(right);
       const int32_t* ab = t_.token_ids.find(left + right);
       if (!a || !b || !ab)
         fail("merge %zu '%s %s' uses a token missing from model.vocab ('%s')", rank, left.c_str(),
-             right.c_str(), (!a ? left : !b ? right : left + right).c_str());
+             right.c_str(),
+             (!a   ? left
+              : !b ? right
+                   : left + right)
+                 .c_str());
       t_.bpe.add_merge(*a, *b, *ab, static_cast<int32_t>(rank));
     }
   }
@@ -181,7 +193,8 @@ class Loader {
   void add_pre_tokenizer(const json& pt, bool& byte_level) {
     const std::string type = type_of(pt);
     if (type == "Sequence") {
-      for (const json& p : pt.value("pretokenizers", json::array())) add_pre_tokenizer(p, byte_level);
+      for (const json& p : pt.value("pretokenizers", json::array()))
+        add_pre_tokenizer(p, byte_level);
     } else if (type == "Split") {
       if (byte_level) fail("a Split pre-tokenizer after ByteLevel is not supported");
       const json pattern = pt.value("pattern", json());
@@ -195,7 +208,8 @@ class Loader {
       }
       const std::string behavior = pt.value("behavior", "Isolated");
       if (behavior != "Isolated")
-        fail("Split pre-tokenizer behavior '%s' is not supported (Lantern supports Isolated)", behavior.c_str());
+        fail("Split pre-tokenizer behavior '%s' is not supported (Lantern supports Isolated)",
+             behavior.c_str());
       if (pt.value("invert", false)) fail("Split pre-tokenizer with invert=true is not supported");
       t_.splitters.emplace_back(regex);
     } else if (type == "ByteLevel") {
@@ -217,13 +231,16 @@ class Loader {
       return;
     }
     if (type != "TemplateProcessing")
-      fail("post_processor type '%s' is not supported (Lantern supports ByteLevel, "
-           "TemplateProcessing, Sequence)", type.c_str());
+      fail(
+          "post_processor type '%s' is not supported (Lantern supports ByteLevel, "
+          "TemplateProcessing, Sequence)",
+          type.c_str());
     bool seen_a = false;
     for (const json& piece : pp.at("single")) {
       if (piece.contains("Sequence")) {
         const std::string id = piece["Sequence"].value("id", "");
-        if (id != "A" || seen_a) fail("post_processor template uses sequence '%s'; expected one $A", id.c_str());
+        if (id != "A" || seen_a)
+          fail("post_processor template uses sequence '%s'; expected one $A", id.c_str());
         seen_a = true;
       } else if (piece.contains("SpecialToken")) {
         const std::string name = piece["SpecialToken"].value("id", "");
@@ -231,7 +248,8 @@ class Loader {
         for (const json& id : entry.at("ids")) {
           const int32_t v = id.get<int32_t>();
           if (v < 0 || v >= static_cast<int32_t>(t_.flags.size()) || !(t_.flags[v] & kAssigned))
-            fail("post_processor special token '%s' has id %d, outside the vocabulary", name.c_str(), v);
+            fail("post_processor special token '%s' has id %d, outside the vocabulary",
+                 name.c_str(), v);
           (seen_a ? t_.post_suffix : t_.post_prefix).push_back(v);
         }
       } else {
@@ -246,13 +264,15 @@ class Loader {
 };
 
 std::optional<int32_t> config_token(const json& cfg, const char* key, const Tokenizer::Impl& t,
-                                    const std::filesystem::path& path, std::string* text = nullptr) {
+                                    const std::filesystem::path& path,
+                                    std::string* text = nullptr) {
   if (!cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
   const json& v = cfg[key];
   // Either "<|begin_of_text|>" or {"__type": "AddedToken", "content": "<|begin_of_text|>", ...}.
   const std::string s = v.is_string() ? v.get<std::string>() : v.value("content", "");
   const int32_t* id = t.token_ids.find(s);
-  LANTERN_CHECK(id, "%s: %s '%s' is not in the vocabulary of tokenizer.json", path.c_str(), key, s.c_str());
+  LANTERN_CHECK(id, "%s: %s '%s' is not in the vocabulary of tokenizer.json", path.c_str(), key,
+                s.c_str());
   if (text) *text = s;
   return *id;
 }
@@ -291,7 +311,8 @@ void load_tokenizer_files(const std::filesystem::path& json_path,
   if (t.eos) t.stop.push_back(*t.eos);
   for (const char* name : {"<|end_of_text|>", "<|eot_id|>", "<|eom_id|>"}) {
     const int32_t* id = t.token_ids.find(name);
-    if (id && (t.flags[*id] & kAdded) && std::find(t.stop.begin(), t.stop.end(), *id) == t.stop.end())
+    if (id && (t.flags[*id] & kAdded) &&
+        std::find(t.stop.begin(), t.stop.end(), *id) == t.stop.end())
       t.stop.push_back(*id);
   }
 }

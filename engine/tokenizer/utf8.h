@@ -17,10 +17,10 @@ inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // One step of decoding at the start of `s` (non-empty).
 struct Step {
-  uint32_t cp;      // the code point, or 0xFFFD when !valid
-  uint32_t len;     // bytes consumed (>= 1)
-  bool valid;       // a well-formed code point
-  bool truncated;   // ill-formed only because `s` ended: a valid prefix of a code point
+  uint32_t cp;     // the code point, or 0xFFFD when !valid
+  uint32_t len;    // bytes consumed (>= 1)
+  bool valid;      // a well-formed code point
+  bool truncated;  // ill-formed only because `s` ended: a valid prefix of a code point
 };
 Step next(std::string_view s);
 

@@ -10,9 +10,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "engine/common.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -43,7 +42,9 @@ void append_ids(const std::vector<int32_t>& ids, std::string& out) {
   out += "]\n";
 }
 
-void write_stdout(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+void write_stdout(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
 
 int run_jsonl(const Tokenizer& tok, const std::string& path, bool allow_special) {
   std::ifstream file;
@@ -55,7 +56,8 @@ int run_jsonl(const Tokenizer& tok, const std::string& path, bool allow_special)
   std::string line, out;
   std::vector<int32_t> ids;
   for (size_t lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines carry nothing
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;  // blank lines carry nothing
     nlohmann::json obj;
     try {
       obj = nlohmann::json::parse(line);
@@ -78,12 +80,13 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
   Args args(argv, {"--model", "--file", "--jsonl"}, {"--no-special"});
   const Tokenizer tok = Tokenizer::load(args.require("--model"));
   const bool allow_special = !args.flag("--no-special");
-  const int sources = !args.positional().empty() + args.get("--file").has_value() +
-                      args.get("--jsonl").has_value();
+  const int sources =
+      !args.positional().empty() + args.get("--file").has_value() + args.get("--jsonl").has_value();
   LANTERN_CHECK(sources == 1 && args.positional().size() <= 1,
                 "give exactly one input: TEXT (quoted), --file PATH or --jsonl FILE");
   if (auto jsonl = args.get("--jsonl")) return run_jsonl(tok, *jsonl, allow_special);
-  const std::string text = args.get("--file") ? read_path(*args.get("--file")) : args.positional()[0];
+  const std::string text =
+      args.get("--file") ? read_path(*args.get("--file")) : args.positional()[0];
   std::string out;
   append_ids(tok.encode(text, allow_special), out);
   write_stdout(out);
@@ -92,19 +95,23 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
 
 int cmd_detokenize(const std::vector<std::string>& argv) {
   Args args(argv, {"--model"}, {"--skip-special"});
-  LANTERN_CHECK(args.positional().empty(), "detokenize reads the ids from stdin, e.g. echo '[9906]' | lantern detokenize --model DIR");
+  LANTERN_CHECK(
+      args.positional().empty(),
+      "detokenize reads the ids from stdin, e.g. echo '[9906]' | lantern detokenize --model DIR");
   const Tokenizer tok = Tokenizer::load(args.require("--model"));
   nlohmann::json ids;
   try {
     ids = nlohmann::json::parse(read_all(std::cin));
   } catch (const nlohmann::json::exception& e) {
-    LANTERN_FAIL("stdin is not JSON (%s): expected one array of token ids, e.g. [9906, 11]", e.what());
+    LANTERN_FAIL("stdin is not JSON (%s): expected one array of token ids, e.g. [9906, 11]",
+                 e.what());
   }
   LANTERN_CHECK(ids.is_array(), "stdin must hold one JSON array of token ids, e.g. [9906, 11]");
   std::vector<int32_t> v;
   for (const auto& id : ids) {
-    LANTERN_CHECK(id.is_number_integer() && id.get<int64_t>() >= INT32_MIN && id.get<int64_t>() <= INT32_MAX,
-                  "token ids must be integers; got %s", id.dump().c_str());
+    LANTERN_CHECK(
+        id.is_number_integer() && id.get<int64_t>() >= INT32_MIN && id.get<int64_t>() <= INT32_MAX,
+        "token ids must be integers; got %s", id.dump().c_str());
     v.push_back(id.get<int32_t>());
   }
   write_stdout(tok.decode(v, args.flag("--skip-special")));

@@ -7,6 +7,9 @@
 // so they are written to be obviously right first and fast enough second (gemm
 // is the one that has to be fast: it is almost all of a forward pass).
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "kernels/registry.h"
 
@@ -27,5 +30,11 @@ void register_sample_cpu(Registry& r);
 // One row's argmax (ties: lowest index; NaN below every number). argmax_cpu.cpp;
 // sample_cpu.cpp uses it for greedy rows.
 int32_t argmax_row_cpu(const float* logits, int vocab);
+
+// gemm_cpu.cpp is compiled for several x86 levels and dispatches to the best the
+// CPU has; these name the levels this CPU can run (best first) and run one of
+// them, so tests cover every level and not only the one dispatch picks.
+std::vector<std::string> gemm_cpu_isa_levels();
+void gemm_cpu_at_level(const GemmArgs& args, std::string_view level);
 
 }  // namespace lantern::kernels

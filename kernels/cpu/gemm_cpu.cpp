@@ -9,6 +9,8 @@
 // fixed order: results do not depend on the thread count.
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/common.h"
@@ -65,24 +67,32 @@ namespace gemm_avx512 {
 using ColumnBlockFn = void (*)(const float*, const uint16_t*, float*, int, int, int, int, int, int,
                                float*);
 
-ColumnBlockFn pick_column_block() {
+struct IsaLevel {
+  const char* name;
+  ColumnBlockFn fn;
+  bool supported;
+};
+
+// Best first. Every level the host can run is kept so tests can cover them all.
+std::vector<IsaLevel> isa_levels() {
+  std::vector<IsaLevel> levels;
 #ifdef LANTERN_GEMM_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
-    return gemm_avx512::gemm_column_block;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return gemm_avx2::gemm_column_block;
+  levels.push_back({"avx512", gemm_avx512::gemm_column_block,
+                    __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")});
+  levels.push_back({"avx2", gemm_avx2::gemm_column_block,
+                    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")});
 #endif
-  return gemm_generic::gemm_column_block;
+  levels.push_back({"generic", gemm_generic::gemm_column_block, true});
+  return levels;
 }
 
-void gemm_cpu(const GemmArgs& g, const LaunchCtx&) {
+void gemm_with(ColumnBlockFn column_block, const GemmArgs& g) {
   const auto* a = static_cast<const float*>(g.a);     // [m, k]
   const auto* w = static_cast<const uint16_t*>(g.w);  // bf16 [n, k]
   auto* c = static_cast<float*>(g.c);                 // [m, n] (float whether or not c_f32)
   LANTERN_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: negative shape m=%d n=%d k=%d", g.m, g.n,
                 g.k);
-  static const ColumnBlockFn column_block = pick_column_block();
   const int blocks = (g.n + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel if (blocks > 1 && double(g.m) * g.n * g.k > 1e5)
   {
@@ -98,7 +108,30 @@ void gemm_cpu(const GemmArgs& g, const LaunchCtx&) {
   }
 }
 
+void gemm_cpu(const GemmArgs& g, const LaunchCtx&) {
+  static const ColumnBlockFn best = [] {
+    for (const IsaLevel& level : isa_levels())
+      if (level.supported) return level.fn;
+    return gemm_generic::gemm_column_block;
+  }();
+  gemm_with(best, g);
+}
+
 }  // namespace
+
+std::vector<std::string> gemm_cpu_isa_levels() {
+  std::vector<std::string> names;
+  for (const IsaLevel& level : isa_levels())
+    if (level.supported) names.push_back(level.name);
+  return names;
+}
+
+void gemm_cpu_at_level(const GemmArgs& args, std::string_view level) {
+  for (const IsaLevel& l : isa_levels())
+    if (l.supported && level == l.name) return gemm_with(l.fn, args);
+  LANTERN_FAIL("gemm_cpu: instruction-set level '%.*s' is not available on this CPU",
+               int(level.size()), level.data());
+}
 
 void register_gemm_cpu(Registry& r) {
   r.add(make_entry<GemmArgs, gemm_cpu, gemm_cost<4>>(

@@ -14,8 +14,8 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 
 #include "engine/tokenizer/tokenizer.h"
@@ -28,7 +28,7 @@ using namespace lantern::tokenizer_test;
 
 struct BenchText {
   std::string name, text;
-  fs::path file;                   // the documents as JSONL, for the JS side
+  fs::path file;                       // the documents as JSONL, for the JS side
   std::vector<std::string_view> docs;  // ~64 KB pieces of text, cut at spaces
 };
 
@@ -78,20 +78,24 @@ std::string make_mixed(size_t bytes) {
 std::string make_fresh_words(size_t bytes) {
   std::mt19937_64 rng(7);
   static const std::pair<uint32_t, uint32_t> scripts[] = {
-      {'a', 'z'}, {'a', 'z'}, {'a', 'z'}, {0x430, 0x44F}, {0x3B1, 0x3C9}, {0x5D0, 0x5EA},
-      {0x627, 0x64A}, {0x915, 0x939}, {0xE01, 0xE2E}, {0xAC00, 0xD7A3}, {0x4E00, 0x9FA5}, {'0', '9'}};
+      {'a', 'z'},     {'a', 'z'},       {'a', 'z'},       {0x430, 0x44F},
+      {0x3B1, 0x3C9}, {0x5D0, 0x5EA},   {0x627, 0x64A},   {0x915, 0x939},
+      {0xE01, 0xE2E}, {0xAC00, 0xD7A3}, {0x4E00, 0x9FA5}, {'0', '9'}};
   static const char* seps[] = {" ", " ", " ", ", ", ". ", "\n", " (", ") ", ": ", " - "};
   std::string out;
   while (out.size() < bytes) {
     const auto [lo, hi] = scripts[pick(rng, std::size(scripts))];
     const size_t len = 2 + pick(rng, 9);
-    for (size_t i = 0; i < len; ++i) utf8::append_code_point(lo + static_cast<uint32_t>(pick(rng, hi - lo + 1)), out);
+    for (size_t i = 0; i < len; ++i)
+      utf8::append_code_point(lo + static_cast<uint32_t>(pick(rng, hi - lo + 1)), out);
     out += seps[pick(rng, std::size(seps))];
   }
   return out;
 }
 
-const Tokenizer& tok() { return llama3(); }
+const Tokenizer& tok() {
+  return llama3();
+}
 
 void BM_Encode(benchmark::State& state, const BenchText* t) {
   std::vector<int32_t> ids;
@@ -105,7 +109,8 @@ void BM_Encode(benchmark::State& state, const BenchText* t) {
     benchmark::DoNotOptimize(ids.data());
     ++runs;
   }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double mb = runs * t->text.size() / 1e6;
   lantern_speed()[t->name] = {mb / wall, mb / (thread_cpu_seconds() - cpu_start)};
   state.SetBytesProcessed(static_cast<int64_t>(runs * t->text.size()));
@@ -147,7 +152,8 @@ std::map<std::string, Speed> measure_js() {
     std::fprintf(stderr, "bench_tokenizer: JS reference not measured: %s\n", why.c_str());
     return out;
   }
-  std::string cmd = "node '" + (test::test_data_dir() / "tokenizer" / "bench_reference.mjs").string() + "' '" +
+  std::string cmd = "node '" +
+                    (test::test_data_dir() / "tokenizer" / "bench_reference.mjs").string() + "' '" +
                     (npm_dir() / "llama3").string() + "'";
   for (const auto& t : texts()) cmd += " '" + t.file.string() + "'";
   FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
@@ -177,7 +183,8 @@ int main(int argc, char** argv) {
              {"fresh-words", make_fresh_words(1'000'000), dir / "fresh-words.jsonl", {}}};
   for (auto& t : texts()) {
     cut_documents(t);
-    benchmark::RegisterBenchmark(("BM_Encode/" + t.name).c_str(), BM_Encode, &t)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_Encode/" + t.name).c_str(), BM_Encode, &t)
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
@@ -188,15 +195,15 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   std::printf("\nencode throughput, single thread, MB/s (MB = 10^6 bytes of UTF-8 input)\n");
-  std::printf("%-12s %9s | %12s %12s | %9s %9s | %7s %7s\n", "text", "bytes", "lantern wall", "lantern cpu",
-              "JS wall", "JS cpu", "ratio w", "ratio c");
+  std::printf("%-12s %9s | %12s %12s | %9s %9s | %7s %7s\n", "text", "bytes", "lantern wall",
+              "lantern cpu", "JS wall", "JS cpu", "ratio w", "ratio c");
   for (const auto& t : texts()) {
     auto l = lantern_speed().find(t.name);
     if (l == lantern_speed().end()) continue;
     auto j = js.find(t.name);
     const Speed js_speed = j == js.end() ? Speed{} : j->second;
-    std::printf("%-12s %9zu | %12.1f %12.1f | %9.3f %9.3f | %6.0fx %6.0fx\n", t.name.c_str(), t.text.size(),
-                l->second.wall, l->second.cpu, js_speed.wall, js_speed.cpu,
+    std::printf("%-12s %9zu | %12.1f %12.1f | %9.3f %9.3f | %6.0fx %6.0fx\n", t.name.c_str(),
+                t.text.size(), l->second.wall, l->second.cpu, js_speed.wall, js_speed.cpu,
                 js_speed.wall > 0 ? l->second.wall / js_speed.wall : 0.0,
                 js_speed.cpu > 0 ? l->second.cpu / js_speed.cpu : 0.0);
   }

@@ -14,11 +14,14 @@ struct CliResult {
   std::string out;
 };
 
-fs::path lantern_binary() { return fs::path(LANTERN_BINARY_DIR) / "bin" / "lantern"; }
+fs::path lantern_binary() {
+  return fs::path(LANTERN_BINARY_DIR) / "bin" / "lantern";
+}
 
 // Runs `lantern ARGS` through the shell; stdout and stderr together unless split.
 CliResult lantern(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = sh_quote(lantern_binary()) + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  const std::string cmd =
+      sh_quote(lantern_binary()) + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* pipe = popen(cmd.c_str(), "r");
   CliResult r{-1, ""};
   char buf[4096];
@@ -28,7 +31,9 @@ CliResult lantern(const std::string& args, bool with_stderr = true) {
   return r;
 }
 
-std::string ids_line(const std::vector<int32_t>& ids) { return json(ids).dump() + "\n"; }
+std::string ids_line(const std::vector<int32_t>& ids) {
+  return json(ids).dump() + "\n";
+}
 
 class TokenizerCli : public ::testing::Test {
  protected:
@@ -60,7 +65,8 @@ TEST_F(TokenizerCli, TokenizeMatchesTheLibrary) {
 
 TEST_F(TokenizerCli, JsonlBatchGivesOneLinePerRecord) {
   const Tokenizer& tok = llama3();
-  const std::vector<std::string> texts = {"first line", "", "tabs\tand\nnewlines <|eot_id|>", "中文 😀"};
+  const std::vector<std::string> texts = {"first line", "", "tabs\tand\nnewlines <|eot_id|>",
+                                          "中文 😀"};
   std::string in, want;
   for (const auto& t : texts) {
     in += json({{"text", t}}).dump() + "\n\n";  // blank lines between records are skipped

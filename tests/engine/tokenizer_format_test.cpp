@@ -15,22 +15,37 @@ using namespace tokenizer_test;
 using Ids = std::vector<int32_t>;
 
 constexpr const char* kLlama3Regex =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 // A small byte-level BPE tokenizer.json: ids 0..255 are the bytes, then `extra` tokens.
-json tiny_json(const std::vector<std::string>& extra, const std::vector<std::pair<std::string, std::string>>& merges) {
+json tiny_json(const std::vector<std::string>& extra,
+               const std::vector<std::pair<std::string, std::string>>& merges) {
   json vocab = json::object();
   int id = 0;
-  for (int b = 0; b < 256; ++b) vocab[byte_level::encode(std::string(1, static_cast<char>(b)))] = id++;
+  for (int b = 0; b < 256; ++b)
+    vocab[byte_level::encode(std::string(1, static_cast<char>(b)))] = id++;
   for (const auto& t : extra) vocab[byte_level::encode(t)] = id++;
   json m = json::array();
-  for (const auto& [l, r] : merges) m.push_back(byte_level::encode(l) + " " + byte_level::encode(r));
-  return {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", json::array()},
+  for (const auto& [l, r] : merges)
+    m.push_back(byte_level::encode(l) + " " + byte_level::encode(r));
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", json::array()},
           {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {
-              {{"type", "Split"}, {"pattern", {{"Regex", kLlama3Regex}}}, {"behavior", "Isolated"}, {"invert", false}},
-              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}}},
+          {"pre_tokenizer",
+           {{"type", "Sequence"},
+            {"pretokenizers",
+             {{{"type", "Split"},
+               {"pattern", {{"Regex", kLlama3Regex}}},
+               {"behavior", "Isolated"},
+               {"invert", false}},
+              {{"type", "ByteLevel"},
+               {"add_prefix_space", false},
+               {"trim_offsets", true},
+               {"use_regex", false}}}}}},
           {"post_processor", {{"type", "ByteLevel"}}},
           {"decoder", {{"type", "ByteLevel"}}},
           {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}, {"ignore_merges", false}}}};
@@ -83,18 +98,21 @@ TEST(TokenizerBpe, MatchesNaiveMergingOnLlama3) {
   const Tokenizer& tok = llama3();
   const json tj = json::parse(read_file(npm_dir() / "llama3" / "tokenizer.json"));
   std::unordered_map<std::string, int> rank;
-  for (size_t i = 0; i < tj["model"]["merges"].size(); ++i) rank[tj["model"]["merges"][i]] = static_cast<int>(i);
+  for (size_t i = 0; i < tj["model"]["merges"].size(); ++i)
+    rank[tj["model"]["merges"][i]] = static_cast<int>(i);
   // Textbook BPE on strings: merge the lowest-ranked adjacent pair, leftmost first.
   auto naive = [&](const std::string& piece) {
     const std::string whole = byte_level::encode(piece);
-    if (auto id = tok.token_to_id(whole); id && !tok.is_special(*id)) return Ids{*id};  // ignore_merges
+    if (auto id = tok.token_to_id(whole); id && !tok.is_special(*id))
+      return Ids{*id};  // ignore_merges
     std::vector<std::string> sym;
     for (char ch : piece) sym.push_back(byte_level::encode(std::string(1, ch)));
     for (;;) {
       int best = -1, best_rank = INT32_MAX;
       for (size_t i = 0; i + 1 < sym.size(); ++i) {
         auto it = rank.find(sym[i] + " " + sym[i + 1]);
-        if (it != rank.end() && it->second < best_rank) best = static_cast<int>(i), best_rank = it->second;
+        if (it != rank.end() && it->second < best_rank)
+          best = static_cast<int>(i), best_rank = it->second;
       }
       if (best < 0) break;
       sym[best] += sym[best + 1];
@@ -129,9 +147,11 @@ TEST(TokenizerLoad, AddedTokenOptionsAndTemplates) {
                {"SpecialToken": {"id": "</s>", "type_id": 0}}],
     "special_tokens": {"<s>": {"id": "<s>", "ids": [256], "tokens": ["<s>"]},
                        "</s>": {"id": "</s>", "ids": [258], "tokens": ["</s>"]}}})");
-  const json config = {{"bos_token", {{"__type", "AddedToken"}, {"content", "<s>"}}}, {"eos_token", "</s>"}};
+  const json config = {{"bos_token", {{"__type", "AddedToken"}, {"content", "<s>"}}},
+                       {"eos_token", "</s>"}};
   Tokenizer tok = load_json(j, &config);
-  EXPECT_EQ(tok.encode("a \u3000<x>\n b"), (Ids{'a', 257, 'b'}));  // <x> eats White_Space both sides
+  EXPECT_EQ(tok.encode("a \u3000<x>\n b"),
+            (Ids{'a', 257, 'b'}));  // <x> eats White_Space both sides
   EXPECT_EQ(tok.encode("<s>a", true), (Ids{256, 'a'}));
   EXPECT_EQ(tok.encode("<s><x>", false), (Ids{'<', 's', '>', 257}));  // non-special still matched
   EXPECT_EQ(tok.post_process(Ids{'a'}), (Ids{256, 'a', 258}));
@@ -178,7 +198,8 @@ TEST(TokenizerLoad, ErrorsNameTheProblem) {
   bad = j, bad.erase("model");
   expect_error(bad, "'model' is missing");
   const json config = {{"bos_token", "<nope>"}};
-  EXPECT_NE(load_error(j, &config).find("bos_token '<nope>' is not in the vocabulary"), std::string::npos);
+  EXPECT_NE(load_error(j, &config).find("bos_token '<nope>' is not in the vocabulary"),
+            std::string::npos);
 
   const fs::path dir = private_scratch("tokenizer-bad");
   write_file(dir / "tokenizer.json", "{\"model\": ");
@@ -205,12 +226,14 @@ TEST(TokenizerChat, DetectsTheFormFromTheTemplate) {
   EXPECT_EQ(info->form, ChatForm::llama3);
   EXPECT_TRUE(info->always_adds_generation_prompt);
   for (const char* name : {"llama31_instruct.jinja", "llama32_instruct.jinja"}) {
-    info = detect_chat_template(read_file(test::test_data_dir() / "tokenizer" / "templates" / name));
+    info =
+        detect_chat_template(read_file(test::test_data_dir() / "tokenizer" / "templates" / name));
     ASSERT_TRUE(info.has_value()) << name;
     EXPECT_EQ(info->form, ChatForm::llama31) << name;
     EXPECT_FALSE(info->always_adds_generation_prompt) << name;
   }
-  EXPECT_FALSE(detect_chat_template("{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}"));
+  EXPECT_FALSE(
+      detect_chat_template("{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}"));
   EXPECT_EQ(parse_chat_form("llama31"), ChatForm::llama31);
   EXPECT_FALSE(parse_chat_form("chatml"));
 }
@@ -218,22 +241,25 @@ TEST(TokenizerChat, DetectsTheFormFromTheTemplate) {
 TEST(TokenizerChat, RendersBothForms) {
   const std::vector<ChatMessage> msgs = {{"system", " Be brief. "}, {"user", "\nHi!\t"}};
   ChatTemplateInfo l31{ChatForm::llama31, false};
-  EXPECT_EQ(render_chat(l31, "<|begin_of_text|>", msgs, {}),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-            "December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user"
-            "<|end_header_id|>\n\nHi!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(
+      render_chat(l31, "<|begin_of_text|>", msgs, {}),
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+      "December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user"
+      "<|end_header_id|>\n\nHi!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   ChatOptions opts;
   opts.add_generation_prompt = false;
   opts.date = "01 Jan 2025";
-  EXPECT_EQ(render_chat(l31, "<|begin_of_text|>", std::vector<ChatMessage>{{"user", "x"}}, opts),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-            "December 2023\nToday Date: 01 Jan 2025\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>"
-            "\n\nx<|eot_id|>");
+  EXPECT_EQ(
+      render_chat(l31, "<|begin_of_text|>", std::vector<ChatMessage>{{"user", "x"}}, opts),
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+      "December 2023\nToday Date: 01 Jan 2025\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>"
+      "\n\nx<|eot_id|>");
   EXPECT_THROW(render_chat(l31, "<|begin_of_text|>", {}, {}), Error);
   ChatTemplateInfo l3{ChatForm::llama3, false};
-  EXPECT_EQ(render_chat(l3, "<B>", msgs, opts),
-            "<B><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user"
-            "<|end_header_id|>\n\nHi!<|eot_id|>");
+  EXPECT_EQ(
+      render_chat(l3, "<B>", msgs, opts),
+      "<B><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user"
+      "<|end_header_id|>\n\nHi!<|eot_id|>");
   // Tool results: ipython header, JSON-encoded, not trimmed.
   EXPECT_EQ(render_chat(l31, "", std::vector<ChatMessage>{{"tool", " 42\n"}}, opts),
             "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
@@ -257,12 +283,14 @@ TEST(TokenizerChat, TokenizerUsesItsTemplateOrTheGivenForm) {
     bare.render_chat(std::vector<ChatMessage>{{"user", "hi"}});
     FAIL() << "rendered without a template or a form";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no Llama 3 family chat_template"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no Llama 3 family chat_template"), std::string::npos)
+        << e.what();
   }
   ChatOptions forced;
   forced.form = ChatForm::llama3;
   EXPECT_EQ(bare.render_chat(std::vector<ChatMessage>{{"user", "hi"}}, forced),
-            "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+            "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|"
+            "end_header_id|>\n\n");
 }
 
 TEST(TokenizerChat, TrimAndJsonFollowPython) {

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/common.h"
@@ -57,8 +56,10 @@ void add_chat_cases(RefRun& run, bool llama31) {
     if (llama31 && msgs.empty()) continue;  // HF's 3.1 template fails on no messages
     const std::string date = strformat("%02zu Mar 2025", 1 + i % 9);
     run.cases.push_back({"chat " + std::to_string(i) + " gen", chat_request(msgs, true, nullptr)});
-    run.cases.push_back({"chat " + std::to_string(i) + " nogen", chat_request(msgs, false, nullptr)});
-    if (llama31) run.cases.push_back({"chat " + std::to_string(i) + " date", chat_request(msgs, true, &date)});
+    run.cases.push_back(
+        {"chat " + std::to_string(i) + " nogen", chat_request(msgs, false, nullptr)});
+    if (llama31)
+      run.cases.push_back({"chat " + std::to_string(i) + " date", chat_request(msgs, true, &date)});
   }
 }
 
@@ -78,8 +79,9 @@ void build_cases(const std::string& name, RefRun& r) {
     // Llama 3.1 / 3.2 Instruct directories: the npm vocab with the real 3.1
     // post_processor (BOS template) and the published chat templates.
     for (size_t i = 0; i < 40; ++i)
-      r.cases.push_back({"add_special " + std::to_string(i),
-                         {{"op", "encode"}, {"hex", to_hex(g->random_texts[i])}, {"add_special", true}}});
+      r.cases.push_back(
+          {"add_special " + std::to_string(i),
+           {{"op", "encode"}, {"hex", to_hex(g->random_texts[i])}, {"add_special", true}}});
     add_chat_cases(r, true);
     return;
   }
@@ -95,7 +97,8 @@ void build_cases(const std::string& name, RefRun& r) {
     r.cases.push_back({"random bytes " + std::to_string(i) + " " + to_hex(g->random_bytes[i]),
                        {{"op", "encode"}, {"hex", to_hex(g->random_bytes[i])}}});
   for (size_t i = 0; i < g->random_ids.size(); ++i) {
-    r.cases.push_back({"decode-all " + std::to_string(i), {{"op", "decode"}, {"ids", g->random_ids[i]}}});
+    r.cases.push_back(
+        {"decode-all " + std::to_string(i), {{"op", "decode"}, {"ids", g->random_ids[i]}}});
     r.cases.push_back({"decode-skip " + std::to_string(i),
                        {{"op", "decode"}, {"ids", g->random_ids[i]}, {"skip_special", true}}});
   }

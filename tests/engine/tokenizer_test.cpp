@@ -26,8 +26,8 @@ TEST(TokenizerUtf8, RepairsMaximalSubparts) {
   // The example of Unicode §3.9 (Table 3-8): one U+FFFD per maximal subpart.
   EXPECT_EQ(repair("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"),
             "a" + R + R + R + "b" + R + "c" + R + R + "d");
-  EXPECT_EQ(repair("\xED\xA0\x80"), R + R + R);  // a surrogate is not a scalar value
-  EXPECT_EQ(repair("\xC0\xAF"), R + R);          // overlong
+  EXPECT_EQ(repair("\xED\xA0\x80"), R + R + R);          // a surrogate is not a scalar value
+  EXPECT_EQ(repair("\xC0\xAF"), R + R);                  // overlong
   EXPECT_EQ(repair("\xF4\x90\x80\x80"), R + R + R + R);  // above U+10FFFF
   EXPECT_EQ(repair("ok \xF0\x9F\x98"), "ok " + R);       // truncated at the end: one
   EXPECT_EQ(repair("é中😀"), "é中😀");
@@ -80,7 +80,8 @@ TEST(TokenizerEncode, KnownIdsAndSpecials) {
   const Tokenizer& tok = llama3();
   EXPECT_EQ(tok.vocab_size(), 128256);
   EXPECT_TRUE(tok.encode("").empty());
-  EXPECT_EQ(tok.encode("Hello, my dog is cute"), (std::vector<int32_t>{9906, 11, 856, 5679, 374, 19369}));
+  EXPECT_EQ(tok.encode("Hello, my dog is cute"),
+            (std::vector<int32_t>{9906, 11, 856, 5679, 374, 19369}));
   EXPECT_EQ(tok.encode("<|eot_id|>"), std::vector<int32_t>{128009});
   const auto plain = tok.encode("<|eot_id|>", false);
   EXPECT_GT(plain.size(), 1u);
@@ -101,7 +102,9 @@ TEST(TokenizerEncode, KnownIdsAndSpecials) {
 
 TEST(TokenizerEncode, InvalidUtf8BecomesReplacementCharacters) {
   const Tokenizer& tok = llama3();
-  EXPECT_EQ(tok.encode("a\xFF" "b"), tok.encode("a\uFFFDb"));
+  EXPECT_EQ(tok.encode("a\xFF"
+                       "b"),
+            tok.encode("a\uFFFDb"));
   EXPECT_EQ(tok.decode(tok.encode("x\xE4\xB8")), "x\uFFFD");
   EXPECT_EQ(tok.encode("\xC0\xAF"), tok.encode("\uFFFD\uFFFD"));
 }
@@ -127,7 +130,8 @@ TEST(TokenizerEncode, ThreadsAgreeWithOneThread) {
     threads.emplace_back([&, t] {
       for (int rep = 0; rep < 3; ++rep)
         for (size_t i = 0; i < corpus.size(); ++i)
-          mismatches[t] += tok.encode(corpus[(i + t) % corpus.size()].second) != expected[(i + t) % corpus.size()];
+          mismatches[t] += tok.encode(corpus[(i + t) % corpus.size()].second) !=
+                           expected[(i + t) % corpus.size()];
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
@@ -151,7 +155,9 @@ TEST(TokenizerDecode, RejectsIdsOutOfRange) {
 
 TEST(TokenizerStream, NeverEmitsHalfACharacter) {
   const Tokenizer& tok = llama3();
-  auto byte_id = [&](uint8_t b) { return *tok.token_to_id(byte_level::encode(std::string(1, static_cast<char>(b)))); };
+  auto byte_id = [&](uint8_t b) {
+    return *tok.token_to_id(byte_level::encode(std::string(1, static_cast<char>(b))));
+  };
   StreamDecoder stream(tok);
   EXPECT_EQ(stream.push(byte_id(0xF0)), "");
   EXPECT_EQ(stream.push(byte_id(0x9F)), "");

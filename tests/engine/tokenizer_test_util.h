@@ -2,17 +2,16 @@
 // Helpers for the tokenizer tests: where the real Llama 3 files and the JS
 // reference live, running the reference, random inputs. Header-only because
 // tests/CMakeLists.txt compiles only *_test.cpp files.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-
-#include <unistd.h>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -24,9 +23,15 @@ namespace lantern::tokenizer_test {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-inline fs::path repo_dir() { return test::test_data_dir().parent_path(); }
-inline fs::path npm_dir() { return repo_dir() / "third_party" / "npm"; }
-inline fs::path reference_script() { return test::test_data_dir() / "tokenizer" / "reference.mjs"; }
+inline fs::path repo_dir() {
+  return test::test_data_dir().parent_path();
+}
+inline fs::path npm_dir() {
+  return repo_dir() / "third_party" / "npm";
+}
+inline fs::path reference_script() {
+  return test::test_data_dir() / "tokenizer" / "reference.mjs";
+}
 
 inline std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -99,7 +104,8 @@ inline fs::path make_instruct_dir(const std::string& name) {
                                               "tokens": ["<|begin_of_text|>"]}}}]})");
   write_file(dir / "tokenizer.json", tj.dump());
   auto cfg = json::parse(read_file(npm_dir() / "llama3" / "tokenizer_config.json"));
-  cfg["chat_template"] = read_file(test::test_data_dir() / "tokenizer" / "templates" / (name + "_instruct.jinja"));
+  cfg["chat_template"] =
+      read_file(test::test_data_dir() / "tokenizer" / "templates" / (name + "_instruct.jinja"));
   cfg["eos_token"] = "<|eot_id|>";
   write_file(dir / "tokenizer_config.json", cfg.dump());
   return dir;
@@ -120,7 +126,9 @@ inline const Tokenizer& cached_tokenizer(const std::string& name) {
   if (it == cache.end()) it = cache.emplace(name, Tokenizer::load(tokenizer_dir(name))).first;
   return it->second;
 }
-inline const Tokenizer& llama3() { return cached_tokenizer("npm"); }
+inline const Tokenizer& llama3() {
+  return cached_tokenizer("npm");
+}
 
 // Runs reference.mjs on `requests`; one answer per request.
 inline bool run_reference(const fs::path& dir, const std::vector<json>& requests,
@@ -130,7 +138,8 @@ inline bool run_reference(const fs::path& dir, const std::vector<json>& requests
   for (const json& r : requests) lines += r.dump() + "\n";
   write_file(scratch / "requests.jsonl", lines);
   const std::string cmd = std::string("node ") + sh_quote(reference_script()) + sh_quote(dir) +
-                          sh_quote(scratch / "requests.jsonl") + sh_quote(scratch / "answers.jsonl") + "2>&1";
+                          sh_quote(scratch / "requests.jsonl") +
+                          sh_quote(scratch / "answers.jsonl") + "2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string output;
   char buf[4096];
@@ -172,7 +181,8 @@ inline std::string to_hex(std::string_view s) {
 }
 inline std::string from_hex(const std::string& h) {
   std::string out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -184,8 +194,8 @@ inline std::string printable(std::string_view s, size_t max = 160) {
 }
 
 // Compares ids; on mismatch reports where and how, with the pieces.
-inline bool expect_ids(const std::string& label, std::string_view text, const std::vector<int32_t>& got,
-                       const std::vector<int32_t>& want) {
+inline bool expect_ids(const std::string& label, std::string_view text,
+                       const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
   if (got == want) return true;
   size_t i = 0;
   while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
@@ -198,8 +208,8 @@ inline bool expect_ids(const std::string& label, std::string_view text, const st
   };
   std::string pieces;
   for (const auto& p : tok.pre_tokenize(text)) pieces += printable(p, 40) + " ";
-  ADD_FAILURE() << label << "\n  text   " << printable(text, 300) << "\n  first difference at id #" << i
-                << " (lantern " << got.size() << " ids, reference " << want.size() << ")"
+  ADD_FAILURE() << label << "\n  text   " << printable(text, 300) << "\n  first difference at id #"
+                << i << " (lantern " << got.size() << " ids, reference " << want.size() << ")"
                 << "\n  lantern   " << around(got) << "\n  reference " << around(want)
                 << "\n  pieces " << pieces.substr(0, 1500);
   return false;
@@ -214,13 +224,16 @@ inline std::vector<size_t> char_starts(std::string_view s) {
   return out;
 }
 
-inline size_t pick(std::mt19937_64& rng, size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); }
+inline size_t pick(std::mt19937_64& rng, size_t n) {
+  return std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+}
 
 // 1-5 fragments of corpus entries (whole characters) joined by separators
 // that stress piece boundaries.
 inline std::string random_corpus_mix(const std::vector<std::pair<std::string, std::string>>& corpus,
                                      std::mt19937_64& rng) {
-  static const char* seps[] = {"", " ", "  ", "\n", "\r\n", "\t", "<|eot_id|>", "'s", "’", "1", "\u00a0", "!"};
+  static const char* seps[] = {"",           " ",  "  ", "\n", "\r\n",   "\t",
+                               "<|eot_id|>", "'s", "’",  "1",  "\u00a0", "!"};
   std::string out;
   const size_t k = 1 + pick(rng, 5);
   for (size_t f = 0; f < k; ++f) {
@@ -239,11 +252,13 @@ inline std::string random_corpus_mix(const std::vector<std::pair<std::string, st
 // tables of PCRE2 and of node agree on them).
 inline std::string random_unicode(std::mt19937_64& rng) {
   static const std::pair<uint32_t, uint32_t> ranges[] = {
-      {0x20, 0x7E}, {0x20, 0x7E}, {0x20, 0x7E}, {0x09, 0x0D}, {0x00, 0x1F}, {0x7F, 0xFF},
-      {0x100, 0x24F}, {0x300, 0x36F}, {0x370, 0x3FF}, {0x400, 0x4FF}, {0x5D0, 0x5EA}, {0x600, 0x6FF},
-      {0x900, 0x97F}, {0xE00, 0xE5B}, {0x2000, 0x206F}, {0x3000, 0x303F}, {0x3040, 0x30FF},
-      {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0xFF00, 0xFFEF}, {0x1F300, 0x1F64F}, {0x1F1E6, 0x1F1FF},
-      {0x200D, 0x200D}, {0xFE0F, 0xFE0F}, {0x1D400, 0x1D7FF}, {0x30, 0x39}, {0x20, 0x20}, {0x27, 0x27}};
+      {0x20, 0x7E},       {0x20, 0x7E},       {0x20, 0x7E},     {0x09, 0x0D},
+      {0x00, 0x1F},       {0x7F, 0xFF},       {0x100, 0x24F},   {0x300, 0x36F},
+      {0x370, 0x3FF},     {0x400, 0x4FF},     {0x5D0, 0x5EA},   {0x600, 0x6FF},
+      {0x900, 0x97F},     {0xE00, 0xE5B},     {0x2000, 0x206F}, {0x3000, 0x303F},
+      {0x3040, 0x30FF},   {0x4E00, 0x9FFF},   {0xAC00, 0xD7A3}, {0xFF00, 0xFFEF},
+      {0x1F300, 0x1F64F}, {0x1F1E6, 0x1F1FF}, {0x200D, 0x200D}, {0xFE0F, 0xFE0F},
+      {0x1D400, 0x1D7FF}, {0x30, 0x39},       {0x20, 0x20},     {0x27, 0x27}};
   std::string out;
   const size_t n = 1 + pick(rng, 40);
   for (size_t i = 0; i < n; ++i) {
@@ -259,10 +274,18 @@ inline std::string random_bytes(std::mt19937_64& rng) {
   const size_t n = 1 + pick(rng, 24);
   for (size_t i = 0; i < n; ++i) {
     switch (pick(rng, 4)) {
-      case 0: out += "ab x'\n"[pick(rng, 6)]; break;
-      case 1: out += static_cast<char>(0x80 + pick(rng, 128)); break;
-      case 2: out += "é中😀"; break;
-      default: out += std::string("\xF0\x9F\x98\x80").substr(0, 1 + pick(rng, 3)); break;
+      case 0:
+        out += "ab x'\n"[pick(rng, 6)];
+        break;
+      case 1:
+        out += static_cast<char>(0x80 + pick(rng, 128));
+        break;
+      case 2:
+        out += "é中😀";
+        break;
+      default:
+        out += std::string("\xF0\x9F\x98\x80").substr(0, 1 + pick(rng, 3));
+        break;
     }
   }
   return out;
@@ -287,7 +310,8 @@ inline std::vector<int32_t> random_ids(const Tokenizer& tok, const std::vector<s
         ids.push_back(128000 + static_cast<int32_t>(pick(rng, 256)));  // specials
       } else {  // a lone byte of a multi-byte character
         const uint8_t byte = static_cast<uint8_t>(0x80 + pick(rng, 128));
-        ids.push_back(*tok.token_to_id(byte_level::encode(std::string(1, static_cast<char>(byte)))));
+        ids.push_back(
+            *tok.token_to_id(byte_level::encode(std::string(1, static_cast<char>(byte)))));
       }
     }
   }
@@ -299,8 +323,10 @@ inline std::vector<std::vector<ChatMessage>> fixed_chats() {
       {{"user", "Hello!"}},
       {{"system", "  You are a helpful assistant.  "}, {"user", "Hi\n"}},
       {{"system", "Be terse."}, {"user", "2+2?"}, {"assistant", " 4 "}, {"user", "thanks"}},
-      {{"user", "What's the weather?"}, {"assistant", "Let me check."},
-       {"tool", "{\"temp\": 21, \"unit\": \"C\"}\n"}, {"user", "ok"}},
+      {{"user", "What's the weather?"},
+       {"assistant", "Let me check."},
+       {"tool", "{\"temp\": 21, \"unit\": \"C\"}\n"},
+       {"user", "ok"}},
       {},
       {{"system", ""}},
       {{"user", "a <|eot_id|> inside the text"}},
@@ -325,16 +351,18 @@ inline std::string drop_trim_divergent(const std::string& s) {
   return out;
 }
 
-inline std::vector<ChatMessage> random_chat(const std::vector<std::pair<std::string, std::string>>& corpus,
-                                            std::mt19937_64& rng) {
-  static const char* roles[] = {"user", "assistant", "user", "assistant", "tool", "ipython", "system", "critic"};
+inline std::vector<ChatMessage> random_chat(
+    const std::vector<std::pair<std::string, std::string>>& corpus, std::mt19937_64& rng) {
+  static const char* roles[] = {"user", "assistant", "user",   "assistant",
+                                "tool", "ipython",   "system", "critic"};
   static const char* pads[] = {"", " ", "\n", "  \n\t", "\u3000", "\u00a0 "};
   std::vector<ChatMessage> msgs;
   const size_t n = 1 + pick(rng, 5);
   for (size_t i = 0; i < n; ++i) {
-    std::string role = (i == 0 && pick(rng, 2) == 0) ? "system" : roles[pick(rng, std::size(roles))];
-    std::string content = std::string(pads[pick(rng, std::size(pads))]) + random_corpus_mix(corpus, rng) +
-                          pads[pick(rng, std::size(pads))];
+    std::string role =
+        (i == 0 && pick(rng, 2) == 0) ? "system" : roles[pick(rng, std::size(roles))];
+    std::string content = std::string(pads[pick(rng, std::size(pads))]) +
+                          random_corpus_mix(corpus, rng) + pads[pick(rng, std::size(pads))];
     msgs.push_back({role, drop_trim_divergent(content)});
   }
   return msgs;

@@ -130,17 +130,23 @@ TEST(CuptiGpu, GraphReplaysKeepOpLabelsAndLearnTheirStep) {
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto busy = [&] { ASSERT_EQ(lantern_test_busy_kernel(buf.p, 1 << 14, 100, stream), cudaSuccess); };
 
-  // Capture two ops (the engine captures decode steps the same way).
-  cudaGraph_t graph = nullptr;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  testing::seed_op(set, "captured_a", 2, Family::residual, {}, {}, busy);
-  testing::seed_op(set, "captured_b", 2, Family::swiglu, {}, {}, busy);
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  // As engine/model.cpp does: in the first step the ops are captured
+  // (hooks with kCapture), the graph is launched, and after every launch the
+  // replay's accounting hooks (kReplay) follow.
   cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraph_t graph = nullptr;
   for (int s = 10; s < 13; ++s) {
     set.on_step_begin(testing::step_info(s, "decode", 1, 1));
+    if (!exec) {
+      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      testing::seed_op(set, "captured_a", 2, Family::residual, {}, {}, busy, 1e6, 0, OpInfo::kCapture);
+      testing::seed_op(set, "captured_b", 2, Family::swiglu, {}, {}, busy, 1e6, 0, OpInfo::kCapture);
+      CUDA_OK(cudaStreamEndCapture(stream, &graph));
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    }
     CUDA_OK(cudaGraphLaunch(exec, stream));
+    testing::seed_op(set, "captured_a", 2, Family::residual, {}, {}, [] {}, 1e6, 0, OpInfo::kReplay);
+    testing::seed_op(set, "captured_b", 2, Family::swiglu, {}, {}, [] {}, 1e6, 0, OpInfo::kReplay);
     set.on_step_end(testing::step_info(s, "decode", 1, 1));
   }
   CUDA_OK(cudaStreamSynchronize(stream));
@@ -152,12 +158,15 @@ TEST(CuptiGpu, GraphReplaysKeepOpLabelsAndLearnTheirStep) {
   EXPECT_EQ(g.dropped_records, 0u);
   EXPECT_GE(g.launch_of_graph_node.size(), 2u) << "graph nodes created while ops were captured";
 
-  auto rows = attribute_gpu_kernels(g, timeline, Roofline{}, timeline.launches().front().begin_ns);
+  auto rows = attribute_gpu_kernels(g, timeline, Roofline{}, timeline.steps().front().begin_ns);
   ASSERT_EQ(rows.size(), 6u) << "2 kernels x 3 replays";
   std::multiset<std::pair<std::string, int64_t>> got;
   for (const auto& r : rows) {
     EXPECT_NE(r.graph_node, 0u);
     EXPECT_EQ(r.layer, 2);
+    ASSERT_GE(r.launch, 0);
+    EXPECT_EQ(timeline.launches()[r.launch].graph, OpInfo::kCapture) << "labelled by the capture";
+    EXPECT_DOUBLE_EQ(r.bytes, 1e6) << "each replay is one op instance";
     got.insert({r.op, r.step});
   }
   std::multiset<std::pair<std::string, int64_t>> want;

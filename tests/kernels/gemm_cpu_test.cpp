@@ -4,9 +4,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "engine/bf16.h"
+#include "engine/common.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/registry.h"
 #include "tests/test_util.h"
 
@@ -24,10 +28,15 @@ std::vector<bf16_bits> random_bf16(size_t n) {
   return out;
 }
 
+// level "" = through the registry (the level dispatch picks).
 std::vector<float> run_gemm(const std::vector<float>& a, const std::vector<bf16_bits>& w, int m,
-                            int n, int k, bool c_f32 = false) {
+                            int n, int k, bool c_f32 = false, const std::string& level = "") {
   std::vector<float> c(size_t(m) * n, NAN);
-  launch(gemm_ref(), GemmArgs{a.data(), w.data(), c.data(), m, n, k, c_f32}, LaunchCtx{});
+  const GemmArgs args{a.data(), w.data(), c.data(), m, n, k, c_f32};
+  if (level.empty())
+    launch(gemm_ref(), args, LaunchCtx{});
+  else
+    gemm_cpu_at_level(args, level);
   return c;
 }
 
@@ -35,7 +44,43 @@ struct GemmShape {
   int m, n, k;
 };
 
-TEST(GemmCpu, MatchesNaiveDoubleProduct) {
+// The naive product in double and, per element, the worst-case error of float
+// summation in any order: (k + 1) u sum|a w| (plus the final rounding).
+struct NaiveGemm {
+  std::vector<double> c, tol;
+  NaiveGemm(const std::vector<float>& a, const std::vector<bf16_bits>& w, int m, int n, int k) {
+    const double u = std::ldexp(1.0, -24);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double dot = 0, abs_sum = 0;
+        for (int t = 0; t < k; ++t) {
+          const double p = double(a[size_t(i) * k + t]) * bf16_to_float(w[size_t(j) * k + t]);
+          dot += p;
+          abs_sum += std::fabs(p);
+        }
+        c.push_back(dot);
+        tol.push_back((k + 2) * u * abs_sum);
+      }
+  }
+  ::testing::AssertionResult check(const std::vector<float>& got) const {
+    size_t bad = 0;
+    std::ostringstream msg;
+    std::vector<float> ref(c.begin(), c.end());
+    for (size_t e = 0; e < c.size(); ++e)
+      if (!(std::fabs(got[e] - c[e]) <= tol[e]) && bad++ < 5)
+        msg << "\n  c[" << e << "] = " << got[e] << " expected " << c[e] << " tol " << tol[e];
+    if (bad) return ::testing::AssertionFailure() << bad << " elements out of bounds" << msg.str();
+    // Typical error is far below the worst case: the sum must be the right one.
+    if (!(test::rel_l2(got, ref) < 1e-6))
+      return ::testing::AssertionFailure() << "relative L2 error " << test::rel_l2(got, ref);
+    return ::testing::AssertionSuccess();
+  }
+};
+
+TEST(GemmCpu, MatchesNaiveDoubleProductAtEveryIsaLevel) {
+  const std::vector<std::string> levels = gemm_cpu_isa_levels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.back(), "generic");
   // Odd sizes hit every edge: row tiles, column tiles, the k chunk (1024) and
   // the vector tail; 1x2048x2048 and 5x512x8192 are decode-like.
   for (GemmShape s : {GemmShape{1, 1, 1}, GemmShape{3, 5, 1}, GemmShape{1, 37, 19},
@@ -43,30 +88,13 @@ TEST(GemmCpu, MatchesNaiveDoubleProduct) {
                       GemmShape{13, 70, 100}, GemmShape{1, 2048, 2048}, GemmShape{5, 512, 8192}}) {
     const std::vector<float> a = test::random_floats(size_t(s.m) * s.k);
     const std::vector<bf16_bits> w = random_bf16(size_t(s.n) * s.k);
-    const std::vector<float> c = run_gemm(a, w, s.m, s.n, s.k);
-    std::vector<float> ref(c.size());
-    size_t bad = 0;
-    for (int i = 0; i < s.m; ++i)
-      for (int j = 0; j < s.n; ++j) {
-        double dot = 0, abs_sum = 0;
-        for (int t = 0; t < s.k; ++t) {
-          const double p = double(a[size_t(i) * s.k + t]) * bf16_to_float(w[size_t(j) * s.k + t]);
-          dot += p;
-          abs_sum += std::fabs(p);
-        }
-        ref[size_t(i) * s.n + j] = float(dot);
-        // Float summation in any order is within (k + 1) u sum|a w| (plus the final rounding).
-        const double u = std::ldexp(1.0, -24);
-        const double tol = (s.k + 2) * u * abs_sum;
-        const double got = c[size_t(i) * s.n + j];
-        if (!(std::fabs(got - dot) <= tol) && bad++ < 5)
-          ADD_FAILURE() << s.m << "x" << s.n << "x" << s.k << " c[" << i << "," << j
-                        << "] = " << got << " expected " << dot << " tol " << tol;
-      }
-    EXPECT_EQ(bad, 0u);
-    // Typical error is far below the worst case: the sum must be the right one.
-    EXPECT_LT(test::rel_l2(c, ref), 1e-6) << s.m << "x" << s.n << "x" << s.k;
+    const NaiveGemm naive(a, w, s.m, s.n, s.k);
+    EXPECT_TRUE(naive.check(run_gemm(a, w, s.m, s.n, s.k))) << s.m << "x" << s.n << "x" << s.k;
+    for (const std::string& level : levels)
+      EXPECT_TRUE(naive.check(run_gemm(a, w, s.m, s.n, s.k, false, level)))
+          << level << " " << s.m << "x" << s.n << "x" << s.k;
   }
+  EXPECT_THROW(gemm_cpu_at_level(GemmArgs{}, "sse9"), Error);
 }
 
 TEST(GemmCpu, FloatOutputFlagAndThreadCountDoNotChangeResults) {
