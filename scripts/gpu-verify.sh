@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the H200, in one call of the device tool:
 #   bash scripts/gpu-verify.sh [stage ...]     (default: all stages)
-# Stages: build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench overhead
+# Stages: build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench seedlimits record overhead
 # Logs go to /tmp/lantern-logs (tarred into $OUT/logs.tar.gz at the end) and a one-line
 # result per stage to $OUT/summary.txt (printed last).
 set -u
@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED=1
 BIN=build/gpu-machine/bin/lantern
 MODEL=models/llama-3.2-1b
 STAGES=("$@")
-[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench)
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers seedlimits record overhead)
 
 stage() {  # stage NAME TIMEOUT_S command...
   local name=$1 limit=$2; shift 2
@@ -46,6 +46,14 @@ for s in "${STAGES[@]}"; do
       done ;;
     peers) stage peers 300 python3 experiments/peers/hf_decode_bench.py --model $MODEL --batch 1 8 32 ;;
     kbench) stage kbench 300 ./build/gpu-machine/bench/bench_kernels --benchmark_min_time=0.05 ;;
+    seedlimits)  # the seed's limits: 512 batch tokens, 2 sequences (arena goal <= 64 MiB)
+      stage seedlimits 120 $BIN generate --model $MODEL --device cuda --max-batch-tokens 512 --max-seqs 2 \
+        --prompt "The paged KV cache stores keys and values in blocks of sixteen tokens." --max-new-tokens 48 ;;
+    record)
+      rm -rf "$LOGS/run_cuda"
+      stage record 180 $BIN generate --model $MODEL --device cuda --requests experiments/workloads/mixed16.jsonl \
+        --max-seqs 16 --record "$LOGS/run_cuda" --out "$LOGS/record_out.jsonl"
+      TAIL=60 stage inspect 60 $BIN inspect "$LOGS/run_cuda" ;;
     overhead) LANTERN_BENCH_MODEL=$MODEL stage overhead 300 ./build/gpu-machine/bench/bench_harness_overhead ;;
     *) echo "unknown stage $s" ;;
   esac
