@@ -181,6 +181,7 @@ TEST(Weights, TensorsSpanningStagingChunks) {
   for (size_t i = 1; i < calls.size(); ++i) EXPECT_GT(calls[i].first, calls[i - 1].first);
   EXPECT_EQ(calls.back().first, calls.back().second);
   EXPECT_EQ(calls.back().second, w.stats().bytes);
+  fs::remove_all(dir);
 }
 
 TEST(Weights, LoadsShardedModel) {

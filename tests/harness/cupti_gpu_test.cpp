@@ -245,6 +245,9 @@ TEST(CuptiGpu, SessionRecordsACudaRun) {
 
 TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
   LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
   auto model = test::scratch_dir("cupti-tiny-model");
   SynthOptions so;
   so.seed = 5;
@@ -282,9 +285,16 @@ TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
   EXPECT_TRUE(run.kv.errors.empty());
   EXPECT_EQ(run.metrics["harness"]["cupti_dropped_records"], 0);
   ASSERT_FALSE(run.kernels.empty());
-  size_t attributed = 0;
-  for (const auto& k : run.kernels) attributed += k.launch >= 0;
+  size_t attributed = 0, from_graphs = 0, graphs_attributed = 0;
+  for (const auto& k : run.kernels) {
+    attributed += k.launch >= 0;
+    from_graphs += k.graph_node != 0;
+    graphs_attributed += k.graph_node != 0 && k.launch >= 0 && !k.op.empty() && k.step >= 0;
+  }
+  std::printf("[engine-cuda] %zu kernels, %zu attributed, %zu replayed from CUDA graphs\n",
+              run.kernels.size(), attributed, from_graphs);
   EXPECT_GT(attributed, run.kernels.size() * 8 / 10) << "most kernels run inside op hooks";
+  EXPECT_EQ(graphs_attributed, from_graphs) << "graph-replayed kernels keep op and step";
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
 
