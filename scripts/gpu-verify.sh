@@ -54,7 +54,13 @@ for s in "${STAGES[@]}"; do
       stage record 180 $BIN generate --model $MODEL --device cuda --requests experiments/workloads/mixed16.jsonl \
         --max-seqs 16 --record "$LOGS/run_cuda" --out "$LOGS/record_out.jsonl"
       TAIL=60 stage inspect 60 $BIN inspect "$LOGS/run_cuda" ;;
-    overhead) LANTERN_BENCH_MODEL=$MODEL stage overhead 300 ./build/gpu-machine/bench/bench_harness_overhead ;;
+    overhead)
+      [[ -x build/gpu-machine/bench/bench_harness_overhead ]] || \
+        stage build_overhead 300 bash scripts/device-build.sh bench_harness_overhead
+      LANTERN_BENCH_MODEL=$MODEL TAIL=30 stage overhead 300 ./build/gpu-machine/bench/bench_harness_overhead ;;
+    overhead_off)  # the same benchmark with the harness compiled out
+      stage build_noinst 420 bash -c "cmake --preset no-instrumentation -DLANTERN_PCRE2_ROOT=$PWD/.device/pcre2 >/dev/null && cmake --build --preset no-instrumentation --target bench_harness_overhead"
+      LANTERN_BENCH_MODEL=$MODEL TAIL=30 stage overhead_off 300 ./build/no-instrumentation/bench/bench_harness_overhead ;;
     *) echo "unknown stage $s" ;;
   esac
 done
