@@ -4,7 +4,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -175,6 +178,39 @@ TEST(EngineCpu, BatchedAndPreemptedRunsMatchSoloRuns) {
         << "request " << i;
   }
   EXPECT_GT(preemptions, 0) << "the tight pool should have forced a preemption";
+}
+
+TEST(EngineCpu, AcceptsRequestsFromAnotherThreadWhileRunning) {
+  auto e = make_engine();
+  std::vector<Request> reqs;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = random_prompt(2 + 3 * i);
+    r.max_new_tokens = 6 + i;
+    r.stop_at_eos = false;
+    reqs.push_back(r);
+  }
+  std::atomic<int> submitted{0};
+  std::thread producer([&] {
+    for (const auto& r : reqs) {
+      e->submit(r);
+      ++submitted;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  std::vector<RequestResult> done;
+  // The engine thread keeps stepping while the producer submits.
+  while (submitted.load() < static_cast<int>(reqs.size()) || !e->idle()) {
+    e->step();
+    for (auto& r : e->take_finished()) done.push_back(std::move(r));
+  }
+  producer.join();
+  e->run_until_idle();
+  for (auto& r : e->take_finished()) done.push_back(std::move(r));
+  ASSERT_EQ(done.size(), reqs.size()) << "no request may be lost";
+  std::sort(done.begin(), done.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(done[i].tokens.size(), static_cast<size_t>(reqs[i].max_new_tokens)) << i;
 }
 
 TEST(EngineCpu, BadRequestsAreRefusedWithTheFix) {
