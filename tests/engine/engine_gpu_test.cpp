@@ -7,21 +7,14 @@
 
 #include "engine/common.h"
 #include "engine/engine.h"
-#include "engine/synth.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/test_util.h"
 
 namespace lantern {
 namespace {
 
 const std::filesystem::path& tiny_model() {
-  static std::filesystem::path dir = [] {
-    auto d = test::scratch_dir("engine-gpu-tiny");
-    SynthOptions opt;
-    opt.seed = 99;
-    opt.with_tokenizer = false;
-    write_synthetic_model(synth_preset("tiny"), d, opt);
-    return d;
-  }();
+  static const std::filesystem::path dir = test::synth_tiny("engine-gpu-tiny", 99);
   return dir;
 }
 
@@ -35,30 +28,7 @@ std::unique_ptr<Engine> make_engine(kernels::Backend b, EngineLimits lim = {}, b
   return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), b), opt);
 }
 
-std::vector<int32_t> random_ids(int n) {
-  std::uniform_int_distribution<int32_t> d(0, 128000 - 1);
-  std::vector<int32_t> p(n);
-  for (auto& t : p) t = d(test::rng());
-  return p;
-}
 
-std::vector<std::vector<float>> score(Engine& e, const std::vector<int32_t>& ids, int prefill) {
-  std::vector<std::vector<float>> rows(ids.size());
-  Request r;
-  r.prompt.assign(ids.begin(), ids.begin() + prefill);
-  r.forced_tokens.assign(ids.begin() + prefill, ids.end());
-  r.max_new_tokens = static_cast<int>(r.forced_tokens.size()) + 1;
-  r.stop_at_eos = false;
-  r.all_logits = true;
-  int vocab = e.config().vocab_size;
-  r.on_logits = [&](int64_t, int pos, const float* row) {
-    if (pos < static_cast<int>(rows.size())) rows[pos].assign(row, row + vocab);
-  };
-  e.submit(r);
-  e.run_until_idle();
-  e.take_finished();
-  return rows;
-}
 
 TEST(EngineGpu, LogitsMatchTheCpuReferenceThroughPrefillAndDecode) {
   LANTERN_REQUIRE_GPU();
@@ -68,9 +38,9 @@ TEST(EngineGpu, LogitsMatchTheCpuReferenceThroughPrefillAndDecode) {
   auto cpu = make_engine(kernels::Backend::cpu, lim);
   auto gpu = make_engine(kernels::Backend::cuda, lim);
   for (int prompt : {1, 17, 100}) {
-    std::vector<int32_t> ids = random_ids(prompt + 40);
-    auto ref = score(*cpu, ids, prompt);
-    auto got = score(*gpu, ids, prompt);
+    std::vector<int32_t> ids = test::random_token_ids(prompt + 40);
+    auto ref = test::score_positions(*cpu, ids, prompt);
+    auto got = test::score_positions(*gpu, ids, prompt);
     double worst = 0;
     int agree = 0;
     for (size_t p = 0; p < ids.size(); ++p) {
@@ -93,7 +63,7 @@ TEST(EngineGpu, GraphDecodeEqualsEagerDecodeAndBatchesUnderKvPressure) {
   std::vector<Request> reqs;
   for (int i = 0; i < 10; ++i) {
     Request r;
-    r.prompt = random_ids(1 + 9 * i);
+    r.prompt = test::random_token_ids(1 + 9 * i);
     r.max_new_tokens = 20 + 3 * i;
     r.stop_at_eos = false;
     reqs.push_back(r);

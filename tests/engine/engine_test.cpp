@@ -13,21 +13,14 @@
 #include <gtest/gtest.h>
 
 #include "engine/common.h"
-#include "engine/synth.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/test_util.h"
 
 namespace lantern {
 namespace {
 
 const std::filesystem::path& tiny_model() {
-  static std::filesystem::path dir = [] {
-    auto d = test::scratch_dir("engine-tiny");
-    SynthOptions opt;
-    opt.seed = 1234;
-    opt.with_tokenizer = false;
-    write_synthetic_model(synth_preset("tiny"), d, opt);
-    return d;
-  }();
+  static const std::filesystem::path dir = test::synth_tiny("engine-tiny", 1234);
   return dir;
 }
 
@@ -40,12 +33,6 @@ std::unique_ptr<Engine> make_engine(EngineLimits lim = {}) {
   return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt);
 }
 
-std::vector<int32_t> random_prompt(int n) {
-  std::uniform_int_distribution<int32_t> d(0, 128000 - 1);
-  std::vector<int32_t> p(n);
-  for (auto& t : p) t = d(test::rng());
-  return p;
-}
 
 std::vector<RequestResult> run_all(Engine& e, const std::vector<Request>& reqs) {
   for (const auto& r : reqs) e.submit(r);
@@ -55,30 +42,11 @@ std::vector<RequestResult> run_all(Engine& e, const std::vector<Request>& reqs) 
   return res;
 }
 
-// Logits of every position of `ids`: the first `prefill` ids in one step,
-// then one decode step per id.
-std::vector<std::vector<float>> score(Engine& e, const std::vector<int32_t>& ids, int prefill) {
-  std::vector<std::vector<float>> rows(ids.size());
-  Request r;
-  r.prompt.assign(ids.begin(), ids.begin() + prefill);
-  r.forced_tokens.assign(ids.begin() + prefill, ids.end());
-  r.max_new_tokens = static_cast<int>(r.forced_tokens.size()) + 1;
-  r.stop_at_eos = false;
-  r.all_logits = true;
-  int vocab = e.config().vocab_size;
-  r.on_logits = [&](int64_t, int pos, const float* row) {
-    if (pos < static_cast<int>(rows.size())) rows[pos].assign(row, row + vocab);
-  };
-  e.submit(r);
-  e.run_until_idle();
-  e.take_finished();
-  return rows;
-}
 
 TEST(EngineCpu, GreedyGenerationIsDeterministicAndNonDegenerate) {
   auto e = make_engine();
   Request r;
-  r.prompt = random_prompt(9);
+  r.prompt = test::random_token_ids(9);
   r.max_new_tokens = 24;
   r.stop_at_eos = false;
   auto a = run_all(*e, {r});
@@ -92,7 +60,7 @@ TEST(EngineCpu, GreedyGenerationIsDeterministicAndNonDegenerate) {
   std::set<int32_t> first_tokens;
   for (int i = 0; i < 4; ++i) {
     Request q;
-    q.prompt = random_prompt(5);
+    q.prompt = test::random_token_ids(5);
     q.max_new_tokens = 1;
     first_tokens.insert(run_all(*e, {q})[0].tokens[0]);
   }
@@ -102,14 +70,14 @@ TEST(EngineCpu, GreedyGenerationIsDeterministicAndNonDegenerate) {
 TEST(EngineCpu, PrefillThenDecodeEqualsReprefillAtEveryStep) {
   auto e = make_engine();
   Request r;
-  r.prompt = random_prompt(13);
+  r.prompt = test::random_token_ids(13);
   r.max_new_tokens = 20;
   r.stop_at_eos = false;
   auto gen = run_all(*e, {r});
   std::vector<int32_t> ids = r.prompt;
   ids.insert(ids.end(), gen[0].tokens.begin(), gen[0].tokens.end() - 1);
-  auto decoded = score(*e, ids, static_cast<int>(r.prompt.size()));  // decode path
-  auto prefilled = score(*e, ids, static_cast<int>(ids.size()));     // one prefill
+  auto decoded = test::score_positions(*e, ids, static_cast<int>(r.prompt.size()));  // decode path
+  auto prefilled = test::score_positions(*e, ids, static_cast<int>(ids.size()));     // one prefill
   for (size_t p = 0; p < ids.size(); ++p) {
     ASSERT_FALSE(decoded[p].empty()) << p;
     EXPECT_LT(test::rel_l2(decoded[p], prefilled[p]), 1e-5) << "position " << p;
@@ -121,9 +89,9 @@ TEST(EngineCpu, PrefillThenDecodeEqualsReprefillAtEveryStep) {
 }
 
 TEST(EngineCpu, ChunkedPrefillMatchesOneShotPrefill) {
-  std::vector<int32_t> ids = random_prompt(70);
+  std::vector<int32_t> ids = test::random_token_ids(70);
   auto big = make_engine();
-  auto whole = score(*big, ids, 70);
+  auto whole = test::score_positions(*big, ids, 70);
   EngineLimits small;
   small.max_batch_tokens = 16;  // 70 tokens -> 5 chunks
   small.max_seqs = 4;
@@ -145,7 +113,7 @@ TEST(EngineCpu, BatchedAndPreemptedRunsMatchSoloRuns) {
   std::vector<Request> reqs;
   for (int i = 0; i < 6; ++i) {
     Request r;
-    r.prompt = random_prompt(3 + 7 * i);
+    r.prompt = test::random_token_ids(3 + 7 * i);
     r.max_new_tokens = 12 + i;
     r.stop_at_eos = false;
     r.tag = std::to_string(i);
@@ -185,7 +153,7 @@ TEST(EngineCpu, AcceptsRequestsFromAnotherThreadWhileRunning) {
   std::vector<Request> reqs;
   for (int i = 0; i < 8; ++i) {
     Request r;
-    r.prompt = random_prompt(2 + 3 * i);
+    r.prompt = test::random_token_ids(2 + 3 * i);
     r.max_new_tokens = 6 + i;
     r.stop_at_eos = false;
     reqs.push_back(r);
@@ -219,7 +187,7 @@ TEST(EngineCpu, BadRequestsAreRefusedWithTheFix) {
   lim.max_queue = 2;
   auto e = make_engine(lim);
   Request r;
-  r.prompt = random_prompt(40);
+  r.prompt = test::random_token_ids(40);
   try {
     e->submit(r);
     FAIL() << "a prompt longer than the context must be refused";

@@ -1,0 +1,54 @@
+#pragma once
+// Helpers shared by the CPU and GPU engine tests: a tiny synthetic model
+// written once per process, random prompts, and teacher-forced scoring.
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/synth.h"
+#include "tests/test_util.h"
+
+namespace lantern::test {
+
+// The tiny preset (real vocabulary, 2 layers), without tokenizer files.
+inline std::filesystem::path synth_tiny(const std::string& name, uint64_t seed) {
+  auto d = scratch_dir(name);
+  SynthOptions opt;
+  opt.seed = seed;
+  opt.with_tokenizer = false;
+  write_synthetic_model(synth_preset("tiny"), d, opt);
+  return d;
+}
+
+inline std::vector<int32_t> random_token_ids(int n) {
+  std::uniform_int_distribution<int32_t> d(0, 128000 - 1);
+  std::vector<int32_t> p(n);
+  for (auto& t : p) t = d(rng());
+  return p;
+}
+
+// Logits of every position of `ids`: the first `prefill` ids in one step,
+// then one decode step per id (teacher forcing).
+inline std::vector<std::vector<float>> score_positions(Engine& e, const std::vector<int32_t>& ids,
+                                                       int prefill) {
+  std::vector<std::vector<float>> rows(ids.size());
+  Request r;
+  r.prompt.assign(ids.begin(), ids.begin() + prefill);
+  r.forced_tokens.assign(ids.begin() + prefill, ids.end());
+  r.max_new_tokens = static_cast<int>(r.forced_tokens.size()) + 1;
+  r.stop_at_eos = false;
+  r.all_logits = true;
+  int vocab = e.config().vocab_size;
+  r.on_logits = [&](int64_t, int pos, const float* row) {
+    if (pos < static_cast<int>(rows.size())) rows[pos].assign(row, row + vocab);
+  };
+  e.submit(r);
+  e.run_until_idle();
+  e.take_finished();
+  return rows;
+}
+
+}  // namespace lantern::test
