@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <cuda_runtime_api.h>
 
 namespace lantern::test {
@@ -27,7 +29,10 @@ bool gpu_available(std::string* reason) {
 std::filesystem::path test_data_dir() { return LANTERN_TEST_DATA_DIR; }
 
 std::filesystem::path scratch_dir(const std::string& name) {
-  auto p = std::filesystem::path(LANTERN_BINARY_DIR) / "test-scratch" / name;
+  // Per process: ctest runs each test in its own process, several at once,
+  // and two tests sharing a name must not delete each other's files.
+  auto p = std::filesystem::path(LANTERN_BINARY_DIR) / "test-scratch" /
+           (name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;

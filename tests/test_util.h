@@ -15,7 +15,7 @@ bool gpu_available(std::string* reason = nullptr);
 
 // Path of the repo's tests/ folder and of a per-build scratch folder.
 std::filesystem::path test_data_dir();
-std::filesystem::path scratch_dir(const std::string& name);  // created fresh (emptied)
+std::filesystem::path scratch_dir(const std::string& name);  // created fresh, per process
 
 // A fresh seed per process unless LANTERN_TEST_SEED is set; printed once so a
 // failure can be replayed.
