@@ -69,7 +69,9 @@ TEST_F(InspectCli, SummarisesAndChecksACleanRun) {
   EXPECT_EQ(status, 0) << out;
   EXPECT_THAT(out, HasSubstr("run clean"));
   EXPECT_THAT(out, HasSubstr("top ops by time"));
-  EXPECT_THAT(out, HasSubstr("q_proj"));
+  // The table shows the top 15 of 16 ops by host time, so which single op
+  // drops out depends on timing; at least six of the seven GEMM ops remain.
+  EXPECT_THAT(out, HasSubstr("gemm.cpu_ref"));
   EXPECT_THAT(out, HasSubstr("alias plan: 0 violations"));
   EXPECT_THAT(out, HasSubstr("memory map"));
   EXPECT_THAT(out, HasSubstr("attn_out"));
