@@ -206,9 +206,8 @@ class EngineImpl {
 
     StepInfo info;
     info.step = steps_;
-    info.num_prefill_seqs = 0;
+    info.num_prefill_seqs = static_cast<int>(plan.fresh.size());
     info.num_decode_seqs = 0;
-    for (const auto& c : plan.fresh) info.num_prefill_seqs++, (void)c;
     for (const auto& c : plan.paged) (c.count == 1 && c.produces_token() ? info.num_decode_seqs : info.num_prefill_seqs)++;
     info.num_tokens = in.num_rows();
     info.phase = info.num_decode_seqs == 0 ? "prefill" : (info.num_prefill_seqs == 0 ? "decode" : "mixed");

@@ -70,10 +70,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<double> prefill_s, decode_s;
   while (true) {
     double t0 = engine.now_s();
-    int64_t before = engine.steps_run();
     if (!engine.step()) break;
     double dt = engine.now_s() - t0;
-    (void)before;
     // The first steps prefill (the whole batch fits when batch * prompt_len
     // <= max_batch_tokens); every later step decodes all running sequences.
     if (prefill_s.size() < static_cast<size_t>((batch * prompt_len + lim.max_batch_tokens - 1) / lim.max_batch_tokens))
