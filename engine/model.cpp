@@ -336,18 +336,18 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
     LANTERN_CUDA(cudaGraphLaunch(g.exec, dev_.stream()));
 #if LANTERN_INSTRUMENTATION
     if (obs_) {
-      for (RecordedOp& op : g.ops) {
-        OpInfo info = op.info;
-        info.graph = OpInfo::kReplay;
-        info.reads = op.reads.data();
-        info.writes = op.writes.data();
-        if (info.layer >= 0 && (&op == &g.ops.front() || (&op)[-1].info.layer != info.layer))
-          obs_->on_layer_begin(info.layer);
-        obs_->on_op_begin(info);
-        obs_->on_op_end(info);
-        if (info.layer >= 0 && (&op == &g.ops.back() || (&op)[1].info.layer != info.layer))
-          obs_->on_layer_end(info.layer);
+      if (g.replay.size() != g.ops.size()) {
+        g.replay.clear();
+        for (const RecordedOp& op : g.ops) {
+          OpInfo info = op.info;
+          info.graph = OpInfo::kReplay;
+          info.reads = op.reads.data();
+          info.writes = op.writes.data();
+          g.replay.push_back(info);
+        }
       }
+      obs_->on_graph_replay(GraphReplay{static_cast<int>(&g - graphs_.data()), g.replay.data(),
+                                        static_cast<int>(g.replay.size())});
     }
 #endif
   } else {

@@ -91,6 +91,7 @@ class Model {
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     std::vector<RecordedOp> ops;
+    std::vector<OpInfo> replay;  // ops as replayed (kReplay, pointing into `ops`)
   };
   void forward(const ForwardShape& s);
   template <class Args>

@@ -44,6 +44,15 @@ struct OpInfo {
   GraphMode graph = kEager;
 };
 
+// One replay of a captured CUDA graph: the ops recorded at capture, in order,
+// with graph == OpInfo::kReplay. The array lives as long as the graph (the
+// same pointer on every replay of that graph).
+struct GraphReplay {
+  int graph = -1;  // the engine's graph slot (decode batch size x sampling)
+  const OpInfo* ops = nullptr;
+  int num_ops = 0;
+};
+
 struct KvEvent {
   enum Kind : uint8_t { alloc, free } kind = alloc;
   int64_t step = 0;
@@ -82,6 +91,20 @@ class Observer {
   virtual void on_layer_end(int layer) {}
   virtual void on_op_begin(const OpInfo&) {}
   virtual void on_op_end(const OpInfo&) {}
+  // A CUDA graph ran in this step (hooks fire after the launch, for
+  // accounting only). The default replays the graph's layer and op hooks in
+  // order; observers with a cheaper summary (timeline, alias tracker) or no
+  // use for replays (NVTX, CUPTI, KV, memory) override it.
+  virtual void on_graph_replay(const GraphReplay& g) {
+    for (int i = 0; i < g.num_ops; ++i) {
+      const OpInfo& op = g.ops[i];
+      if (op.layer >= 0 && (i == 0 || g.ops[i - 1].layer != op.layer)) on_layer_begin(op.layer);
+      on_op_begin(op);
+      on_op_end(op);
+      if (op.layer >= 0 && (i + 1 == g.num_ops || g.ops[i + 1].layer != op.layer))
+        on_layer_end(op.layer);
+    }
+  }
   virtual void on_kv_event(const KvEvent&) {}
   virtual void on_kv_step(const KvStepStats&) {}
 };

@@ -57,7 +57,39 @@ void AliasTracker::finish() {
   if (!ops_.empty()) close_step();
 }
 
+void AliasTracker::on_graph_replay(const GraphReplay& g) {
+  const std::pair<const OpInfo*, int> key{g.ops, g.num_ops};
+  if (in_step_ && ops_.empty() && !replay_pending_ && learn_key_.first == nullptr) {
+    if (graph_patterns_.count(key)) {
+      pending_replay_ = g;  // expanded only if the step logs anything else
+      replay_pending_ = true;
+      return;
+    }
+    learn_key_ = key;  // close_step stores the pattern if the step holds nothing else
+  } else {
+    expand_pending_replay();
+    learn_key_ = {nullptr, 0};
+  }
+  expand(g);
+}
+
+void AliasTracker::expand(const GraphReplay& g) {
+  expanding_ = true;
+  Observer::on_graph_replay(g);  // logs the ops through on_op_begin
+  expanding_ = false;
+}
+
+void AliasTracker::expand_pending_replay() {
+  if (!replay_pending_) return;
+  replay_pending_ = false;
+  expand(pending_replay_);
+}
+
 void AliasTracker::on_op_begin(const OpInfo& op) {
+  if (!expanding_) {  // an op of its own: the step is more than one replay
+    expand_pending_replay();
+    learn_key_ = {nullptr, 0};
+  }
   // A captured op runs later, when the graph is replayed; its replay hooks
   // declare the same accesses in the same order.
   if (op.graph == OpInfo::kCapture) return;
@@ -82,6 +114,29 @@ void AliasTracker::on_op_begin(const OpInfo& op) {
 
 void AliasTracker::close_step() {
   const int64_t step = in_step_ ? step_ : -1;
+  int id = -1;
+  if (replay_pending_ && ops_.empty()) {
+    id = graph_patterns_.at({pending_replay_.ops, pending_replay_.num_ops});
+    replay_pending_ = false;
+  } else {
+    expand_pending_replay();
+    id = find_or_analyse(step);
+    if (learn_key_.first != nullptr) graph_patterns_[learn_key_] = id;
+  }
+  learn_key_ = {nullptr, 0};
+  const Pattern& p = patterns_[id];
+  for (size_t i = 0; i < p.issues.size(); ++i) {
+    const IssueRef& ref = issue_table_[p.issues[i]];
+    runfmt::AliasIssue& issue = ref.violation ? violations_[ref.index] : warnings_[ref.index];
+    issue.occurrences += p.issue_hits[i];
+    (ref.violation ? violation_count_ : warning_count_) += p.issue_hits[i];
+  }
+  step_patterns_.emplace_back(step, id);
+  ops_.clear();
+  accesses_.clear();
+}
+
+int AliasTracker::find_or_analyse(int64_t step) {
   uint64_t h = ops_.size();
   for (const OpKey& k : ops_) h = mix(mix(h, reinterpret_cast<uintptr_t>(k.op)), k.layer);
   for (const Access& a : accesses_)
@@ -93,19 +148,8 @@ void AliasTracker::close_step() {
     const Pattern& p = patterns_[it->second];
     if (p.ops == ops_ && p.accesses == accesses_) id = it->second;
   }
-  if (id < 0) {
-    id = analyse(h, step);
-  }
-  const Pattern& p = patterns_[id];
-  for (size_t i = 0; i < p.issues.size(); ++i) {
-    const IssueRef& ref = issue_table_[p.issues[i]];
-    runfmt::AliasIssue& issue = ref.violation ? violations_[ref.index] : warnings_[ref.index];
-    issue.occurrences += p.issue_hits[i];
-    (ref.violation ? violation_count_ : warning_count_) += p.issue_hits[i];
-  }
-  step_patterns_.emplace_back(step, id);
-  ops_.clear();
-  accesses_.clear();
+  if (id < 0) id = analyse(h, step);
+  return id;
 }
 
 void AliasTracker::record_issue(Pattern& p, runfmt::AliasIssue issue, const std::string& key) {

@@ -15,8 +15,11 @@
 //
 // Hot path: on_op_begin appends the op's accesses to the step's log. At
 // on_step_end the log is matched against the access patterns already seen
-// (decode steps repeat one pattern); only a new pattern is analysed.
+// (decode steps repeat one pattern); only a new pattern is analysed. A step
+// that only replays a CUDA graph whose pattern is known costs a map lookup.
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +40,9 @@ class AliasTracker : public Observer {
   void on_step_begin(const StepInfo& s) override;
   void on_step_end(const StepInfo& s) override;
   void on_op_begin(const OpInfo& op) override;
+  // A step that is one graph replay and nothing else reuses the pattern of
+  // the graph's first such step without logging its ops again.
+  void on_graph_replay(const GraphReplay& g) override;
 
   // Declares the views directly (tests; on_arena does this from the arena).
   void set_views(std::vector<TrackedView> views);
@@ -87,6 +93,15 @@ class AliasTracker : public Observer {
   int64_t step_ = -1;
   bool in_step_ = false;
 
+  // Graph replays: (ops pointer, count) -> pattern of a pure-replay step.
+  std::map<std::pair<const OpInfo*, int>, int> graph_patterns_;
+  GraphReplay pending_replay_;   // this step's replay, not yet expanded into ops_
+  bool replay_pending_ = false;
+  std::pair<const OpInfo*, int> learn_key_{nullptr, 0};  // step that will teach a graph's pattern
+  bool expanding_ = false;  // on_op_begin called from a replay's expansion
+  void expand(const GraphReplay& g);
+  void expand_pending_replay();
+
   std::vector<Pattern> patterns_;
   std::unordered_multimap<uint64_t, int> pattern_index_;  // hash -> pattern id
   std::vector<std::pair<int64_t, int>> step_patterns_;
@@ -97,6 +112,7 @@ class AliasTracker : public Observer {
   std::vector<std::string> errors_;
 
   void close_step();
+  int find_or_analyse(int64_t step);
   int analyse(uint64_t hash, int64_t step);
   void record_issue(Pattern& p, runfmt::AliasIssue issue, const std::string& key);
   const std::string& view_name(int v) const;

@@ -126,16 +126,24 @@ void CuptiCollector::start() {
                                           cupti_error_string(r)));
     }
     LANTERN_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-    CUpti_SubscriberHandle subscriber = nullptr;
-    LANTERN_CUPTI(cuptiSubscribe(&subscriber, resource_callback, this));
-    subscriber_ = subscriber;
-    LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                      CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
-    LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                      CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
-    for (CUpti_ActivityKind k : kKinds) LANTERN_CUPTI(cuptiActivityEnable(k));
-    if (options_.api)
-      for (CUpti_ActivityKind k : kApiKinds) LANTERN_CUPTI(cuptiActivityEnable(k));
+    if (options_.graph_node_callbacks) {
+      CUpti_SubscriberHandle subscriber = nullptr;
+      LANTERN_CUPTI(cuptiSubscribe(&subscriber, resource_callback, this));
+      subscriber_ = subscriber;
+      LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
+      LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+    }
+    LANTERN_CHECK(options_.sample_kinds == "all" || options_.sample_kinds == "kernel" ||
+                      options_.sample_kinds == "kernel+memory",
+                  "CUPTI sample kinds must be all, kernel or kernel+memory, got '%s'",
+                  options_.sample_kinds.c_str());
+    LANTERN_CHECK(options_.kernel_kind == "concurrent" || options_.kernel_kind == "graph" ||
+                      options_.kernel_kind == "none",
+                  "CUPTI kernel kind must be concurrent, graph or none, got '%s'",
+                  options_.kernel_kind.c_str());
+    enable_activities(true, /*sampling=*/false);
     if (options_.markers) LANTERN_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
   } catch (...) {
     // Leave CUPTI as we found it; report the first failure.
@@ -160,13 +168,26 @@ void CuptiCollector::stop() {
                                         cudaGetErrorString(sync)));
   }
   LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-  for (CUpti_ActivityKind k : kKinds) LANTERN_CUPTI(cuptiActivityDisable(k));
-  if (options_.api)
-    for (CUpti_ActivityKind k : kApiKinds) LANTERN_CUPTI(cuptiActivityDisable(k));
+  // Every kind back on (sampling may have left some off), then all off.
+  if (!activities_on_) enable_activities(true, /*sampling=*/true);
+  enable_activities(false, /*sampling=*/false);
   if (options_.markers) LANTERN_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER));
   LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   if (subscriber_) LANTERN_CUPTI(cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_)));
   subscriber_ = nullptr;
+  // Detach CUPTI from the process: with kernel tracing once enabled, CUDA
+  // work stays slower after every activity kind is disabled (measured on the
+  // H200, docs/harness.md § Overhead) until CUPTI is finalized. The device
+  // is synchronised and every buffer flushed above, as cuptiFinalize needs.
+  if (options_.detach_at_stop) {
+    CUptiResult r = cuptiFinalize();
+    if (r != CUPTI_SUCCESS) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      records_.errors.push_back(strformat("cuptiFinalize failed: %s (CUPTI stays attached; later "
+                                          "CUDA work in this process may run slower)",
+                                          cupti_error_string(r)));
+    }
+  }
   g_collector.store(nullptr);
   if (op_pushes_ != 0 || step_pushes_ != 0) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -181,12 +202,57 @@ GpuRecords CuptiCollector::take() {
   std::lock_guard<std::mutex> lock(mutex_);
   GpuRecords out = std::move(records_);
   records_ = GpuRecords{};
+  out.kernel_every = options_.kernel_every;
+  out.sampled_steps = sampled_steps_;
+  out.skipped_steps = skipped_steps_;
+  out.kernel_toggles = toggles_;
+  out.kernel_toggle_ns = toggle_ns_;
   return out;
 }
 
 // ------------------------------------------------------------------ hot path
+void CuptiCollector::enable_activities(bool on, bool sampling) {
+  const std::string& what = options_.sample_kinds;
+  auto toggled = [&](CUpti_ActivityKind k) {
+    if (!sampling || what == "all") return true;
+    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) return true;
+    return what == "kernel+memory" && (k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET);
+  };
+  for (CUpti_ActivityKind k : kKinds) {
+    if (!toggled(k)) continue;
+    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      if (options_.kernel_kind == "none") continue;
+      if (options_.kernel_kind == "graph") k = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+    }
+    LANTERN_CUPTI(on ? cuptiActivityEnable(k) : cuptiActivityDisable(k));
+  }
+  if (options_.api && toggled(CUPTI_ACTIVITY_KIND_RUNTIME))
+    LANTERN_CUPTI(on ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME)
+                     : cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME));
+  if (options_.api && options_.driver_api && toggled(CUPTI_ACTIVITY_KIND_DRIVER))
+    LANTERN_CUPTI(on ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER)
+                     : cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER));
+  activities_on_ = on;
+}
+
+void CuptiCollector::set_sampling(bool on) {
+  if (on == activities_on_) return;
+  const uint64_t t0 = clock_ns();
+  enable_activities(on, /*sampling=*/true);
+  ++toggles_;
+  toggle_ns_ += clock_ns() - t0;
+}
+
 void CuptiCollector::on_step_begin(const StepInfo& s) {
   if (!active_) return;
+  // Sampling: decode steps other than every Nth one run with the sampled
+  // activity kinds off (kernel tracing costs ~1 us of GPU time per kernel on
+  // Hopper); prefill and mixed steps are always traced.
+  const bool sampled = options_.kernel_every <= 1 || s.step % options_.kernel_every == 0 ||
+                       s.num_prefill_seqs > 0 || s.num_decode_seqs == 0;
+  set_sampling(sampled);
+  ++(sampled ? sampled_steps_ : skipped_steps_);
+  if (!sampled || !options_.external_correlation) return;
   LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        static_cast<uint64_t>(s.step) + 1));
   ++step_pushes_;
@@ -201,7 +267,8 @@ void CuptiCollector::on_step_end(const StepInfo&) {
 
 void CuptiCollector::on_op_begin(const OpInfo& op) {
   // Replay hooks fire after the graph launch: no API call to label.
-  if (!active_ || op.graph == OpInfo::kReplay) return;
+  if (!active_ || !activities_on_ || !options_.external_correlation || op.graph == OpInfo::kReplay)
+    return;
   const int64_t launch = timeline_->current_launch();
   LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
                                                        static_cast<uint64_t>(launch) + 1));
@@ -209,7 +276,7 @@ void CuptiCollector::on_op_begin(const OpInfo& op) {
 }
 
 void CuptiCollector::on_op_end(const OpInfo& op) {
-  if (!active_ || op.graph == OpInfo::kReplay || op_pushes_ == 0) return;
+  if (!active_ || !activities_on_ || op.graph == OpInfo::kReplay || op_pushes_ == 0) return;
   uint64_t last = 0;
   LANTERN_CUPTI(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
   --op_pushes_;
@@ -257,6 +324,9 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
         records_.activities.push_back(a);
         break;
       }
+      case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+        ++records_.graph_launches;
+        break;
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         GpuActivity a;

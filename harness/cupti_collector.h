@@ -27,9 +27,31 @@
 namespace lantern::harness {
 
 struct CuptiOptions {
-  bool api = true;       // runtime + driver API records (needed for correlation)
+  bool api = true;       // runtime API records (needed for correlation)
+  bool driver_api = true;  // driver API records too
   bool markers = false;  // NVTX ranges (needs NVTX_INJECTION64_PATH=libcupti.so)
   size_t buffer_bytes = 8u << 20;
+  // Sampling: decode steps are traced only when step % kernel_every == 0;
+  // prefill and mixed steps always (work between steps keeps the state of the
+  // step before it). Every activity
+  // kind is switched off for the steps in between. 1: every step.
+  int kernel_every = 1;
+  // Which activity kinds the sampling switches off between sampled steps:
+  // "all", "kernel" (kernels only), "kernel+memory" (kernels, memcpy, memset).
+  std::string sample_kinds = "kernel";
+  // How kernels are traced: "concurrent" (a record per kernel), "graph" (a
+  // record per CUDA-graph launch, CUPTI_ACTIVITY_KIND_GRAPH_TRACE; eager
+  // kernels untimed) or "none".
+  std::string kernel_kind = "concurrent";
+  // Label API calls with the step / op through external correlation ids
+  // (push/pop around every step and eager op).
+  bool external_correlation = true;
+  // Subscribe to CUDA-graph node creation/cloning (labels replayed kernels
+  // with the op that captured them).
+  bool graph_node_callbacks = true;
+  // stop() detaches CUPTI from the process (cuptiFinalize), so that the
+  // rest of the process runs at full speed; the next start() attaches anew.
+  bool detach_at_stop = true;
 };
 
 class CuptiCollector : public Observer {
@@ -53,6 +75,8 @@ class CuptiCollector : public Observer {
   void on_step_end(const StepInfo& s) override;
   void on_op_begin(const OpInfo& op) override;
   void on_op_end(const OpInfo& op) override;
+  // Replayed kernels are labelled by their graph node ids (capture time).
+  void on_graph_replay(const GraphReplay&) override {}
 
   // Everything collected (call after stop()).
   GpuRecords take();
@@ -72,6 +96,10 @@ class CuptiCollector : public Observer {
   int64_t clock_offset_ns_ = 0;  // harness clock - CUPTI clock, when CUPTI could not use ours
   void* subscriber_ = nullptr;
   int op_pushes_ = 0, step_pushes_ = 0;
+  bool activities_on_ = false;  // the activity kinds are enabled (sampled step)
+  uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
+  void enable_activities(bool on, bool sampling);
+  void set_sampling(bool on);
 
   std::mutex mutex_;  // guards records_ and the maps below (CUPTI's thread writes them)
   GpuRecords records_;

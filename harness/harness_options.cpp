@@ -49,6 +49,15 @@ HarnessOptions harness_options_from(const std::map<std::string, std::string>& va
   }
   if (const std::string* range = value("--profile-steps"))
     std::tie(o.profile_first, o.profile_last) = parse_profile_steps(*range);
+  if (const std::string* every = value("--cupti-every")) {
+    int v = 0;
+    auto [p, ec] = std::from_chars(every->data(), every->data() + every->size(), v);
+    LANTERN_CHECK(!every->empty() && ec == std::errc() && p == every->data() + every->size() && v >= 1,
+                  "--cupti-every expects a positive step count N (kernel records on every Nth "
+                  "step), got '%s'",
+                  every->c_str());
+    o.cupti_every = v;
+  }
   o.nvtx = !flags.count("--no-nvtx");
   o.cupti = !flags.count("--no-cupti");
   o.alias = !flags.count("--no-alias");
@@ -68,6 +77,8 @@ std::string harness_options_help() {
          "  --harness on|off      off: attach no observer at all (default on)\n"
          "  --no-nvtx             no NVTX ranges\n"
          "  --no-cupti            no CUPTI kernel timings (use under nsys or ncu)\n"
+         "  --cupti-every N       CUPTI kernel records on every Nth engine step only\n"
+         "                        (default 1: every step)\n"
          "  --no-alias            no alias-lifetime tracking\n"
          "  --no-kv               no KV block recording\n"
          "  --no-memory           no memory map\n"

@@ -25,6 +25,7 @@ class KvRecorder : public Observer {
   void on_step_end(const StepInfo& s) override;
   void on_kv_event(const KvEvent& e) override;
   void on_kv_step(const KvStepStats& s) override;
+  void on_graph_replay(const GraphReplay&) override {}  // no op hooks needed
 
   void set_block_size(int tokens) { block_size_ = tokens; }
   void set_total_blocks(int blocks) { total_blocks_ = blocks; }

@@ -19,6 +19,7 @@ class MemoryRecorder : public Observer {
 
   void on_alloc(const AllocEvent& e) override;
   void on_arena(const Arena& arena) override;
+  void on_graph_replay(const GraphReplay&) override {}  // no op hooks needed
 
   struct Sample {
     uint64_t t_ns;

@@ -26,6 +26,9 @@ class ObserverSet : public Observer {
   void on_op_end(const OpInfo& op) override {
     for (auto it = observers_.rbegin(); it != observers_.rend(); ++it) (*it)->on_op_end(op);
   }
+  void on_graph_replay(const GraphReplay& g) override {
+    for (auto* o : observers_) o->on_graph_replay(g);
+  }
   void on_kv_event(const KvEvent& e) override { for (auto* o : observers_) o->on_kv_event(e); }
   void on_kv_step(const KvStepStats& s) override { for (auto* o : observers_) o->on_kv_step(s); }
 

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -87,7 +88,14 @@ Session::Session(HarnessOptions options) : options_(std::move(options)) {
     observers_.add(timeline_.get());
   }
   if (options_.cupti && recording()) {
-    cupti_ = std::make_unique<CuptiCollector>(timeline_.get());
+    CuptiOptions co;
+    co.kernel_every = std::max(1, options_.cupti_every);
+    co.sample_kinds = options_.cupti_sample_kinds;
+    co.driver_api = options_.cupti_driver_api;
+    co.kernel_kind = options_.cupti_kernel_kind;
+    co.external_correlation = options_.cupti_external_correlation;
+    co.graph_node_callbacks = options_.cupti_graph_node_callbacks;
+    cupti_ = std::make_unique<CuptiCollector>(timeline_.get(), co);
     observers_.add(cupti_.get());  // after the timeline: it reads the current op-log index
   }
   if (options_.alias) {
@@ -251,10 +259,17 @@ void Session::write(const EngineSummary& summary, bool complete) {
                         {"memory_errors", memory_map.errors.size()},
                         {"cupti_records", gpu.records},
                         {"cupti_dropped_records", gpu.dropped_records},
+                        {"cupti_kernel_every", gpu.kernel_every},
+                        {"cupti_graph_launches", gpu.graph_launches},
+                        {"cupti_sampled_steps", gpu.sampled_steps},
+                        {"cupti_skipped_steps", gpu.skipped_steps},
+                        {"cupti_kernel_toggles", gpu.kernel_toggles},
+                        {"cupti_kernel_toggle_ms", gpu.kernel_toggle_ns / 1e6},
                         {"cupti_errors", gpu.errors},
                         {"kernels", rows.size()},
                         {"unattributed_kernels", attribution.unattributed},
-                        {"ops", timeline_ ? timeline_->launches().size() : 0}};
+                        {"ops", timeline_ ? timeline_->launches().size() : 0},
+                        {"graph_replays", timeline_ ? timeline_->replays().size() : 0}};
   metrics["steps"]["engine_steps"] = summary.steps;
 
   if (options_.print_summary)
@@ -290,6 +305,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
         {"cupti", options_.enabled && options_.cupti},
         {"cupti_active", have_gpu},
         {"cupti_error", cupti_error_},
+        {"cupti_every", options_.cupti_every},
         {"alias", options_.enabled && options_.alias},
         {"kv", options_.enabled && options_.kv},
         {"memory", options_.enabled && options_.memory},

@@ -42,6 +42,12 @@ struct HarnessOptions {
   bool timeline = true;  // host-clock step/layer/op ranges (kernel timings on the cpu
                          // backend; CUPTI attribution needs it and turns it on)
   bool roofline = true;  // roofline probes for cuda runs that record
+  int cupti_every = 1;   // CUPTI kernel records on every Nth engine step (1: all steps)
+  std::string cupti_sample_kinds = "kernel";  // CuptiOptions::sample_kinds
+  bool cupti_driver_api = true;            // CuptiOptions::driver_api
+  std::string cupti_kernel_kind = "concurrent";  // CuptiOptions::kernel_kind
+  bool cupti_external_correlation = true;        // CuptiOptions::external_correlation
+  bool cupti_graph_node_callbacks = true;        // CuptiOptions::graph_node_callbacks
   int profile_first = -1, profile_last = -1;  // --profile-steps A:B (nsys capture range)
   bool print_summary = true;  // finish() prints problems and where the run went to stderr
 };

@@ -8,6 +8,7 @@ Timeline::Timeline(uint64_t (*clock)()) : clock_(clock) {
   steps_.reserve(1024);
   layers_.reserve(1 << 14);
   launches_.reserve(1 << 16);
+  replays_.reserve(1 << 12);
 }
 
 void Timeline::error(std::string message) {
@@ -92,6 +93,22 @@ void Timeline::on_op_end(const OpInfo& op) {
   }
   launches_[current_launch_].end_ns = now;
   current_launch_ = -1;
+}
+
+}  // namespace lantern::harness
+
+namespace lantern::harness {
+
+void Timeline::on_graph_replay(const GraphReplay& g) {
+  if (current_launch_ >= 0) error(strformat("graph %d replayed inside op %s", g.graph,
+                                            launches_[current_launch_].op));
+  ReplayRecord r;
+  r.t_ns = clock_();
+  r.step = current_step();
+  r.step_index = in_step_ ? static_cast<int32_t>(steps_.size()) - 1 : -1;
+  r.graph = g.graph;
+  r.num_ops = g.num_ops;
+  replays_.push_back(r);
 }
 
 }  // namespace lantern::harness

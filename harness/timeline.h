@@ -8,8 +8,10 @@
 // Hot path: a clock read and a push_back per hook; names are kept as the
 // engine's `const char*` (stable string literals) and interned at the end.
 // CUDA graphs: ops recorded while a graph is captured are logged with mode
-// kCapture (their index labels the graph nodes they create); ops replayed
-// from a graph (kReplay) are logged too but carry no host timing.
+// kCapture (their index labels the graph nodes they create); a replay of a
+// graph is one ReplayRecord (on_graph_replay), not one entry per op. Ops
+// hooked one by one with kReplay (observers driven by hand) are logged
+// without host timing.
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -51,6 +53,18 @@ struct OpLaunch {
 static_assert(sizeof(OpLaunch) == 64);
 static_assert(std::is_standard_layout_v<OpLaunch>);
 
+// One CUDA-graph replay: the graph's ops are not logged again (they were
+// logged once at capture, where the CUPTI graph-node ids point).
+struct ReplayRecord {
+  uint64_t t_ns = 0;       // host time of the replay hook (just after the launch)
+  int64_t step = -1;
+  int32_t step_index = -1;
+  int32_t graph = -1;      // GraphReplay::graph
+  int32_t num_ops = 0;
+  int32_t reserved = 0;
+};
+static_assert(sizeof(ReplayRecord) == 32);
+
 class Timeline : public Observer {
  public:
   explicit Timeline(uint64_t (*clock)());
@@ -61,6 +75,7 @@ class Timeline : public Observer {
   void on_layer_end(int layer) override;
   void on_op_begin(const OpInfo& op) override;
   void on_op_end(const OpInfo& op) override;
+  void on_graph_replay(const GraphReplay& g) override;
 
   // The op-log index of the op now running, or -1 (read by the CUPTI
   // collector in its own on_op_begin, which runs after this one).
@@ -70,6 +85,7 @@ class Timeline : public Observer {
   const std::vector<StepRecord>& steps() const { return steps_; }
   const std::vector<LayerRecord>& layers() const { return layers_; }
   const std::vector<OpLaunch>& launches() const { return launches_; }
+  const std::vector<ReplayRecord>& replays() const { return replays_; }
   // Problems in the hook sequence (unbalanced begin/end), one line each.
   const std::vector<std::string>& errors() const { return errors_; }
 
@@ -78,6 +94,7 @@ class Timeline : public Observer {
   std::vector<StepRecord> steps_;
   std::vector<LayerRecord> layers_;
   std::vector<OpLaunch> launches_;
+  std::vector<ReplayRecord> replays_;
   std::vector<std::string> errors_;
   int64_t current_launch_ = -1;
   int64_t open_layer_ = -1;  // index into layers_

@@ -64,6 +64,10 @@ void host_ranges(const Timeline& t, uint64_t origin, std::vector<TraceEvent>& ou
                            track::kEngineTid, l.begin_ns, l.end_ns, origin,
                            {{"layer", l.layer}, {"step", l.step}}));
   }
+  for (const ReplayRecord& r : t.replays())
+    out.push_back(complete(strformat("graph replay %d", r.graph), "graph", track::kHostPid,
+                           track::kEngineTid, r.t_ns, r.t_ns, origin,
+                           {{"step", r.step}, {"graph", r.graph}, {"ops", r.num_ops}}));
   const auto& launches = t.launches();
   for (size_t i = 0; i < launches.size(); ++i) {
     const OpLaunch& l = launches[i];

@@ -4,7 +4,7 @@ namespace lantern::cli {
 
 const std::vector<std::string>& harness_value_options() {
   static const std::vector<std::string> options = {"--record", "--name", "--profile-steps",
-                                                   "--harness"};
+                                                   "--harness", "--cupti-every"};
   return options;
 }
 

@@ -1,8 +1,25 @@
-// Harness overhead on decode: tokens/s of the same workload with the harness
-//   none   no observer attached (EngineOptions::observer == nullptr)
-//   off    a Session attached with every part switched off at run time
-//   on     everything on: NVTX, timeline, CUPTI (cuda), alias tracker, KV
-//          recorder, memory map, recording a run directory
+// Harness overhead on decode: tokens/s of the same workload under several
+// harness configurations ("modes"), interleaved round by round so that clock
+// and host drift hit every mode alike. Every (round, mode) runs in a fresh
+// child process: CUPTI, once attached, can slow a process down after it
+// stopped collecting, so modes must not share one.
+//
+//   none      no observer attached (EngineOptions::observer == nullptr)
+//   off       a Session attached with every part switched off at run time
+//   nvtx | timeline | alias | kv | memory
+//             that one part on, nothing recorded
+//   cupti     timeline + CUPTI kernel records, recording a run directory
+//   record    everything except CUPTI, recording a run directory
+//   on        everything on: NVTX, timeline, CUPTI, alias tracker, KV
+//             recorder, memory map, recording a run directory
+//   none-after-cupti
+//             a short CUPTI-recording session first, stopped, then `none`
+//             (does stopping the collector leave the process at full speed?)
+//   none-after-none
+//             the control for it: a first engine without harness, then `none`
+//   on-everyN everything on, CUPTI kernel records on every Nth step
+//             ("on" uses the default, HarnessOptions::cupti_every)
+//
 // and "compiled out": the `none` number of a build configured with
 // -DLANTERN_INSTRUMENTATION=OFF (preset no-instrumentation), which this
 // program reports as such. Goals (docs/harness.md): on >= 97 %, off >= 99.5 %
@@ -12,8 +29,9 @@
 //   LANTERN_BENCH_BACKEND=cuda|cpu       default: cuda when a GPU is usable
 //   LANTERN_BENCH_BATCH=1                concurrent sequences
 //   LANTERN_BENCH_TOKENS=256             decode tokens per sequence
-//   LANTERN_BENCH_REPEATS=5              timed runs per mode (median reported)
-//   LANTERN_BENCH_RUN_DIR=...            where "on" records (default: build/bench-runs)
+//   LANTERN_BENCH_REPEATS=7              rounds (each mode runs once per round)
+//   LANTERN_BENCH_MODES=none,off,on      comma-separated; "all" = every mode above
+//   LANTERN_BENCH_RUN_DIR=...            where recording modes write (default: build/bench-runs)
 //
 //   build/<preset>/bench/bench_harness_overhead
 #include <algorithm>
@@ -21,10 +39,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <cuda_runtime_api.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/common.h"
 #include "engine/engine.h"
@@ -57,32 +81,123 @@ struct Workload {
   std::filesystem::path run_root;
 };
 
-enum class Mode { none, off, on };
-const char* mode_name(Mode m) { return m == Mode::none ? "none" : m == Mode::off ? "off" : "on"; }
+const char* const kAllModes[] = {"none",   "off",   "nvtx",   "timeline", "alias",    "kv",
+                                 "memory", "cupti", "record", "on",       "on-every1",
+                                 "none-after-cupti", "none-after-none", "cupti-graph",
+                                 "cupti-nokernel"};
 
-// Median decode tokens/s over the repeats of one mode.
-double measure(const Workload& w, Mode mode) {
-  harness::HarnessOptions ho;
-  ho.print_summary = mode == Mode::on;
-  ho.roofline = false;  // measured at finish, outside the timing; not needed here
-  if (mode == Mode::off) {
-    ho.nvtx = ho.cupti = ho.alias = ho.kv = ho.memory = ho.timeline = false;
-  }
-  if (mode == Mode::on) {
-    ho.record_dir = w.run_root / strformat("overhead-on-%lld",
-                                           static_cast<long long>(std::time(nullptr)));
-    std::filesystem::remove_all(ho.record_dir);
-  }
-  std::unique_ptr<harness::Session> session;
-  if (mode != Mode::none) session = std::make_unique<harness::Session>(ho);
-
-  ModelConfig cfg = ModelConfig::load(w.model);
+EngineOptions engine_options(const Workload& w, const ModelConfig& cfg) {
   EngineOptions eo;
   eo.backend = w.backend;
   eo.limits.max_seqs = std::max(w.batch, 1);
   eo.limits.max_context = std::min(cfg.max_position_embeddings, 64 + w.tokens + 16);
   eo.limits.max_batch_tokens = std::max(64 * w.batch, 64);
   eo.limits.kv_memory_fraction = 0.5;
+  return eo;
+}
+
+// The harness options of a mode; *attach is false for "none".
+harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
+  // MODE[/part...]: parts adjust CUPTI (all|kernel|kmem: what sampling
+  // switches off; nodriver: no driver-API records; noext: no external
+  // correlation ids).
+  std::stringstream split(full_mode);
+  std::string mode, part;
+  std::getline(split, mode, '/');
+  harness::HarnessOptions ho;
+  ho.print_summary = false;
+  ho.roofline = false;  // measured at finish, outside the timing; not needed here
+  *attach = mode != "none" && mode.rfind("none-after-", 0) != 0;
+  auto only = [&](bool harness::HarnessOptions::*part) {
+    ho.nvtx = ho.cupti = ho.alias = ho.kv = ho.memory = ho.timeline = false;
+    if (part) ho.*part = true;
+  };
+  if (mode == "none" || mode == "off" || mode.rfind("none-after-", 0) == 0) {
+    only(nullptr);
+  } else if (mode == "nvtx") {
+    only(&harness::HarnessOptions::nvtx);
+  } else if (mode == "timeline") {
+    only(&harness::HarnessOptions::timeline);
+  } else if (mode == "alias") {
+    only(&harness::HarnessOptions::alias);
+  } else if (mode == "kv") {
+    only(&harness::HarnessOptions::kv);
+  } else if (mode == "memory") {
+    only(&harness::HarnessOptions::memory);
+  } else if (mode == "cupti") {
+    only(&harness::HarnessOptions::cupti);
+    ho.timeline = true;
+  } else if (mode == "record") {
+    ho.cupti = false;
+  } else if (mode == "cupti-graph" || mode == "cupti-nokernel") {
+    ho.cupti_kernel_kind = mode == "cupti-graph" ? "graph" : "none";
+  } else if (mode == "on") {
+  } else if (mode.rfind("on-every", 0) == 0) {
+    ho.cupti_every = std::atoi(mode.c_str() + 8);
+    LANTERN_CHECK(ho.cupti_every > 0, "mode %s: expected on-everyN with N > 0", mode.c_str());
+  } else {
+    std::string all;
+    for (const char* m : kAllModes) all += std::string(all.empty() ? "" : ", ") + m;
+    LANTERN_FAIL("unknown mode '%s' in LANTERN_BENCH_MODES; known: %s (or all)", mode.c_str(),
+                 all.c_str());
+  }
+  while (std::getline(split, part, '/')) {
+    if (part == "all" || part == "kernel") ho.cupti_sample_kinds = part;
+    else if (part == "kmem") ho.cupti_sample_kinds = "kernel+memory";
+    else if (part == "nodriver") ho.cupti_driver_api = false;
+    else if (part == "noext") ho.cupti_external_correlation = false;
+    else if (part == "nosub") ho.cupti_graph_node_callbacks = false;
+    else LANTERN_FAIL("mode %s: unknown part '%s'", full_mode.c_str(), part.c_str());
+  }
+  return ho;
+}
+
+struct RunResult {
+  double tokens_per_s = 0;
+  std::string note;  // recording modes: what the run directory says
+};
+
+// One engine, one warm-up, one timed run of the workload under `mode`.
+RunResult run_mode(const Workload& w, const std::string& mode, int round) {
+  if (mode == "none-after-cupti" || mode == "none-after-none") {
+    // A first engine (with a CUPTI-recording session, or without any) that
+    // generates a few tokens and is gone before the timed run.
+    harness::HarnessOptions ho;
+    ho.enabled = mode == "none-after-cupti";
+    ho.print_summary = false;
+    ho.roofline = false;
+    ho.record_dir = w.run_root / strformat("pre-cupti-%d-%lld", round,
+                                           static_cast<long long>(std::time(nullptr)));
+    std::filesystem::remove_all(ho.record_dir);
+    {
+      harness::Session session(ho);
+      ModelConfig cfg = ModelConfig::load(w.model);
+      EngineOptions eo = engine_options(w, cfg);
+      session.apply(eo);
+      Engine engine(cfg, Weights::load(cfg, w.model, w.backend), eo);
+      Request r;
+      r.prompt = {1000, 1037, 1074};
+      r.max_new_tokens = 8;
+      engine.submit(std::move(r));
+      engine.run_until_idle();
+      session.finish(engine);
+    }
+    std::filesystem::remove_all(ho.record_dir);
+  }
+  bool attach = false;
+  harness::HarnessOptions ho = options_of(mode, &attach);
+  const bool records = mode.rfind("cupti", 0) == 0 || mode.rfind("record", 0) == 0 ||
+                       mode.rfind("on", 0) == 0;
+  if (attach && records && mode != "off") {
+    ho.record_dir = w.run_root / strformat("%s-%d-%lld", mode.c_str(), round,
+                                           static_cast<long long>(std::time(nullptr)));
+    std::filesystem::remove_all(ho.record_dir);
+  }
+  std::unique_ptr<harness::Session> session;
+  if (attach) session = std::make_unique<harness::Session>(ho);
+
+  ModelConfig cfg = ModelConfig::load(w.model);
+  EngineOptions eo = engine_options(w, cfg);
   if (session) session->apply(eo);
   Engine engine(cfg, Weights::load(cfg, w.model, w.backend), eo);
 
@@ -102,26 +217,85 @@ double measure(const Workload& w, Mode mode) {
     return static_cast<double>(w.batch) * tokens / s;
   };
   run_once(8);  // warm-up: first-touch allocations, cuBLAS heuristics, graphs
-  std::vector<double> rates;
-  for (int i = 0; i < w.repeats; ++i) rates.push_back(run_once(w.tokens));
-  if (session) session->finish(engine);
-  std::sort(rates.begin(), rates.end());
-  double median = rates[rates.size() / 2];
-  std::printf("  %-5s %10.1f tokens/s   (runs:", mode_name(mode), median);
-  for (double r : rates) std::printf(" %.1f", r);
-  std::printf(")\n");
-  std::fflush(stdout);
-  return median;
+  RunResult out;
+  out.tokens_per_s = run_once(w.tokens);
+  if (session) {
+    session->finish(engine);
+    if (!session->problems().empty()) out.note = "problems: " + session->problems().front();
+    if (session->recording()) {
+      std::ifstream f(session->run_dir() / "metrics.json");
+      nlohmann::json m = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+      if (m.is_object() && m.contains("harness")) {
+        const auto& h = m["harness"];
+        out.note += strformat("%s%lld kernel rows, %lld unattributed, %lld CUPTI records, "
+                              "%lld steps with kernel records, %lld without, %lld toggles "
+                              "taking %.3f ms",
+                              out.note.empty() ? "" : "; ", h.value("kernels", 0LL),
+                              h.value("unattributed_kernels", 0LL), h.value("cupti_records", 0LL),
+                              h.value("cupti_sampled_steps", 0LL), h.value("cupti_skipped_steps", 0LL),
+                              h.value("cupti_kernel_toggles", 0LL),
+                              h.value("cupti_kernel_toggle_ms", 0.0));
+        out.note += strformat(", %lld graph-launch records", h.value("cupti_graph_launches", 0LL));
+      }
+      std::filesystem::remove_all(session->run_dir());  // keep the disk clean over many rounds
+    }
+  }
+  return out;
 }
 
-int run() {
-  const char* model = std::getenv("LANTERN_BENCH_MODEL");
-  if (!model || !*model) {
-    std::fprintf(stderr,
-                 "bench_harness_overhead: set LANTERN_BENCH_MODEL to a model directory (real "
-                 "weights, or `lantern synth --preset llama-3.2-1b --out DIR`)\n");
-    return 2;
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<std::string> parse_modes(const char* text) {
+  std::vector<std::string> modes;
+  std::string s = text && *text ? text : "none,off,on";
+  if (s == "all") return {std::begin(kAllModes), std::end(kAllModes)};
+  std::stringstream ss(s);
+  for (std::string m; std::getline(ss, m, ',');)
+    if (!m.empty()) modes.push_back(m);
+  bool unused = false;
+  for (const std::string& m : modes) (void)options_of(m, &unused);  // validate before running
+  if (std::find(modes.begin(), modes.end(), "none") == modes.end()) modes.insert(modes.begin(), "none");
+  return modes;
+}
+
+// Child: one mode, one round; prints "RESULT <tokens/s>\t<note>".
+int run_child(const Workload& w, const std::string& mode, int round) {
+  RunResult r = run_mode(w, mode, round);
+  std::printf("RESULT %.3f\t%s\n", r.tokens_per_s, r.note.c_str());
+  return 0;
+}
+
+// Parent: runs `mode` in a fresh process of this program.
+RunResult spawn(const std::string& mode, int round) {
+  std::string cmd = strformat("'/proc/%d/exe' --child %s %d 2>&1", static_cast<int>(getpid()),
+                              mode.c_str(), round);
+  FILE* p = popen(cmd.c_str(), "r");
+  LANTERN_CHECK(p != nullptr, "cannot start a child process (%s)", cmd.c_str());
+  std::string output, line;
+  char buf[4096];
+  RunResult r;
+  bool found = false;
+  while (std::fgets(buf, sizeof buf, p)) {
+    output += buf;
+    std::string l = buf;
+    if (l.rfind("RESULT ", 0) == 0) {
+      r.tokens_per_s = std::strtod(l.c_str() + 7, nullptr);
+      auto tab = l.find('\t');
+      if (tab != std::string::npos) r.note = l.substr(tab + 1, l.size() - tab - 2);
+      found = true;
+    }
   }
+  int status = pclose(p);
+  LANTERN_CHECK(found && status == 0, "mode %s (round %d) failed (exit status %d):\n%s",
+                mode.c_str(), round, status, output.c_str());
+  return r;
+}
+
+Workload workload_from_env(const char* model) {
   Workload w;
   w.model = model;
   const char* backend = std::getenv("LANTERN_BENCH_BACKEND");
@@ -131,41 +305,89 @@ int run() {
   w.backend = b == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
   w.batch = static_cast<int>(env_int("LANTERN_BENCH_BATCH", 1));
   w.tokens = static_cast<int>(env_int("LANTERN_BENCH_TOKENS", 256));
-  w.repeats = static_cast<int>(env_int("LANTERN_BENCH_REPEATS", 5));
+  w.repeats = static_cast<int>(env_int("LANTERN_BENCH_REPEATS", 7));
   const char* root = std::getenv("LANTERN_BENCH_RUN_DIR");
   w.run_root = root ? std::filesystem::path(root)
                     : std::filesystem::path(LANTERN_BINARY_DIR) / "bench-runs";
+  return w;
+}
 
-  std::printf("harness overhead: model %s, backend %s, batch %d, %d decode tokens, median of %d\n",
+int run(int argc, char** argv) {
+  const char* model = std::getenv("LANTERN_BENCH_MODEL");
+  if (!model || !*model) {
+    std::fprintf(stderr,
+                 "bench_harness_overhead: set LANTERN_BENCH_MODEL to a model directory (real "
+                 "weights, or `lantern synth --preset llama-3.2-1b --out DIR`)\n");
+    return 2;
+  }
+  if (argc == 4 && std::string(argv[1]) == "--child") {
+    Workload w = workload_from_env(model);
+    return run_child(w, argv[2], std::atoi(argv[3]));
+  }
+  Workload w = workload_from_env(model);
+  const std::string b = kernels::backend_name(w.backend);
+  std::printf("harness overhead: model %s, backend %s, batch %d, %d decode tokens, %d rounds\n",
               model, b.c_str(), w.batch, w.tokens, w.repeats);
   std::printf("instrumentation compiled %s (LANTERN_INSTRUMENTATION=%d)\n",
               LANTERN_INSTRUMENTATION ? "in" : "OUT", LANTERN_INSTRUMENTATION);
 #if !LANTERN_INSTRUMENTATION
   // Hooks are compiled away: every mode runs the same code. One number.
-  double out = measure(w, Mode::none);
-  std::printf("compiled out: %.1f tokens/s (compare with `none` of an instrumented build)\n", out);
-  return 0;
+  std::vector<std::string> modes = {"none"};
 #else
-  double none = measure(w, Mode::none);
-  double off = measure(w, Mode::off);
-  double on = measure(w, Mode::on);
-  double none_again = measure(w, Mode::none);
-  double base = 0.5 * (none + none_again);
-  std::printf("\nbaseline (mean of the two `none` runs, drift %.2f %%): %.1f tokens/s\n",
-              100.0 * (none_again - none) / none, base);
-  std::printf("off / none: %.4f   overhead %.2f %%   (goal <= 0.5 %%)\n", off / base,
-              100.0 * (1.0 - off / base));
-  std::printf("on  / none: %.4f   overhead %.2f %%   (goal <= 3 %%)\n", on / base,
-              100.0 * (1.0 - on / base));
-  return 0;
+  std::vector<std::string> modes = parse_modes(std::getenv("LANTERN_BENCH_MODES"));
 #endif
+  std::map<std::string, std::vector<double>> rates;
+  std::map<std::string, std::string> notes;
+  for (int round = 0; round < w.repeats; ++round) {
+    // Rotate the order each round so no mode always runs first (or right after
+    // a recording mode's finish).
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const std::string& m = modes[(i + round) % modes.size()];
+      RunResult r = spawn(m, round);
+      rates[m].push_back(r.tokens_per_s);
+      if (!r.note.empty()) notes[m] = r.note;
+    }
+  }
+  const double none = median(rates["none"]);
+  // Paired: each round's rate over the same round's `none`, median over rounds.
+  auto paired = [&](const std::string& m) {
+    std::vector<double> r;
+    for (size_t i = 0; i < rates[m].size(); ++i) r.push_back(rates[m][i] / rates["none"][i]);
+    return median(r);
+  };
+  std::printf("\n%-16s %12s %9s %9s %9s   runs (tokens/s, in round order)\n", "mode",
+              "median tok/s", "vs none", "paired", "overhead");
+  for (const std::string& m : modes) {
+    double med = median(rates[m]);
+    std::printf("%-16s %12.1f %9.4f %9.4f %8.2f%%  ", m.c_str(), med, med / none, paired(m),
+                100.0 * (1.0 - paired(m)));
+    for (double r : rates[m]) std::printf(" %.1f", r);
+    std::printf("\n");
+  }
+  const auto& nr = rates["none"];
+  auto [lo, hi] = std::minmax_element(nr.begin(), nr.end());
+  std::printf("\nnone spread over rounds: %.2f %% (min %.1f, max %.1f)\n", 100.0 * (*hi - *lo) / none,
+              *lo, *hi);
+#if !LANTERN_INSTRUMENTATION
+  std::printf("compiled out: %.1f tokens/s (compare with `none` of an instrumented build)\n", none);
+#else
+  for (const auto& [m, note] : notes) std::printf("%s: %s\n", m.c_str(), note.c_str());
+  // "overhead" is the paired median: drift between rounds cancels.
+  if (rates.count("off"))
+    std::printf("off / none: %.4f   overhead %.2f %%   (goal <= 0.5 %%)\n", paired("off"),
+                100.0 * (1.0 - paired("off")));
+  if (rates.count("on"))
+    std::printf("on  / none: %.4f   overhead %.2f %%   (goal <= 3 %%)\n", paired("on"),
+                100.0 * (1.0 - paired("on")));
+#endif
+  return 0;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    return run();
+    return run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_harness_overhead: %s\n", e.what());
     return 1;

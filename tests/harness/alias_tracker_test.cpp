@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/common.h"
 #include "tests/harness/seed_plan.h"
 
 namespace lantern::harness {
@@ -185,14 +186,88 @@ TEST(AliasTracker, GraphCaptureIsSkippedAndReplaysAreChecked) {
   auto a = make_seed_arena(Plan::up_over_gate);
   AliasTracker t;
   t.on_arena(a->arena);
-  testing::run_graph_step(t, *a, 0, 2, /*capture=*/true);
-  testing::run_graph_step(t, *a, 1, 2, /*capture=*/false);
+  const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
+  testing::run_graph_step(t, *a, 0, 2, /*capture=*/true, graph);
+  testing::run_graph_step(t, *a, 1, 2, /*capture=*/false, graph);
   t.finish();
   // Only the replays count: 2 layers x 2 steps, and both steps share one
   // pattern (the captured ops did not double the first step).
   EXPECT_EQ(t.violation_count(), 4);
   ASSERT_EQ(t.patterns().size(), 1u);
   EXPECT_EQ(t.patterns()[0].ops.size(), static_cast<size_t>(testing::seed_ops_per_step(2)));
+}
+
+TEST(AliasTracker, PureReplayStepsReuseTheGraphsPatternAndKeepCounting) {
+  auto a = make_seed_arena(Plan::up_over_gate);
+  AliasTracker t;
+  t.on_arena(a->arena);
+  const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
+  testing::run_graph_step(t, *a, 0, 2, /*capture=*/true, graph);
+  for (int s = 1; s < 10; ++s) testing::run_graph_step(t, *a, s, 2, /*capture=*/false, graph);
+  t.finish();
+  EXPECT_EQ(t.violation_count(), 2 * 10) << "2 layers x 10 replayed steps";
+  ASSERT_EQ(t.patterns().size(), 1u);
+  ASSERT_EQ(t.step_patterns().size(), 10u);
+  for (int s = 0; s < 10; ++s) EXPECT_EQ(t.step_patterns()[s], (std::pair<int64_t, int>{s, 0}));
+  ASSERT_EQ(t.violations().size(), 1u);
+  EXPECT_EQ(t.violations()[0].occurrences, 20);
+}
+
+TEST(AliasTracker, ReplayPlusOtherOpsInOneStepIsAnalysedInFull) {
+  auto a = make_seed_arena(Plan::seed);
+  AliasTracker t;
+  t.on_arena(a->arena);
+  const testing::RecordedGraph graph = testing::record_seed_graph(*a, 1);
+  testing::run_graph_step(t, *a, 0, 1, /*capture=*/true, graph);  // learns the pattern
+  // Step 1: the replay, then an eager op that clobbers x while nothing reads
+  // it any more (clean), then one that reads logits (the replay's output).
+  t.on_step_begin(testing::step_info(1, "decode", 2, 2));
+  t.on_graph_replay(graph.replay());
+  testing::seed_op(t, "extra", -1, kernels::Family::argmax, {a->logits}, {a->xn}, [] {});
+  t.on_step_end(testing::step_info(1, "decode", 2, 2));
+  // Step 2: an eager op first, then the replay.
+  t.on_step_begin(testing::step_info(2, "decode", 2, 2));
+  testing::seed_op(t, "pre", -1, kernels::Family::embedding, {}, {a->x}, [] {});
+  t.on_graph_replay(graph.replay());
+  t.on_step_end(testing::step_info(2, "decode", 2, 2));
+  // Step 3: a pure replay again reuses the learned pattern.
+  testing::run_graph_step(t, *a, 3, 1, /*capture=*/false, graph);
+  t.finish();
+  auto patterns = t.patterns();
+  ASSERT_EQ(patterns.size(), 3u);
+  const size_t n = testing::seed_ops_per_step(1);
+  EXPECT_EQ(patterns[0].ops.size(), n);
+  EXPECT_EQ(patterns[1].ops.size(), n + 1);
+  EXPECT_EQ(patterns[1].ops.back().op, "extra");
+  EXPECT_EQ(patterns[2].ops.size(), n + 1);
+  EXPECT_EQ(patterns[2].ops.front().op, "pre");
+  ASSERT_EQ(t.step_patterns().size(), 4u);
+  EXPECT_EQ(t.step_patterns()[3], (std::pair<int64_t, int>{3, 0}));
+  EXPECT_EQ(t.violation_count(), 0);
+}
+
+// The default on_graph_replay replays the layer and op hooks in order.
+TEST(Observer, DefaultGraphReplayHookExpandsLayersAndOpsInOrder) {
+  struct Log : Observer {
+    std::vector<std::string> events;
+    void on_layer_begin(int l) override { events.push_back(strformat("L%d", l)); }
+    void on_layer_end(int l) override { events.push_back(strformat("/L%d", l)); }
+    void on_op_begin(const OpInfo& op) override {
+      EXPECT_EQ(op.graph, OpInfo::kReplay);
+      events.push_back(op.op);
+    }
+    void on_op_end(const OpInfo& op) override { events.push_back(std::string("/") + op.op); }
+  } log;
+  auto a = make_seed_arena(Plan::seed);
+  const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
+  log.on_graph_replay(graph.replay());
+  // What run_seed_ops emits directly, with the same layer brackets.
+  Log direct;
+  testing::run_seed_ops(direct, *a, "decode", 2, [] {}, OpInfo::kReplay);
+  EXPECT_EQ(log.events, direct.events);
+  EXPECT_EQ(log.events.front(), "embed");
+  EXPECT_EQ(log.events[2], "L0");
+  EXPECT_EQ(log.events.back(), "/argmax");
 }
 
 }  // namespace

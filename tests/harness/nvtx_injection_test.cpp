@@ -209,10 +209,11 @@ TEST(NvtxObserver, GraphReplayHooksPushNoRanges) {
     rec().pops.clear();
     rec().depth = 0;
   }
-  testing::run_graph_step(nvtx, *a, 7, 2, /*capture=*/true);
+  const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
+  testing::run_graph_step(nvtx, *a, 7, 2, /*capture=*/true, graph);
   const size_t with_capture = rec().ranges.size();
   rec().ranges.clear();
-  testing::run_graph_step(nvtx, *a, 8, 2, /*capture=*/false);
+  testing::run_graph_step(nvtx, *a, 8, 2, /*capture=*/false, graph);
   {
     std::lock_guard<std::mutex> lock(rec().mutex);
     rec().on = false;

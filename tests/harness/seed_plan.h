@@ -136,14 +136,55 @@ void run_seed_step(Observer& obs, const SeedArena& a, int64_t step, const char* 
   if (step_hooks) obs.on_step_end(info);
 }
 
+// The ops of a captured graph the way engine/model.cpp keeps them for its
+// replays: OpInfo entries (kReplay) whose view lists live as long as the graph.
+struct RecordedGraph {
+  std::vector<std::vector<ViewId>> reads, writes;
+  std::vector<OpInfo> ops;
+  GraphReplay replay(int graph = 0) const {
+    return GraphReplay{graph, ops.data(), static_cast<int>(ops.size())};
+  }
+};
+
+class GraphRecorder : public Observer {
+ public:
+  explicit GraphRecorder(RecordedGraph& g) : g_(g) {}
+  void on_op_begin(const OpInfo& op) override {
+    g_.ops.push_back(op);
+    g_.reads.emplace_back(op.reads, op.reads + op.num_reads);
+    g_.writes.emplace_back(op.writes, op.writes + op.num_writes);
+  }
+  ~GraphRecorder() override {
+    for (size_t i = 0; i < g_.ops.size(); ++i) {
+      g_.ops[i].reads = g_.reads[i].data();
+      g_.ops[i].writes = g_.writes[i].data();
+    }
+  }
+
+ private:
+  RecordedGraph& g_;
+};
+
+// The seed decode step's ops as a recorded graph.
+inline RecordedGraph record_seed_graph(const SeedArena& a, int layers) {
+  RecordedGraph g;
+  {
+    GraphRecorder rec(g);
+    run_seed_ops(rec, a, "decode", layers, [] {}, OpInfo::kReplay);
+  }
+  return g;
+}
+
 // A decode step the way the engine runs it with CUDA graphs: the first time
 // (`capture`) the ops are recorded into a graph, which is then launched;
-// every time, the replay's accounting hooks follow the launch.
-inline void run_graph_step(Observer& obs, const SeedArena& a, int64_t step, int layers, bool capture) {
+// every time, one on_graph_replay hook follows the launch. `graph` must
+// outlive the observer's use of it (one per test, like the engine's graph).
+inline void run_graph_step(Observer& obs, const SeedArena& a, int64_t step, int layers, bool capture,
+                           const RecordedGraph& graph) {
   StepInfo info = step_info(step, "decode", 2, 2);
   obs.on_step_begin(info);
   if (capture) run_seed_ops(obs, a, "decode", layers, [] {}, OpInfo::kCapture);
-  run_seed_ops(obs, a, "decode", layers, [] {}, OpInfo::kReplay);
+  obs.on_graph_replay(graph.replay());
   obs.on_step_end(info);
 }
 

@@ -150,15 +150,24 @@ TEST(TraceJson, GraphReplaysHaveNoHostRanges) {
   g_ns = 0;
   Timeline timeline(fake_clock);
   auto a = testing::make_seed_arena();
-  testing::run_graph_step(timeline, *a, 0, 2, /*capture=*/true);
-  testing::run_graph_step(timeline, *a, 1, 2, /*capture=*/false);
+  const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
+  testing::run_graph_step(timeline, *a, 0, 2, /*capture=*/true, graph);
+  testing::run_graph_step(timeline, *a, 1, 2, /*capture=*/false, graph);
   const size_t ops = testing::seed_ops_per_step(2);
-  ASSERT_EQ(timeline.launches().size(), 3 * ops) << "capture + two replays, all logged";
+  ASSERT_EQ(timeline.launches().size(), ops) << "the capture's ops only: replays are not re-logged";
+  ASSERT_EQ(timeline.replays().size(), 2u);
+  EXPECT_EQ(timeline.replays()[1].step, 1);
+  EXPECT_EQ(timeline.replays()[1].num_ops, static_cast<int>(ops));
   TraceSources src;
   src.timeline = &timeline;
   std::vector<TraceEvent> events = build_trace(src);
-  size_t op_ranges = 0, layer_ranges = 0;
+  size_t op_ranges = 0, layer_ranges = 0, replay_marks = 0;
   for (const TraceEvent& e : events) {
+    if (e.cat == "graph") {
+      ++replay_marks;
+      EXPECT_EQ(e.args["ops"], ops);
+      EXPECT_EQ(e.dur_us, 0.0);
+    }
     if (e.cat == "op") {
       ++op_ranges;
       EXPECT_EQ(e.args["graph"], "capture") << e.name;
@@ -168,6 +177,7 @@ TEST(TraceJson, GraphReplaysHaveNoHostRanges) {
   }
   EXPECT_EQ(op_ranges, ops) << "the capture's host ranges only";
   EXPECT_EQ(layer_ranges, 2u);
+  EXPECT_EQ(replay_marks, 2u) << "one zero-length mark per replay";
   EXPECT_EQ(runfmt::check_trace(events), std::vector<std::string>{});
   EXPECT_TRUE(host_kernel_rows(timeline, Roofline{}, 0).empty()) << "nothing ran on the host";
 }
