@@ -114,16 +114,19 @@ void CuptiCollector::start() {
   try {
     g_buffer_bytes = options_.buffer_bytes;
     // Stamp every record with the harness clock so host and GPU share one axis.
-    CUptiResult r = cuptiActivityRegisterTimestampCallback(harness_timestamp);
+    CUptiResult r = options_.harness_clock ? cuptiActivityRegisterTimestampCallback(harness_timestamp)
+                                           : CUPTI_ERROR_NOT_SUPPORTED;
     if (r != CUPTI_SUCCESS) {
       uint64_t cupti_now = 0;
       LANTERN_CUPTI(cuptiGetTimestamp(&cupti_now));
       clock_offset_ns_ = static_cast<int64_t>(clock_ns()) - static_cast<int64_t>(cupti_now);
       clock_offset_needed_ = true;
-      std::lock_guard<std::mutex> lock(mutex_);
-      records_.errors.push_back(strformat("cuptiActivityRegisterTimestampCallback failed (%s): "
-                                          "CUPTI times shifted by a measured offset instead",
-                                          cupti_error_string(r)));
+      if (options_.harness_clock) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        records_.errors.push_back(strformat("cuptiActivityRegisterTimestampCallback failed (%s): "
+                                            "CUPTI times shifted by a measured offset instead",
+                                            cupti_error_string(r)));
+      }
     }
     LANTERN_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     if (options_.graph_node_callbacks) {

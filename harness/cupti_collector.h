@@ -49,6 +49,9 @@ struct CuptiOptions {
   // Subscribe to CUDA-graph node creation/cloning (labels replayed kernels
   // with the op that captured them).
   bool graph_node_callbacks = true;
+  // Stamp records with the harness clock (cuptiActivityRegisterTimestampCallback);
+  // false: CUPTI's clock, shifted by an offset measured at start.
+  bool harness_clock = true;
   // stop() detaches CUPTI from the process (cuptiFinalize), so that the
   // rest of the process runs at full speed; the next start() attaches anew.
   bool detach_at_stop = true;

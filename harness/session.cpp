@@ -95,6 +95,7 @@ Session::Session(HarnessOptions options) : options_(std::move(options)) {
     co.kernel_kind = options_.cupti_kernel_kind;
     co.external_correlation = options_.cupti_external_correlation;
     co.graph_node_callbacks = options_.cupti_graph_node_callbacks;
+    co.harness_clock = options_.cupti_harness_clock;
     cupti_ = std::make_unique<CuptiCollector>(timeline_.get(), co);
     observers_.add(cupti_.get());  // after the timeline: it reads the current op-log index
   }

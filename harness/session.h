@@ -48,6 +48,7 @@ struct HarnessOptions {
   std::string cupti_kernel_kind = "concurrent";  // CuptiOptions::kernel_kind
   bool cupti_external_correlation = true;        // CuptiOptions::external_correlation
   bool cupti_graph_node_callbacks = true;        // CuptiOptions::graph_node_callbacks
+  bool cupti_harness_clock = true;               // CuptiOptions::harness_clock
   int profile_first = -1, profile_last = -1;  // --profile-steps A:B (nsys capture range)
   bool print_summary = true;  // finish() prints problems and where the run went to stderr
 };

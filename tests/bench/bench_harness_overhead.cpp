@@ -147,6 +147,7 @@ harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
     else if (part == "nodriver") ho.cupti_driver_api = false;
     else if (part == "noext") ho.cupti_external_correlation = false;
     else if (part == "nosub") ho.cupti_graph_node_callbacks = false;
+    else if (part == "cuptiwclock") ho.cupti_harness_clock = false;
     else LANTERN_FAIL("mode %s: unknown part '%s'", full_mode.c_str(), part.c_str());
   }
   return ho;

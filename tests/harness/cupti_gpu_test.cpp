@@ -298,5 +298,59 @@ TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
 
+TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  auto model = test::scratch_dir("cupti-every-model");
+  SynthOptions so;
+  so.seed = 9;
+  so.with_tokenizer = false;
+  write_synthetic_model(synth_preset("tiny"), model, so);
+  auto dir = test::scratch_dir("cupti-every") / "run";
+  HarnessOptions o;
+  o.record_dir = dir;
+  o.cupti_every = 4;
+  o.roofline = false;
+  Session session(o);
+  ModelConfig cfg = ModelConfig::load(model);
+  EngineOptions eo;
+  eo.backend = kernels::Backend::cuda;
+  eo.limits.max_context = std::min(256, cfg.max_position_embeddings);
+  eo.limits.max_seqs = 2;
+  eo.limits.kv_num_blocks = 2 * cfg.num_layers * 16;
+  session.apply(eo);
+  {
+    Engine engine(cfg, Weights::load(cfg, model, kernels::Backend::cuda), eo);
+    Request r;
+    for (int t = 0; t < 7; ++t) r.prompt.push_back((17 * t + 3) % cfg.vocab_size);
+    r.max_new_tokens = 12;  // step 0 prefills (and samples token 1), steps 1..11 decode
+    r.stop_at_eos = false;
+    engine.submit(std::move(r));
+    engine.run_until_idle();
+    for (const auto& res : engine.take_finished()) session.on_result(res, "");
+    session.finish(engine);
+  }
+  runfmt::Run run = runfmt::RunReader::open(dir);
+  std::set<int64_t> steps;
+  size_t replayed = 0;
+  for (const auto& k : run.kernels) {
+    steps.insert(k.step);
+    if (k.graph_node != 0) {
+      ++replayed;
+      EXPECT_GE(k.launch, 0) << "graph captured in an untraced step still labels its replays";
+      EXPECT_FALSE(k.op.empty());
+    }
+  }
+  EXPECT_EQ(steps, (std::set<int64_t>{0, 4, 8})) << "prefill step 0, decode steps 4 and 8";
+  EXPECT_GT(replayed, 0u);
+  EXPECT_EQ(run.metrics["harness"]["cupti_sampled_steps"], 3);
+  EXPECT_EQ(run.metrics["harness"]["cupti_skipped_steps"], 9);
+  EXPECT_EQ(run.manifest.json["harness"]["cupti_every"], 4);
+  EXPECT_EQ(run.metrics["harness"]["cupti_dropped_records"], 0);
+  EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace lantern::harness
