@@ -18,17 +18,19 @@ TEST(HarnessOptions, Defaults) {
   EXPECT_TRUE(o.nvtx && o.cupti && o.alias && o.kv && o.memory && o.roofline);
   EXPECT_EQ(o.profile_first, -1);
   EXPECT_EQ(o.profile_last, -1);
+  EXPECT_EQ(o.cupti_every, 1);
 }
 
 TEST(HarnessOptions, EveryOption) {
   HarnessOptions o = harness_options_from(
       {{"--record", "runs/x"}, {"--name", "baseline"}, {"--profile-steps", "10:20"},
-       {"--harness", "on"}},
+       {"--harness", "on"}, {"--cupti-every", "16"}},
       {"--no-cupti", "--no-nvtx", "--no-alias", "--no-kv", "--no-memory", "--no-roofline"});
   EXPECT_EQ(o.record_dir, "runs/x");
   EXPECT_EQ(o.name, "baseline");
   EXPECT_EQ(o.profile_first, 10);
   EXPECT_EQ(o.profile_last, 20);
+  EXPECT_EQ(o.cupti_every, 16);
   EXPECT_FALSE(o.nvtx || o.cupti || o.alias || o.kv || o.memory || o.roofline);
   EXPECT_TRUE(o.enabled);
   EXPECT_FALSE(harness_options_from({{"--harness", "off"}}, {}).enabled);
@@ -50,7 +52,11 @@ TEST(HarnessOptions, BadValuesNameTheOption) {
   EXPECT_THAT(error({{"--profile-steps", "5:2"}}), HasSubstr("the first step is after the last"));
   EXPECT_THAT(error({{"--harness", "maybe"}}), HasSubstr("--harness expects on or off"));
   EXPECT_THAT(error({{"--record", ""}}), HasSubstr("--record needs a directory"));
+  for (const char* bad : {"0", "-3", "x", "4x", ""})
+    EXPECT_THAT(error({{"--cupti-every", bad}}), HasSubstr("--cupti-every expects a positive step count"))
+        << bad;
   EXPECT_THAT(harness_options_help(), HasSubstr("--profile-steps A:B"));
+  EXPECT_THAT(harness_options_help(), HasSubstr("--cupti-every N"));
 }
 
 }  // namespace
