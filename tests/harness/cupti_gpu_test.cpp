@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/common.h"
 #include "engine/engine.h"
 #include "engine/synth.h"
 #include "harness/attribution.h"
@@ -243,30 +244,43 @@ TEST(CuptiGpu, SessionRecordsACudaRun) {
   EXPECT_TRUE(gpu_track);
 }
 
-TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
-  auto model = test::scratch_dir("cupti-tiny-model");
+// Records a run of the tiny synthetic model on the CUDA backend: `o` (with
+// record_dir set) drives the harness, `submit` queues the requests.
+template <class Submit>
+runfmt::Run record_tiny_cuda_run(const char* name, uint64_t seed, HarnessOptions o, int max_seqs,
+                                 Submit&& submit) {
+  auto model = test::scratch_dir(strformat("%s-model", name));
   SynthOptions so;
-  so.seed = 5;
+  so.seed = seed;
   so.with_tokenizer = false;
   write_synthetic_model(synth_preset("tiny"), model, so);
-  auto dir = test::scratch_dir("cupti-engine") / "run";
-  HarnessOptions o;
-  o.record_dir = dir;
+  o.record_dir = test::scratch_dir(name) / "run";
   Session session(o);
   ModelConfig cfg = ModelConfig::load(model);
   EngineOptions eo;
   eo.backend = kernels::Backend::cuda;
   eo.limits.max_context = std::min(256, cfg.max_position_embeddings);
-  eo.limits.max_seqs = 4;
-  eo.limits.kv_num_blocks = 4 * cfg.num_layers * 16;
+  eo.limits.max_seqs = max_seqs;
+  eo.limits.kv_num_blocks = max_seqs * cfg.num_layers * 16;
   session.apply(eo);
   {
     Engine engine(cfg, Weights::load(cfg, model, kernels::Backend::cuda), eo);
     session.set_config(engine.describe());
+    submit(engine, cfg);
+    engine.run_until_idle();
+    for (const auto& r : engine.take_finished()) session.on_result(r, "");
+    session.finish(engine);
+  }
+  return runfmt::RunReader::open(o.record_dir);
+}
+
+TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  runfmt::Run run = record_tiny_cuda_run("cupti-engine", 5, HarnessOptions{}, 4,
+                                         [](Engine& engine, const ModelConfig& cfg) {
     for (int i = 0; i < 3; ++i) {
       Request r;
       for (int t = 0; t < 6 + 5 * i; ++t) r.prompt.push_back((31 * t + i) % cfg.vocab_size);
@@ -274,11 +288,7 @@ TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
       r.stop_at_eos = false;
       engine.submit(std::move(r));
     }
-    engine.run_until_idle();
-    for (const auto& r : engine.take_finished()) session.on_result(r, "");
-    session.finish(engine);
-  }
-  runfmt::Run run = runfmt::RunReader::open(dir);
+  });
   EXPECT_EQ(run.memory.violation_count, 0)
       << (run.memory.violations.empty() ? "" : run.memory.violations[0].message);
   EXPECT_TRUE(run.kv.leaked_blocks.empty());
@@ -303,36 +313,16 @@ TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
 #if !LANTERN_INSTRUMENTATION
   GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
 #endif
-  auto model = test::scratch_dir("cupti-every-model");
-  SynthOptions so;
-  so.seed = 9;
-  so.with_tokenizer = false;
-  write_synthetic_model(synth_preset("tiny"), model, so);
-  auto dir = test::scratch_dir("cupti-every") / "run";
   HarnessOptions o;
-  o.record_dir = dir;
   o.cupti_every = 4;
   o.roofline = false;
-  Session session(o);
-  ModelConfig cfg = ModelConfig::load(model);
-  EngineOptions eo;
-  eo.backend = kernels::Backend::cuda;
-  eo.limits.max_context = std::min(256, cfg.max_position_embeddings);
-  eo.limits.max_seqs = 2;
-  eo.limits.kv_num_blocks = 2 * cfg.num_layers * 16;
-  session.apply(eo);
-  {
-    Engine engine(cfg, Weights::load(cfg, model, kernels::Backend::cuda), eo);
+  runfmt::Run run = record_tiny_cuda_run("cupti-every", 9, o, 2, [](Engine& engine, const ModelConfig& cfg) {
     Request r;
     for (int t = 0; t < 7; ++t) r.prompt.push_back((17 * t + 3) % cfg.vocab_size);
     r.max_new_tokens = 12;  // step 0 prefills (and samples token 1), steps 1..11 decode
     r.stop_at_eos = false;
     engine.submit(std::move(r));
-    engine.run_until_idle();
-    for (const auto& res : engine.take_finished()) session.on_result(res, "");
-    session.finish(engine);
-  }
-  runfmt::Run run = runfmt::RunReader::open(dir);
+  });
   std::set<int64_t> steps;
   size_t replayed = 0;
   for (const auto& k : run.kernels) {
