@@ -108,7 +108,7 @@ class EngineImpl {
     kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
-    scheduler_ = std::make_unique<Scheduler>(limits_, cfg_.num_layers, *kv_);
+    scheduler_ = std::make_unique<Scheduler>(limits_, *kv_);
   }
 
   double now() const {

@@ -13,8 +13,8 @@ int StepPlan::rows() const {
   return n;
 }
 
-Scheduler::Scheduler(const EngineLimits& limits, int num_layers, KvBlockManager& kv)
-    : limits_(limits), num_layers_(num_layers), kv_(kv) {
+Scheduler::Scheduler(const EngineLimits& limits, KvBlockManager& kv)
+    : limits_(limits), kv_(kv) {
   for (int s = limits.max_seqs - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 

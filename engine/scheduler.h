@@ -54,7 +54,7 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  Scheduler(const EngineLimits& limits, int num_layers, KvBlockManager& kv);
+  Scheduler(const EngineLimits& limits, KvBlockManager& kv);
 
   void enqueue(std::unique_ptr<Sequence> seq);  // back of the queue
   StepPlan plan(int64_t step);
@@ -68,7 +68,6 @@ class Scheduler {
 
  private:
   EngineLimits limits_;
-  int num_layers_;
   KvBlockManager& kv_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;

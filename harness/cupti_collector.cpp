@@ -314,15 +314,7 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        GpuActivity a;
-        a.kind = GpuActivityKind::kernel;
-        a.start_ns = to_harness_clock(k->start);
-        a.end_ns = to_harness_clock(k->end);
-        a.graph_node = k->graphNodeId;
-        a.graph_id = k->graphId;
-        a.correlation = k->correlationId;
-        a.stream = k->streamId;
-        a.device = k->deviceId;
+        GpuActivity a = gpu_activity(GpuActivityKind::kernel, *k);
         a.name = intern(demangle(k->name));
         records_.activities.push_back(a);
         break;
@@ -332,15 +324,7 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
         break;
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        GpuActivity a;
-        a.kind = GpuActivityKind::memcpy;
-        a.start_ns = to_harness_clock(m->start);
-        a.end_ns = to_harness_clock(m->end);
-        a.graph_node = m->graphNodeId;
-        a.graph_id = m->graphId;
-        a.correlation = m->correlationId;
-        a.stream = m->streamId;
-        a.device = m->deviceId;
+        GpuActivity a = gpu_activity(GpuActivityKind::memcpy, *m);
         a.bytes = m->bytes;
         a.copy_kind = m->copyKind;
         static const char* const kCopyNames[] = {"memcpy", "memcpy HtoD", "memcpy DtoH",
@@ -355,15 +339,7 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        GpuActivity a;
-        a.kind = GpuActivityKind::memset;
-        a.start_ns = to_harness_clock(m->start);
-        a.end_ns = to_harness_clock(m->end);
-        a.graph_node = m->graphNodeId;
-        a.graph_id = m->graphId;
-        a.correlation = m->correlationId;
-        a.stream = m->streamId;
-        a.device = m->deviceId;
+        GpuActivity a = gpu_activity(GpuActivityKind::memset, *m);
         a.bytes = m->bytes;
         a.name = intern("memset");
         records_.activities.push_back(a);

@@ -110,6 +110,20 @@ class CuptiCollector : public Observer {
   std::unordered_map<uint32_t, uint32_t> thread_index_;
   uint32_t intern(const std::string& name);
   uint64_t to_harness_clock(uint64_t cupti_ns) const;
+  // The fields kernel, memcpy and memset records share.
+  template <class Record>
+  GpuActivity gpu_activity(GpuActivityKind kind, const Record& r) const {
+    GpuActivity a;
+    a.kind = kind;
+    a.start_ns = to_harness_clock(r.start);
+    a.end_ns = to_harness_clock(r.end);
+    a.graph_node = r.graphNodeId;
+    a.graph_id = r.graphId;
+    a.correlation = r.correlationId;
+    a.stream = r.streamId;
+    a.device = r.deviceId;
+    return a;
+  }
 };
 
 }  // namespace lantern::harness

@@ -40,7 +40,7 @@ SimResult simulate(const EngineLimits& lim, int layers, int num_blocks, int num_
                    int max_new, CountingObserver& obs) {
   int max_blocks = (lim.max_context + lim.kv_block_size - 1) / lim.kv_block_size;
   KvBlockManager kv(num_blocks, lim.kv_block_size, layers, lim.max_seqs, max_blocks, &obs);
-  Scheduler sched(lim, layers, kv);
+  Scheduler sched(lim, kv);
   std::uniform_int_distribution<int> plen(1, max_prompt), nnew(1, max_new);
   std::map<int64_t, int> want;  // id -> max_new
   for (int i = 0; i < num_requests; ++i) {
