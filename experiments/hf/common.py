@@ -1,6 +1,7 @@
 """Helpers shared by the HF comparison scripts: prompts, metrics, running `lantern score`.
 
-numpy only (no torch), so synth_stats.py can use it on machines without torch.
+numpy only at import (torch is imported inside comparison_setup), so synth_stats.py
+can use it on machines without torch.
 """
 
 import os
@@ -11,6 +12,37 @@ import numpy as np
 
 # Llama 3's special tokens start at 128000; random prompts stay below.
 FIRST_SPECIAL_TOKEN = 128000
+
+
+def comparison_parser(doc: str, out_name: str, lengths: str, lantern_device: str,
+                      lantern_device_help: str):
+    """The options every HF comparison script takes (each adds its own extras)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True,
+                    help="HF model directory (e.g. lantern synth --preset llama-3.2-1b)")
+    ap.add_argument("--lantern", required=True, help="path of the lantern binary")
+    ap.add_argument("--out", required=True, help=f"output directory (ids files, {out_name})")
+    ap.add_argument("--lengths", default=lengths, help="prompt lengths")
+    ap.add_argument("--seed", type=int, default=None, help="prompt seed (default: fresh, printed)")
+    ap.add_argument("--hf-device", default="cuda", help="torch device for HF")
+    ap.add_argument("--lantern-device", default=lantern_device, help=lantern_device_help)
+    return ap
+
+
+def comparison_setup(args):
+    """Output directory, the (printed) seed and its generator, the prompt
+    lengths, strict fp32 matmuls, and HF's fp32 model: (seed, rng, lengths, fp32)."""
+    import torch  # after argparse, so --help works without torch
+    import hf_runner
+    os.makedirs(args.out, exist_ok=True)
+    seed = fresh_seed(args.seed)
+    print(f"seed {seed} (replay with --seed {seed})")
+    hf_runner.strict_fp32()
+    rng = np.random.default_rng(seed)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    fp32 = hf_runner.load(args.model, torch.float32, args.hf_device)
+    return seed, rng, lengths, fp32
 
 
 def fresh_seed(seed):

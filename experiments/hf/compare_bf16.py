@@ -20,7 +20,6 @@ margins. Writes OUT/summary_bf16.json; exits 1 when a criterion fails.
         --lantern build/gpu-machine/bin/lantern --out runs/compare-bf16
 """
 
-import argparse
 import json
 import os
 import sys
@@ -36,29 +35,16 @@ TOP1_POINTS_LIMIT = 1.0      # lantern top-1 agreement may trail hf_bf16's by th
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="HF model directory (e.g. lantern synth --preset llama-3.2-1b)")
-    ap.add_argument("--lantern", required=True, help="path of the lantern binary")
-    ap.add_argument("--out", required=True, help="output directory (ids files, summary_bf16.json)")
-    ap.add_argument("--lengths", default="1,17,128,512", help="prompt lengths")
+    ap = common.comparison_parser(__doc__, "summary_bf16.json", "1,17,128,512", "cuda",
+                                  "--device for lantern score")
     ap.add_argument("--continuation", type=int, default=256, help="greedy tokens after each prompt")
-    ap.add_argument("--seed", type=int, default=None, help="prompt seed (default: fresh, printed)")
-    ap.add_argument("--hf-device", default="cuda", help="torch device for HF")
-    ap.add_argument("--lantern-device", default="cuda", help="--device for lantern score")
     args = ap.parse_args()
 
     import torch  # noqa: E402  (after argparse so --help works without torch)
     import hf_runner  # noqa: E402
 
-    os.makedirs(args.out, exist_ok=True)
-    seed = common.fresh_seed(args.seed)
-    print(f"seed {seed} (replay with --seed {seed})")
-    hf_runner.strict_fp32()
-    rng = np.random.default_rng(seed)
-    lengths = [int(x) for x in args.lengths.split(",")]
-
     t0 = time.time()
-    fp32 = hf_runner.load(args.model, torch.float32, args.hf_device)
+    seed, rng, lengths, fp32 = common.comparison_setup(args)
     vocab = fp32.config.vocab_size
     cases = []
     for n in lengths:

@@ -13,7 +13,6 @@ Writes OUT/summary_fp32.json; exits 1 on any failing position.
         --lantern build/gpu-machine/bin/lantern --out runs/compare-fp32
 """
 
-import argparse
 import json
 import os
 import sys
@@ -28,29 +27,15 @@ REL_L2_LIMIT = 1e-3
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="HF model directory")
-    ap.add_argument("--lantern", required=True, help="path of the lantern binary")
-    ap.add_argument("--out", required=True, help="output directory (ids files, summary_fp32.json)")
-    ap.add_argument("--lengths", default="1,17,64", help="prompt lengths")
+    ap = common.comparison_parser(__doc__, "summary_fp32.json", "1,17,64", "cpu",
+                                  "--device for lantern score (cpu: fp32 reference)")
     ap.add_argument("--decode-steps", type=int, default=16, help="greedy tokens after each prompt")
-    ap.add_argument("--seed", type=int, default=None, help="prompt seed (default: fresh, printed)")
-    ap.add_argument("--hf-device", default="cuda", help="torch device for HF")
-    ap.add_argument("--lantern-device", default="cpu", help="--device for lantern score (cpu: fp32 reference)")
     args = ap.parse_args()
 
-    import torch  # noqa: E402
-    import hf_runner  # noqa: E402
-
-    os.makedirs(args.out, exist_ok=True)
-    seed = common.fresh_seed(args.seed)
-    print(f"seed {seed} (replay with --seed {seed})")
-    hf_runner.strict_fp32()
-    rng = np.random.default_rng(seed)
-    lengths = [int(x) for x in args.lengths.split(",")]
+    import hf_runner  # noqa: E402  (after argparse so --help works without torch)
 
     t0 = time.time()
-    fp32 = hf_runner.load(args.model, torch.float32, args.hf_device)
+    seed, rng, lengths, fp32 = common.comparison_setup(args)
     vocab = fp32.config.vocab_size
     rows, per_case, failures = [], [], []
     for n in lengths:
