@@ -10,6 +10,7 @@
 #include <numbers>
 
 #include "engine/common.h"
+#include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"
 
 namespace lantern {
@@ -18,22 +19,7 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-// The published config.json of Llama-3.2-1B-Instruct.
-const char* kLlama32_1B = R"({
-  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
-  "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "head_dim": 64,
-  "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
-  "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false,
-  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
-  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
-  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
-  "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
-
-json base() {
-  return json::parse(kLlama32_1B);
-}
+json base() { return test::llama32_1b_config_json(); }
 
 std::string error_of(const json& j) {
   try {

@@ -12,6 +12,7 @@
 
 #include "engine/common.h"
 #include "engine/synth.h"
+#include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"
 
 namespace lantern {
@@ -23,18 +24,9 @@ using ::testing::HasSubstr;
 
 // A model small enough to write in microseconds: 2 layers, GQA 2/1.
 ModelConfig micro_config(bool tied = true) {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.intermediate_size = 32;
-  c.num_layers = 2;
-  c.num_q_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 8;
-  c.vocab_size = 64;
-  c.max_position_embeddings = 128;
-  c.tie_word_embeddings = tied;
-  c.validate();
-  return c;
+  test::MicroShape s;
+  s.tied = tied;
+  return test::micro_config(s);
 }
 
 // A safetensors file with the given tensors (zero data), via the writer's layout.

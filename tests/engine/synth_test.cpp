@@ -11,6 +11,7 @@
 
 #include "engine/common.h"
 #include "engine/safetensors.h"
+#include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"
 
 namespace lantern {
@@ -21,18 +22,8 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 ModelConfig micro_config() {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_layers = 2;
-  c.num_q_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.vocab_size = 1000;
-  c.max_position_embeddings = 128;
-  c.tie_word_embeddings = false;
-  c.validate();
-  return c;
+  return test::micro_config({.hidden = 32, .intermediate = 64, .q_heads = 4, .kv_heads = 2,
+                             .head_dim = 8, .vocab = 1000, .tied = false});
 }
 
 std::string slurp(const fs::path& p) {
@@ -68,18 +59,10 @@ struct RemoveOnExit {
 };
 
 TEST(Synth, PresetsHaveTheRealShapes) {
-  // Published config.json of Llama-3.2-1B-Instruct, key by key.
-  const json real_1b = json::parse(R"({
-    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
-    "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "head_dim": 64,
-    "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
-    "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false,
-    "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
-    "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
-    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
-    "use_cache": true, "vocab_size": 128256})");
+  // Published config.json of Llama-3.2-1B-Instruct, key by key (less the
+  // transformers version, which a synthesised model does not claim).
+  json real_1b = test::llama32_1b_config_json();
+  real_1b.erase("transformers_version");
   EXPECT_EQ(synth_preset("llama-3.2-1b").to_json(), real_1b);
 
   const ModelConfig c3 = synth_preset("llama-3.2-3b");

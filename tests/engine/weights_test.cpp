@@ -10,6 +10,7 @@
 #include "engine/common.h"
 #include "engine/safetensors.h"
 #include "engine/synth.h"
+#include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"
 
 namespace lantern {
@@ -19,18 +20,8 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 ModelConfig micro_config(bool tied = true, int vocab = 64, int hidden = 16) {
-  ModelConfig c;
-  c.hidden_size = hidden;
-  c.intermediate_size = 2 * hidden;
-  c.num_layers = 2;
-  c.num_q_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = hidden / 2;
-  c.vocab_size = vocab;
-  c.max_position_embeddings = 128;
-  c.tie_word_embeddings = tied;
-  c.validate();
-  return c;
+  return test::micro_config({.hidden = hidden, .intermediate = 2 * hidden, .q_heads = 2,
+                             .kv_heads = 1, .head_dim = hidden / 2, .vocab = vocab, .tied = tied});
 }
 
 std::string file_bytes(const fs::path& p, uint64_t begin, uint64_t n) {
