@@ -4,10 +4,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/session.h"
 #include "tests/harness/seed_plan.h"
@@ -96,6 +98,23 @@ TEST_F(InspectCli, ComparesTwoRunsOpByOp) {
   EXPECT_THAT(out, HasSubstr("B/A"));
   EXPECT_THAT(out, HasSubstr("down_proj"));
   EXPECT_THAT(out, Not(HasSubstr("top ops by time")));
+}
+
+TEST_F(InspectCli, SampledKernelTimingsAreSaid) {
+  auto dir = record("sampled", testing::Plan::seed, 1);
+  {
+    auto [status, out] = lantern("inspect " + dir.string());
+    EXPECT_THAT(out, Not(HasSubstr("kernel timings sampled")));
+  }
+  // What a CUDA run with --cupti-every 4 writes (CPU runs have no CUPTI).
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "metrics.json"));
+  m["harness"]["cupti_kernel_every"] = 4;
+  m["harness"]["cupti_sampled_steps"] = 3;
+  m["harness"]["cupti_skipped_steps"] = 9;
+  std::ofstream(dir / "metrics.json") << m.dump();
+  auto [status, out] = lantern("inspect " + dir.string());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("kernel timings sampled (--cupti-every 4): 3 of 12 steps traced"));
 }
 
 TEST_F(InspectCli, BadRunDirectoryIsAOneLineError) {
