@@ -255,8 +255,15 @@ void Model::apply_table_updates(const std::vector<KvTableUpdate>& updates) {
     size_t n = std::min<size_t>(updates.size() - done, max_table_updates_);
     std::memcpy(host + meta.updates, updates.data() + done, n * sizeof(KvTableUpdate));
     dev_.copy_h2d(devm + meta.updates, host + meta.updates, n * sizeof(KvTableUpdate));
+    // Not a registry kernel, but an op all the same: its kernel is attributed
+    // (step, op "kv_table_update") like every other launch.
+    OpInfo info;
+    info.op = "kv_table_update";
+    info.cost = kernels::Cost{static_cast<double>(n * (sizeof(KvTableUpdate) + sizeof(int32_t))), 0};
+    LANTERN_OBSERVE(obs_, on_op_begin(info));
     launch_scatter_i32(block_tables_, reinterpret_cast<const int32_t*>(devm + meta.updates),
                        static_cast<int>(n), dev_.stream());
+    LANTERN_OBSERVE(obs_, on_op_end(info));
     done += n;
     if (done < updates.size()) dev_.synchronize();  // the staging area is reused
   }

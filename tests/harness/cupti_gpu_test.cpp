@@ -303,7 +303,13 @@ TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
   }
   std::printf("[engine-cuda] %zu kernels, %zu attributed, %zu replayed from CUDA graphs\n",
               run.kernels.size(), attributed, from_graphs);
-  EXPECT_GT(attributed, run.kernels.size() * 8 / 10) << "most kernels run inside op hooks";
+  std::string first_unattributed;
+  for (const auto& k : run.kernels)
+    if (k.launch < 0 && first_unattributed.empty()) first_unattributed = k.kernel;
+  EXPECT_EQ(attributed, run.kernels.size())
+      << "every kernel runs inside an op (incl. the KV table scatter); first outside: "
+      << first_unattributed;
+  EXPECT_EQ(run.metrics["harness"]["unattributed_kernels"], 0);
   EXPECT_EQ(graphs_attributed, from_graphs) << "graph-replayed kernels keep op and step";
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
