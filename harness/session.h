@@ -42,7 +42,9 @@ struct HarnessOptions {
   bool timeline = true;  // host-clock step/layer/op ranges (kernel timings on the cpu
                          // backend; CUPTI attribution needs it and turns it on)
   bool roofline = true;  // roofline probes for cuda runs that record
-  int cupti_every = 1;   // CUPTI kernel records on every Nth engine step (1: all steps)
+  int cupti_every = 1;   // --cupti-every: trace prefill/mixed steps and every Nth decode step
+  // Overhead-study knobs (bench_harness_overhead's MODE/part variants; no CLI
+  // options): see CuptiOptions and docs/harness.md § Overhead.
   std::string cupti_sample_kinds = "kernel";  // CuptiOptions::sample_kinds
   bool cupti_driver_api = true;            // CuptiOptions::driver_api
   std::string cupti_kernel_kind = "concurrent";  // CuptiOptions::kernel_kind
