@@ -52,7 +52,11 @@ uint64_t CUPTIAPI harness_timestamp() { return clock_ns(); }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *size = g_buffer_bytes;
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, g_buffer_bytes));
+  // Zeroed by calloc (fresh pages from the OS for a buffer this size), so
+  // CUPTI need not zero it again on the thread that asked (possibly the engine's):
+  // CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER is set at start. calloc's
+  // alignment (16) covers CUPTI's 8.
+  *buffer = static_cast<uint8_t*>(std::calloc(1, g_buffer_bytes));
   *max_records = 0;  // as many as fit
 }
 
@@ -127,6 +131,12 @@ void CuptiCollector::start() {
                                             "CUPTI times shifted by a measured offset instead",
                                             cupti_error_string(r)));
       }
+    }
+    {
+      // Best effort: without it CUPTI zeroes each (already zero) buffer again.
+      uint8_t zeroed = 1;
+      size_t bytes = sizeof zeroed;
+      (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
     }
     LANTERN_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     if (options_.graph_node_callbacks) {
