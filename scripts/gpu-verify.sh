@@ -2,6 +2,7 @@
 # Everything that needs the H200, in one call of the device tool:
 #   bash scripts/gpu-verify.sh [stage ...]     (default: all stages)
 # Stages: build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench seedlimits record overhead
+#         overhead_off reattach (not in the default list)
 # Logs go to /tmp/lantern-logs (tarred into $OUT/logs.tar.gz at the end) and a one-line
 # result per stage to $OUT/summary.txt (printed last).
 set -u
@@ -58,6 +59,9 @@ for s in "${STAGES[@]}"; do
       [[ -x build/gpu-machine/bench/bench_harness_overhead ]] || \
         stage build_overhead 300 bash scripts/device-build.sh bench_harness_overhead
       LANTERN_BENCH_MODEL=$MODEL TAIL=30 stage overhead 300 ./build/gpu-machine/bench/bench_harness_overhead ;;
+    reattach)  # can CUPTI detach (cuptiFinalize) between windows and keep graph labels?
+      stage build_reattach 300 bash scripts/device-build.sh bench_cupti_reattach
+      TAIL=30 stage reattach 60 ./build/gpu-machine/bench/bench_cupti_reattach ;;
     overhead_off)  # the same benchmark with the harness compiled out
       stage build_noinst 420 bash -c "cmake --preset no-instrumentation -DLANTERN_PCRE2_ROOT=$PWD/.device/pcre2 >/dev/null && cmake --build --preset no-instrumentation --target bench_harness_overhead"
       LANTERN_BENCH_MODEL=$MODEL TAIL=30 stage overhead_off 300 ./build/no-instrumentation/bench/bench_harness_overhead ;;
