@@ -269,6 +269,21 @@ void Model::apply_table_updates(const std::vector<KvTableUpdate>& updates) {
   }
 }
 
+int Model::graph_slot(const StepInput& in) const {
+  const int n = in.num_rows();
+  const bool sampling =
+      std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
+  bool graph = graphs_enabled_ && in.num_fresh_rows() == 0 &&
+               static_cast<int>(in.logit_rows.size()) == n && !in.copy_logits &&
+               2 * n + 1 < static_cast<int>(graphs_.size());
+  return graph ? 2 * n + (sampling ? 1 : 0) : -1;
+}
+
+bool Model::will_capture(const StepInput& in) const {
+  const int slot = graph_slot(in);
+  return slot >= 0 && !graphs_[slot].exec;
+}
+
 StepOutput Model::run(const StepInput& in, const StepInfo& info) {
   const int n = in.num_rows();
   const int r = static_cast<int>(in.logit_rows.size());
@@ -314,10 +329,9 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
   shape.host_fresh_starts = in.fresh_starts.data();
   shape.sampling = std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
 
-  bool graph = graphs_enabled_ && nf == 0 && r == n && !in.copy_logits &&
-               2 * n + 1 < static_cast<int>(graphs_.size());
-  if (graph) {
-    Graph& g = graphs_[2 * n + (shape.sampling ? 1 : 0)];
+  const int slot = graph_slot(in);
+  if (slot >= 0) {
+    Graph& g = graphs_[slot];
     if (!g.exec) {
       // Capture this decode batch size once; kernels read everything that
       // changes per step (ids, positions, slots, lengths) from step_meta.

@@ -49,6 +49,9 @@ class Model {
   ~Model();
 
   StepOutput run(const StepInput& in, const StepInfo& info);
+  // True when run(in) will capture a new CUDA graph (its first decode step of
+  // this batch size); told to observers through StepInfo::captures_graph.
+  bool will_capture(const StepInput& in) const;
 
   const Arena& arena() const { return arena_; }
   const MemoryBudget& budget() const { return budget_; }
@@ -98,6 +101,7 @@ class Model {
   void op(const char* name, int layer, const Args& args, std::initializer_list<int> reads,
           std::initializer_list<int> writes);
   bool graphs_enabled_ = false;
+  int graph_slot(const StepInput& in) const;  // graphs_ index for a decode step, or -1
   std::vector<Graph> graphs_;        // index: decode rows * 2 + sampling
   std::vector<RecordedOp>* recording_ = nullptr;
   OpInfo::GraphMode graph_mode_ = OpInfo::kEager;

@@ -22,6 +22,7 @@ struct StepInfo {
   int num_decode_seqs = 0;   // sequences decoding in this step
   int num_tokens = 0;        // rows in the step's batch
   const char* phase = "";    // "prefill", "decode" or "mixed"
+  bool captures_graph = false;  // this step captures a CUDA graph (then replays it)
 };
 
 // One operation of the forward pass: one registry launch (or, for "attention",

@@ -112,9 +112,33 @@ uint32_t CuptiCollector::cupti_version() {
 
 void CuptiCollector::start() {
   LANTERN_ASSERT(!active_, "CUPTI collector started twice");
+  LANTERN_CHECK(options_.sample_kinds == "all" || options_.sample_kinds == "kernel" ||
+                    options_.sample_kinds == "kernel+memory",
+                "CUPTI sample kinds must be all, kernel or kernel+memory, got '%s'",
+                options_.sample_kinds.c_str());
+  LANTERN_CHECK(options_.kernel_kind == "concurrent" || options_.kernel_kind == "graph" ||
+                    options_.kernel_kind == "none",
+                "CUPTI kernel kind must be concurrent, graph or none, got '%s'",
+                options_.kernel_kind.c_str());
+  LANTERN_CHECK(options_.window_period == 0 ||
+                    (options_.window_steps > 0 && options_.window_steps <= options_.window_period),
+                "CUPTI windows need 0 < steps <= period, got %d of %d", options_.window_steps,
+                options_.window_period);
+  LANTERN_CHECK(options_.window_period == 0 || options_.kernel_every <= 1,
+                "CUPTI windows and --cupti-every sampling exclude each other");
   CuptiCollector* expected = nullptr;
   LANTERN_CHECK(g_collector.compare_exchange_strong(expected, this),
                 "only one CUPTI collector can run per process");
+  try {
+    attach();
+  } catch (...) {
+    g_collector.store(nullptr);
+    throw;
+  }
+  active_ = true;
+}
+
+void CuptiCollector::attach() {
   try {
     g_buffer_bytes = options_.buffer_bytes;
     // Stamp every record with the harness clock so host and GPU share one axis.
@@ -148,14 +172,6 @@ void CuptiCollector::start() {
       LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                         CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
     }
-    LANTERN_CHECK(options_.sample_kinds == "all" || options_.sample_kinds == "kernel" ||
-                      options_.sample_kinds == "kernel+memory",
-                  "CUPTI sample kinds must be all, kernel or kernel+memory, got '%s'",
-                  options_.sample_kinds.c_str());
-    LANTERN_CHECK(options_.kernel_kind == "concurrent" || options_.kernel_kind == "graph" ||
-                      options_.kernel_kind == "none",
-                  "CUPTI kernel kind must be concurrent, graph or none, got '%s'",
-                  options_.kernel_kind.c_str());
     enable_activities(true, /*sampling=*/false);
     if (options_.markers) LANTERN_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
   } catch (...) {
@@ -165,15 +181,26 @@ void CuptiCollector::start() {
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER);
     if (subscriber_) cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_));
     subscriber_ = nullptr;
-    g_collector.store(nullptr);
     throw;
   }
-  active_ = true;
+  attached_ = true;
 }
 
 void CuptiCollector::stop() {
   if (!active_) return;
   active_ = false;
+  if (attached_) detach();
+  g_collector.store(nullptr);
+  if (op_pushes_ != 0 || step_pushes_ != 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records_.errors.push_back(strformat("unbalanced external correlation pushes at stop "
+                                        "(ops %d, steps %d)",
+                                        op_pushes_, step_pushes_));
+  }
+}
+
+void CuptiCollector::detach() {
+  attached_ = false;
   cudaError_t sync = cudaDeviceSynchronize();
   if (sync != cudaSuccess) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -201,13 +228,6 @@ void CuptiCollector::stop() {
                                           cupti_error_string(r)));
     }
   }
-  g_collector.store(nullptr);
-  if (op_pushes_ != 0 || step_pushes_ != 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    records_.errors.push_back(strformat("unbalanced external correlation pushes at stop "
-                                        "(ops %d, steps %d)",
-                                        op_pushes_, step_pushes_));
-  }
 }
 
 GpuRecords CuptiCollector::take() {
@@ -216,6 +236,8 @@ GpuRecords CuptiCollector::take() {
   GpuRecords out = std::move(records_);
   records_ = GpuRecords{};
   out.kernel_every = options_.kernel_every;
+  out.window_steps = options_.window_steps;
+  out.window_period = options_.window_period;
   out.sampled_steps = sampled_steps_;
   out.skipped_steps = skipped_steps_;
   out.kernel_toggles = toggles_;
@@ -258,6 +280,21 @@ void CuptiCollector::set_sampling(bool on) {
 
 void CuptiCollector::on_step_begin(const StepInfo& s) {
   if (!active_) return;
+  if (options_.window_period > 0) {
+    const bool in_window = s.step % options_.window_period < options_.window_steps || s.captures_graph;
+    if (in_window != attached_) {
+      const uint64_t t0 = clock_ns();
+      in_window ? attach() : detach();
+      ++toggles_;
+      toggle_ns_ += clock_ns() - t0;
+    }
+    ++(in_window ? sampled_steps_ : skipped_steps_);
+    if (!in_window || !options_.external_correlation) return;
+    LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
+                                                         static_cast<uint64_t>(s.step) + 1));
+    ++step_pushes_;
+    return;
+  }
   // Sampling: decode steps other than every Nth one run with the sampled
   // activity kinds off (kernel tracing costs ~1 us of GPU time per kernel on
   // Hopper); prefill and mixed steps are always traced.

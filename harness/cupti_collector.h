@@ -52,6 +52,11 @@ struct CuptiOptions {
   // Stamp records with the harness clock (cuptiActivityRegisterTimestampCallback);
   // false: CUPTI's clock, shifted by an offset measured at start.
   bool harness_clock = true;
+  // Windows (experimental, not yet verified on a GPU): CUPTI attached only
+  // for engine steps with step % window_period < window_steps (and for steps
+  // that capture a CUDA graph), detached (flush + cuptiFinalize) in between.
+  // 0: attached for the whole run. Exclusive with kernel_every > 1.
+  int window_steps = 0, window_period = 0;
   // stop() detaches CUPTI from the process (cuptiFinalize), so that the
   // rest of the process runs at full speed; the next start() attaches anew.
   bool detach_at_stop = true;
@@ -100,6 +105,9 @@ class CuptiCollector : public Observer {
   void* subscriber_ = nullptr;
   int op_pushes_ = 0, step_pushes_ = 0;
   bool activities_on_ = false;  // the activity kinds are enabled (sampled step)
+  bool attached_ = false;       // CUPTI callbacks registered (between attach and detach)
+  void attach();
+  void detach();
   uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
   void enable_activities(bool on, bool sampling);
   void set_sampling(bool on);

@@ -59,9 +59,11 @@ struct GpuRecords {
   std::unordered_map<uint64_t, int64_t> launch_of_graph_node;
   uint64_t records = 0;          // activity records parsed
   uint64_t dropped_records = 0;  // reported by cuptiActivityGetNumDroppedRecords
-  // Kernel-record sampling (--cupti-every N): steps with kernel records, and
-  // how often / how long the kernel activity kind was switched.
+  // Kernel-record sampling (--cupti-every N) or windows: steps with kernel
+  // records, and how often / how long the kinds were switched (or CUPTI
+  // attached / detached, with windows).
   int kernel_every = 1;
+  int window_steps = 0, window_period = 0;  // CuptiOptions windows (0: none)
   uint64_t graph_launches = 0;  // CUPTI_ACTIVITY_KIND_GRAPH_TRACE records
   uint64_t sampled_steps = 0, skipped_steps = 0;
   uint64_t kernel_toggles = 0, kernel_toggle_ns = 0;

@@ -90,6 +90,8 @@ Session::Session(HarnessOptions options) : options_(std::move(options)) {
   if (options_.cupti && recording()) {
     CuptiOptions co;
     co.kernel_every = std::max(1, options_.cupti_every);
+    co.window_steps = options_.cupti_window_steps;
+    co.window_period = options_.cupti_window_period;
     co.sample_kinds = options_.cupti_sample_kinds;
     co.driver_api = options_.cupti_driver_api;
     co.kernel_kind = options_.cupti_kernel_kind;
@@ -261,6 +263,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
                         {"cupti_records", gpu.records},
                         {"cupti_dropped_records", gpu.dropped_records},
                         {"cupti_kernel_every", gpu.kernel_every},
+                        {"cupti_window", nlohmann::json::array({gpu.window_steps, gpu.window_period})},
                         {"cupti_graph_launches", gpu.graph_launches},
                         {"cupti_sampled_steps", gpu.sampled_steps},
                         {"cupti_skipped_steps", gpu.skipped_steps},

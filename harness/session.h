@@ -43,6 +43,9 @@ struct HarnessOptions {
                          // backend; CUPTI attribution needs it and turns it on)
   bool roofline = true;  // roofline probes for cuda runs that record
   int cupti_every = 1;   // --cupti-every: trace prefill/mixed steps and every Nth decode step
+  // CUPTI attached only for steps with step % period < steps (CuptiOptions
+  // windows; experimental, not yet verified on a GPU). 0: whole run.
+  int cupti_window_steps = 0, cupti_window_period = 0;
   // Overhead-study knobs (bench_harness_overhead's MODE/part variants; no CLI
   // options): see CuptiOptions and docs/harness.md § Overhead.
   std::string cupti_sample_kinds = "kernel";  // CuptiOptions::sample_kinds

@@ -17,6 +17,7 @@
 //             (does stopping the collector leave the process at full speed?)
 //   none-after-none
 //             the control for it: a first engine without harness, then `none`
+//   on-windowW:P everything on, CUPTI attached for W steps of every P only
 //   on-everyN everything on, CUPTI kernel records on every Nth step
 //             ("on" uses the default, HarnessOptions::cupti_every)
 //
@@ -132,6 +133,11 @@ harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
   } else if (mode == "cupti-graph" || mode == "cupti-nokernel") {
     ho.cupti_kernel_kind = mode == "cupti-graph" ? "graph" : "none";
   } else if (mode == "on") {
+  } else if (mode.rfind("on-window", 0) == 0) {
+    // on-windowW:P -- CUPTI attached for W steps of every P
+    LANTERN_CHECK(std::sscanf(mode.c_str() + 9, "%d:%d", &ho.cupti_window_steps,
+                              &ho.cupti_window_period) == 2,
+                  "mode %s: expected on-windowW:P", mode.c_str());
   } else if (mode.rfind("on-every", 0) == 0) {
     ho.cupti_every = std::atoi(mode.c_str() + 8);
     LANTERN_CHECK(ho.cupti_every > 0, "mode %s: expected on-everyN with N > 0", mode.c_str());

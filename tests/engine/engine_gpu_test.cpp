@@ -2,6 +2,9 @@
 // model: teacher-forced logits through prefill and decode, CUDA-graph decode
 // against eager decode, and a batched run under KV pressure.
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -18,12 +21,14 @@ const std::filesystem::path& tiny_model() {
   return dir;
 }
 
-std::unique_ptr<Engine> make_engine(kernels::Backend b, EngineLimits lim = {}, bool graphs = true) {
+std::unique_ptr<Engine> make_engine(kernels::Backend b, EngineLimits lim = {}, bool graphs = true,
+                                    Observer* observer = nullptr) {
   ModelConfig cfg = ModelConfig::load(tiny_model());
   EngineOptions opt;
   opt.backend = b;
   opt.limits = lim;
   opt.use_cuda_graphs = graphs;
+  opt.observer = observer;
   if (b == kernels::Backend::cuda && lim.kv_num_blocks == 0) opt.limits.kv_num_blocks = 16384;
   return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), b), opt);
 }
@@ -91,6 +96,34 @@ TEST(EngineGpu, GraphDecodeEqualsEagerDecodeAndBatchesUnderKvPressure) {
   int preempted = 0;
   for (const auto& r : c) preempted += r.preemptions;
   EXPECT_GT(preempted, 0);
+}
+
+// StepInfo::captures_graph is true exactly for the step that captures a new
+// decode graph: the first decode step of each batch size.
+TEST(EngineGpu, StepsThatCaptureAGraphAreAnnounced) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  struct Steps : Observer {
+    std::vector<std::pair<std::string, bool>> steps;  // phase, captures_graph
+    int replays = 0;
+    void on_step_begin(const StepInfo& s) override { steps.emplace_back(s.phase, s.captures_graph); }
+    void on_graph_replay(const GraphReplay&) override { ++replays; }
+  } obs;
+  auto engine = make_engine(kernels::Backend::cuda, {}, true, &obs);
+  Request r;
+  r.prompt = test::random_token_ids(5);
+  r.max_new_tokens = 6;  // step 0 prefills, steps 1..5 decode one row
+  r.stop_at_eos = false;
+  engine->submit(r);
+  engine->run_until_idle();
+  ASSERT_EQ(obs.steps.size(), 6u);
+  EXPECT_EQ(obs.steps[0], (std::pair<std::string, bool>{"prefill", false}));
+  EXPECT_EQ(obs.steps[1], (std::pair<std::string, bool>{"decode", true}));
+  for (size_t i = 2; i < obs.steps.size(); ++i)
+    EXPECT_EQ(obs.steps[i], (std::pair<std::string, bool>{"decode", false})) << "step " << i;
+  EXPECT_EQ(obs.replays, 5) << "every decode step replays its graph, the capturing one too";
 }
 
 }  // namespace

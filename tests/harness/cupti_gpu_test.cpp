@@ -348,5 +348,44 @@ TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
 
+// Windows: CUPTI attached for steps 0-2, 6-8, 12-13 (3 of every 6) and
+// detached with cuptiFinalize in between. The decode graph is captured in
+// step 1; its replays in later windows must keep their op labels, i.e. graph
+// node ids must survive a detach and re-attach (docs/harness.md § Overhead).
+TEST(CuptiGpu, CuptiWindowsTraceOnlyWindowStepsAndKeepGraphLabels) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  HarnessOptions o;
+  o.cupti_window_steps = 3;
+  o.cupti_window_period = 6;
+  o.roofline = false;
+  runfmt::Run run = record_tiny_cuda_run("cupti-window", 11, o, 2, [](Engine& engine, const ModelConfig& cfg) {
+    Request r;
+    for (int t = 0; t < 5; ++t) r.prompt.push_back((13 * t + 1) % cfg.vocab_size);
+    r.max_new_tokens = 14;  // steps 0..13
+    r.stop_at_eos = false;
+    engine.submit(std::move(r));
+  });
+  std::set<int64_t> steps;
+  size_t replayed = 0, replayed_labelled = 0;
+  for (const auto& k : run.kernels) {
+    steps.insert(k.step);
+    if (k.graph_node != 0) {
+      ++replayed;
+      replayed_labelled += k.launch >= 0 && !k.op.empty();
+    }
+  }
+  EXPECT_EQ(steps, (std::set<int64_t>{0, 1, 2, 6, 7, 8, 12, 13}));
+  EXPECT_GT(replayed, 0u);
+  EXPECT_EQ(replayed_labelled, replayed) << "graph node ids changed across cuptiFinalize";
+  EXPECT_EQ(run.metrics["harness"]["cupti_sampled_steps"], 8);
+  EXPECT_EQ(run.metrics["harness"]["cupti_skipped_steps"], 6);
+  EXPECT_EQ(run.metrics["harness"]["cupti_kernel_toggles"], 4) << "detach, attach, detach, attach";
+  EXPECT_EQ(run.metrics["harness"]["cupti_dropped_records"], 0);
+  EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace lantern::harness
