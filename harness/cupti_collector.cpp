@@ -281,10 +281,21 @@ void CuptiCollector::set_sampling(bool on) {
 void CuptiCollector::on_step_begin(const StepInfo& s) {
   if (!active_) return;
   if (options_.window_period > 0) {
-    const bool in_window = s.step % options_.window_period < options_.window_steps || s.captures_graph;
+    bool in_window = !window_failed_ &&
+                     (s.step % options_.window_period < options_.window_steps || s.captures_graph);
     if (in_window != attached_) {
       const uint64_t t0 = clock_ns();
-      in_window ? attach() : detach();
+      try {
+        in_window ? attach() : detach();
+      } catch (const Error& e) {
+        // A failed attach or detach must not fail the engine's step: stop
+        // the windows, say why, and run on without CUPTI.
+        window_failed_ = true;
+        in_window = false;
+        std::lock_guard<std::mutex> lock(mutex_);
+        records_.errors.push_back(strformat("CUPTI window at step %lld: %s; no kernel records after it",
+                                            static_cast<long long>(s.step), e.what()));
+      }
       ++toggles_;
       toggle_ns_ += clock_ns() - t0;
     }

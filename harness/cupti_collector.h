@@ -106,6 +106,7 @@ class CuptiCollector : public Observer {
   int op_pushes_ = 0, step_pushes_ = 0;
   bool activities_on_ = false;  // the activity kinds are enabled (sampled step)
   bool attached_ = false;       // CUPTI callbacks registered (between attach and detach)
+  bool window_failed_ = false;  // an attach/detach between windows failed: stay detached
   void attach();
   void detach();
   uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
