@@ -17,9 +17,15 @@
 //             (does stopping the collector leave the process at full speed?)
 //   none-after-none
 //             the control for it: a first engine without harness, then `none`
-//   on-windowW:P everything on, CUPTI attached for W steps of every P only
+//   on-windowW:P
+//             everything on, CUPTI attached for W steps of every P only
 //   on-everyN everything on, CUPTI kernel records on every Nth step
 //             ("on" uses the default, HarnessOptions::cupti_every)
+//   cupti-graph | cupti-nokernel
+//             everything on, GRAPH_TRACE instead of kernel records / no
+//             kernel records at all
+//   MODE/part overhead-study variants of a mode: all|kernel|kmem (kinds the
+//             sampling switches), nodriver, noext, nosub, cuptiwclock
 //
 // and "compiled out": the `none` number of a build configured with
 // -DLANTERN_INSTRUMENTATION=OFF (preset no-instrumentation), which this
