@@ -59,6 +59,50 @@ std::unordered_map<int64_t, const char*> phases(const Timeline& timeline) {
   return out;
 }
 
+// Rows (in start order) of graph replays whose nodes have no owner: label
+// them from a labelled replay of the same graph slot, kernel by kernel.
+int64_t label_by_position(std::vector<runfmt::KernelRow>& rows, const Timeline& timeline) {
+  std::unordered_map<int64_t, int> slot_of_step;
+  for (const ReplayRecord& r : timeline.replays()) slot_of_step[r.step] = r.graph;
+  std::map<uint32_t, std::vector<size_t>> replays;  // graph launch correlation -> its kernel rows
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].graph_node != 0) replays[rows[i].correlation].push_back(i);
+  auto slot_of = [&](const std::vector<size_t>& members) {
+    auto it = slot_of_step.find(rows[members.front()].step);
+    return it == slot_of_step.end() ? -1 : it->second;
+  };
+  std::map<int, std::vector<size_t>> template_of_slot;  // slot -> a fully labelled replay
+  bool any_unlabelled = false;
+  for (const auto& [corr, members] : replays) {
+    bool labelled = std::all_of(members.begin(), members.end(),
+                                [&](size_t i) { return rows[i].launch >= 0; });
+    any_unlabelled |= !labelled;
+    const int slot = slot_of(members);
+    if (labelled && slot >= 0) template_of_slot.emplace(slot, members);
+  }
+  if (!any_unlabelled) return 0;
+  int64_t labelled = 0;
+  for (const auto& [corr, members] : replays) {
+    const int slot = slot_of(members);
+    auto t = template_of_slot.find(slot);
+    if (slot < 0 || t == template_of_slot.end() || t->second.size() != members.size()) continue;
+    for (size_t k = 0; k < members.size(); ++k) {
+      runfmt::KernelRow& r = rows[members[k]];
+      if (r.launch >= 0) continue;
+      const runfmt::KernelRow& model = rows[t->second[k]];
+      if (model.kernel != r.kernel) break;  // not the same chain after all: leave the rest
+      r.launch = model.launch;
+      r.op = model.op;
+      r.layer = model.layer;
+      r.family = model.family;
+      r.variant = model.variant;
+      r.variant_name = model.variant_name;
+      ++labelled;
+    }
+  }
+  return labelled;
+}
+
 }  // namespace
 
 std::vector<runfmt::KernelRow> attribute_gpu_kernels(const GpuRecords& gpu, const Timeline& timeline,
@@ -101,10 +145,16 @@ std::vector<runfmt::KernelRow> attribute_gpu_kernels(const GpuRecords& gpu, cons
     r.step = step;
     if (auto p = phase_of.find(step); p != phase_of.end()) r.phase = p->second;
     if (launch >= 0) fill_op(r, launches[launch]);
-    ++local.kernels;
-    if (launch < 0) ++local.unattributed;
-    if (launch >= 0) op_instances[{launch, step}].push_back(rows.size());
     rows.push_back(std::move(r));
+  }
+  local.by_position = label_by_position(rows, timeline);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ++local.kernels;
+    if (rows[i].launch < 0) {
+      ++local.unattributed;
+      continue;
+    }
+    op_instances[{rows[i].launch, rows[i].step}].push_back(i);
   }
   for (const auto& [key, members] : op_instances)
     apply_cost(rows, members, launches[key.first].bytes, launches[key.first].flops, roofline);

@@ -5,7 +5,12 @@
 // GPU kernels (CUPTI) find their op through the external correlation id the
 // collector pushed in on_op_begin, or, when launched from a CUDA graph,
 // through the graph node the op created while the graph was captured; their
-// step comes from the step id pushed around the launching call. An op's
+// step comes from the step id pushed around the launching call. A replay
+// whose node ids were never seen at capture (CUPTI detached and re-attached
+// in between: windows) is labelled by position: a decode graph is one
+// stream's capture, a chain, so its i-th kernel (by start time) is the i-th
+// kernel of a labelled replay of the same graph slot (Timeline::replays()).
+// An op's
 // registry bytes/FLOPs are split over its kernels in proportion to duration.
 #include <cstdint>
 #include <optional>
@@ -25,6 +30,7 @@ struct Roofline {
 struct AttributionStats {
   int64_t kernels = 0;
   int64_t unattributed = 0;  // kernels with no op (launched outside op hooks)
+  int64_t by_position = 0;   // graph kernels labelled by their position in the replay
 };
 
 // CUPTI kernels -> rows (memcpy/memset records are not kernels and are skipped).

@@ -272,6 +272,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
                         {"cupti_errors", gpu.errors},
                         {"kernels", rows.size()},
                         {"unattributed_kernels", attribution.unattributed},
+                        {"kernels_labelled_by_position", attribution.by_position},
                         {"ops", timeline_ ? timeline_->launches().size() : 0},
                         {"graph_replays", timeline_ ? timeline_->replays().size() : 0}};
   metrics["steps"]["engine_steps"] = summary.steps;

@@ -123,6 +123,48 @@ TEST(Attribution, GraphReplaysUseNodeOwnersAndTheReplayStep) {
   EXPECT_FALSE(rows[0].pct_roofline.has_value()) << "no roofline measured";
 }
 
+TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
+  g_ns = 0;
+  Timeline t(fake_clock);
+  // Step 5 captures ops 0 and 1 (nodes 501, 502) into graph slot 3 and
+  // replays it; steps 9 and 11 replay slot 3 again, after CUPTI was detached
+  // and re-attached: their node ids (601.., 701..) were never seen created.
+  t.on_step_begin(testing::step_info(5, "decode", 1, 1));
+  testing::seed_op(t, "rmsnorm_op", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture);
+  testing::seed_op(t, "gemm_op", 0, kernels::Family::gemm, {}, {}, [] {}, 1e6, 1e9, OpInfo::kCapture);
+  t.on_graph_replay(GraphReplay{3, nullptr, 2});
+  t.on_step_end(testing::step_info(5, "decode", 1, 1));
+  for (int s : {9, 11, 12}) {
+    t.on_step_begin(testing::step_info(s, "decode", 1, 1));
+    t.on_graph_replay(GraphReplay{s == 12 ? 4 : 3, nullptr, 2});
+    t.on_step_end(testing::step_info(s, "decode", 1, 1));
+  }
+  GpuRecords g;
+  g.names = {"norm", "gemm", "other"};
+  g.launch_of_graph_node = {{501, 0}, {502, 1}};
+  g.step_of_correlation = {{90, 5}, {91, 9}, {92, 11}, {93, 12}};
+  g.activities = {kernel(1000, 2000, 90, 0, 501), kernel(2000, 4000, 90, 1, 502),
+                  // step 9: the same chain, new ids
+                  kernel(5000, 6000, 91, 0, 601), kernel(6000, 8000, 91, 1, 602),
+                  // step 11: three kernels -- not the chain of slot 3
+                  kernel(9000, 9500, 92, 0, 701), kernel(9500, 9800, 92, 1, 702),
+                  kernel(9800, 9900, 92, 2, 703),
+                  // step 12: slot 4, of which no labelled replay exists
+                  kernel(10000, 11000, 93, 0, 801), kernel(11000, 12000, 93, 1, 802)};
+  AttributionStats stats;
+  auto rows = attribute_gpu_kernels(g, t, Roofline{}, 0, &stats);
+  ASSERT_EQ(rows.size(), 9u);
+  EXPECT_EQ(rows[2].op, "rmsnorm_op");
+  EXPECT_EQ(rows[2].launch, 0);
+  EXPECT_EQ(rows[2].step, 9);
+  EXPECT_EQ(rows[2].family, "rmsnorm");
+  EXPECT_EQ(rows[3].op, "gemm_op");
+  EXPECT_DOUBLE_EQ(rows[3].bytes, 1e6) << "a labelled replay is a full op instance";
+  for (size_t i = 4; i < 9; ++i) EXPECT_EQ(rows[i].launch, -1) << "row " << i;
+  EXPECT_EQ(stats.by_position, 2);
+  EXPECT_EQ(stats.unattributed, 5);
+}
+
 TEST(Attribution, HostRowsTimeOpsOnTheCpuBackend) {
   g_ns = 0;
   Timeline t(fake_clock);
