@@ -58,6 +58,24 @@ HarnessOptions harness_options_from(const std::map<std::string, std::string>& va
                   every->c_str());
     o.cupti_every = v;
   }
+  if (const std::string* window = value("--cupti-window")) {
+    auto colon = window->find(':');
+    int w = 0, p = 0;
+    bool ok = colon != std::string::npos;
+    if (ok) {
+      auto [e1, c1] = std::from_chars(window->data(), window->data() + colon, w);
+      auto [e2, c2] = std::from_chars(window->data() + colon + 1, window->data() + window->size(), p);
+      ok = c1 == std::errc() && e1 == window->data() + colon && c2 == std::errc() &&
+           e2 == window->data() + window->size() && w >= 1 && w <= p;
+    }
+    LANTERN_CHECK(ok, "--cupti-window expects W:P with 1 <= W <= P (CUPTI attached for W steps of "
+                      "every P), got '%s'",
+                  window->c_str());
+    o.cupti_window_steps = w;
+    o.cupti_window_period = p;
+  }
+  LANTERN_CHECK(o.cupti_window_period == 0 || o.cupti_every == 1,
+                "--cupti-window and --cupti-every exclude each other: use one");
   o.nvtx = !flags.count("--no-nvtx");
   o.cupti = !flags.count("--no-cupti");
   o.alias = !flags.count("--no-alias");
@@ -77,8 +95,10 @@ std::string harness_options_help() {
          "  --harness on|off      off: attach no observer at all (default on)\n"
          "  --no-nvtx             no NVTX ranges\n"
          "  --no-cupti            no CUPTI kernel timings (use under nsys or ncu)\n"
-         "  --cupti-every N       CUPTI kernel records on every Nth engine step only\n"
-         "                        (default 1: every step)\n"
+         "  --cupti-every N       CUPTI kernel records on prefill/mixed steps and every\n"
+         "                        Nth decode step only (default 1: every step)\n"
+         "  --cupti-window W:P    CUPTI attached only for W steps of every P (and graph\n"
+         "                        captures); detached in between (experimental)\n"
          "  --no-alias            no alias-lifetime tracking\n"
          "  --no-kv               no KV block recording\n"
          "  --no-memory           no memory map\n"

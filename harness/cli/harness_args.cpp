@@ -4,7 +4,8 @@ namespace lantern::cli {
 
 const std::vector<std::string>& harness_value_options() {
   static const std::vector<std::string> options = {"--record", "--name", "--profile-steps",
-                                                   "--harness", "--cupti-every"};
+                                                   "--harness", "--cupti-every",
+                                                   "--cupti-window"};
   return options;
 }
 

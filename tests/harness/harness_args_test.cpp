@@ -52,6 +52,13 @@ TEST(HarnessOptions, BadValuesNameTheOption) {
   EXPECT_THAT(error({{"--profile-steps", "5:2"}}), HasSubstr("the first step is after the last"));
   EXPECT_THAT(error({{"--harness", "maybe"}}), HasSubstr("--harness expects on or off"));
   EXPECT_THAT(error({{"--record", ""}}), HasSubstr("--record needs a directory"));
+  HarnessOptions w = harness_options_from({{"--cupti-window", "4:128"}}, {});
+  EXPECT_EQ(w.cupti_window_steps, 4);
+  EXPECT_EQ(w.cupti_window_period, 128);
+  for (const char* bad : {"0:4", "5:4", "4", ":4", "4:", "a:b", "4:8x", ""})
+    EXPECT_THAT(error({{"--cupti-window", bad}}), HasSubstr("--cupti-window expects W:P")) << bad;
+  EXPECT_THAT(error({{"--cupti-window", "2:8"}, {"--cupti-every", "4"}}),
+              HasSubstr("exclude each other"));
   for (const char* bad : {"0", "-3", "x", "4x", ""})
     EXPECT_THAT(error({{"--cupti-every", bad}}), HasSubstr("--cupti-every expects a positive step count"))
         << bad;
