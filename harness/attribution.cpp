@@ -86,11 +86,14 @@ int64_t label_by_position(std::vector<runfmt::KernelRow>& rows, const Timeline& 
     const int slot = slot_of(members);
     auto t = template_of_slot.find(slot);
     if (slot < 0 || t == template_of_slot.end() || t->second.size() != members.size()) continue;
+    bool same_chain = true;  // kernel by kernel, the same functions in the same order
+    for (size_t k = 0; k < members.size() && same_chain; ++k)
+      same_chain = rows[members[k]].kernel == rows[t->second[k]].kernel;
+    if (!same_chain) continue;
     for (size_t k = 0; k < members.size(); ++k) {
       runfmt::KernelRow& r = rows[members[k]];
       if (r.launch >= 0) continue;
       const runfmt::KernelRow& model = rows[t->second[k]];
-      if (model.kernel != r.kernel) break;  // not the same chain after all: leave the rest
       r.launch = model.launch;
       r.op = model.op;
       r.layer = model.layer;

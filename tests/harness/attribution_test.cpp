@@ -134,7 +134,7 @@ TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
   testing::seed_op(t, "gemm_op", 0, kernels::Family::gemm, {}, {}, [] {}, 1e6, 1e9, OpInfo::kCapture);
   t.on_graph_replay(GraphReplay{3, nullptr, 2});
   t.on_step_end(testing::step_info(5, "decode", 1, 1));
-  for (int s : {9, 11, 12}) {
+  for (int s : {9, 11, 12, 13}) {
     t.on_step_begin(testing::step_info(s, "decode", 1, 1));
     t.on_graph_replay(GraphReplay{s == 12 ? 4 : 3, nullptr, 2});
     t.on_step_end(testing::step_info(s, "decode", 1, 1));
@@ -142,7 +142,7 @@ TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
   GpuRecords g;
   g.names = {"norm", "gemm", "other"};
   g.launch_of_graph_node = {{501, 0}, {502, 1}};
-  g.step_of_correlation = {{90, 5}, {91, 9}, {92, 11}, {93, 12}};
+  g.step_of_correlation = {{90, 5}, {91, 9}, {92, 11}, {93, 12}, {94, 13}};
   g.activities = {kernel(1000, 2000, 90, 0, 501), kernel(2000, 4000, 90, 1, 502),
                   // step 9: the same chain, new ids
                   kernel(5000, 6000, 91, 0, 601), kernel(6000, 8000, 91, 1, 602),
@@ -150,19 +150,21 @@ TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
                   kernel(9000, 9500, 92, 0, 701), kernel(9500, 9800, 92, 1, 702),
                   kernel(9800, 9900, 92, 2, 703),
                   // step 12: slot 4, of which no labelled replay exists
-                  kernel(10000, 11000, 93, 0, 801), kernel(11000, 12000, 93, 1, 802)};
+                  kernel(10000, 11000, 93, 0, 801), kernel(11000, 12000, 93, 1, 802),
+                  // step 13: slot 3, two kernels, but the second is another function
+                  kernel(13000, 14000, 94, 0, 901), kernel(14000, 15000, 94, 2, 902)};
   AttributionStats stats;
   auto rows = attribute_gpu_kernels(g, t, Roofline{}, 0, &stats);
-  ASSERT_EQ(rows.size(), 9u);
+  ASSERT_EQ(rows.size(), 11u);
   EXPECT_EQ(rows[2].op, "rmsnorm_op");
   EXPECT_EQ(rows[2].launch, 0);
   EXPECT_EQ(rows[2].step, 9);
   EXPECT_EQ(rows[2].family, "rmsnorm");
   EXPECT_EQ(rows[3].op, "gemm_op");
   EXPECT_DOUBLE_EQ(rows[3].bytes, 1e6) << "a labelled replay is a full op instance";
-  for (size_t i = 4; i < 9; ++i) EXPECT_EQ(rows[i].launch, -1) << "row " << i;
+  for (size_t i = 4; i < 11; ++i) EXPECT_EQ(rows[i].launch, -1) << "row " << i;
   EXPECT_EQ(stats.by_position, 2);
-  EXPECT_EQ(stats.unattributed, 5);
+  EXPECT_EQ(stats.unattributed, 7);
 }
 
 TEST(Attribution, HostRowsTimeOpsOnTheCpuBackend) {
