@@ -211,7 +211,7 @@ class EngineImpl {
     for (const auto& c : plan.paged) (c.count == 1 && c.produces_token() ? info.num_decode_seqs : info.num_prefill_seqs)++;
     info.num_tokens = in.num_rows();
     info.phase = info.num_decode_seqs == 0 ? "prefill" : (info.num_prefill_seqs == 0 ? "decode" : "mixed");
-    info.captures_graph = model_->will_capture(in);
+    info.captures_graph = opt_.observer && model_->will_capture(in);
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 

@@ -269,10 +269,14 @@ void Model::apply_table_updates(const std::vector<KvTableUpdate>& updates) {
   }
 }
 
-int Model::graph_slot(const StepInput& in) const {
+namespace {
+bool samples(const StepInput& in) {
+  return std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
+}
+}  // namespace
+
+int Model::graph_slot(const StepInput& in, bool sampling) const {
   const int n = in.num_rows();
-  const bool sampling =
-      std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
   bool graph = graphs_enabled_ && in.num_fresh_rows() == 0 &&
                static_cast<int>(in.logit_rows.size()) == n && !in.copy_logits &&
                2 * n + 1 < static_cast<int>(graphs_.size());
@@ -280,7 +284,7 @@ int Model::graph_slot(const StepInput& in) const {
 }
 
 bool Model::will_capture(const StepInput& in) const {
-  const int slot = graph_slot(in);
+  const int slot = graph_slot(in, samples(in));
   return slot >= 0 && !graphs_[slot].exec;
 }
 
@@ -327,15 +331,16 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
   shape.num_fresh = num_fresh;
   shape.max_fresh_len = in.max_fresh_len;
   shape.host_fresh_starts = in.fresh_starts.data();
-  shape.sampling = std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
+  shape.sampling = samples(in);
 
-  const int slot = graph_slot(in);
+  const int slot = graph_slot(in, shape.sampling);
   if (slot >= 0) {
     Graph& g = graphs_[slot];
     if (!g.exec) {
       // Capture this decode batch size once; kernels read everything that
       // changes per step (ids, positions, slots, lengths) from step_meta.
       cudaGraph_t captured = nullptr;
+      g.ops.clear();  // a capture that failed before may have left ops behind
       recording_ = &g.ops;
       graph_mode_ = OpInfo::kCapture;
       LANTERN_CUDA(cudaStreamBeginCapture(dev_.stream(), cudaStreamCaptureModeThreadLocal));
@@ -353,20 +358,19 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
       graph_mode_ = OpInfo::kEager;
       LANTERN_CUDA(cudaGraphInstantiate(&g.exec, captured, 0));
       LANTERN_CUDA(cudaGraphDestroy(captured));
+      // The ops as every replay reports them (kReplay, view lists in g.ops).
+      g.replay.clear();
+      for (const RecordedOp& op : g.ops) {
+        OpInfo info = op.info;
+        info.graph = OpInfo::kReplay;
+        info.reads = op.reads.data();
+        info.writes = op.writes.data();
+        g.replay.push_back(info);
+      }
     }
     LANTERN_CUDA(cudaGraphLaunch(g.exec, dev_.stream()));
 #if LANTERN_INSTRUMENTATION
     if (obs_) {
-      if (g.replay.size() != g.ops.size()) {
-        g.replay.clear();
-        for (const RecordedOp& op : g.ops) {
-          OpInfo info = op.info;
-          info.graph = OpInfo::kReplay;
-          info.reads = op.reads.data();
-          info.writes = op.writes.data();
-          g.replay.push_back(info);
-        }
-      }
       obs_->on_graph_replay(GraphReplay{static_cast<int>(&g - graphs_.data()), g.replay.data(),
                                         static_cast<int>(g.replay.size())});
     }

@@ -101,7 +101,7 @@ class Model {
   void op(const char* name, int layer, const Args& args, std::initializer_list<int> reads,
           std::initializer_list<int> writes);
   bool graphs_enabled_ = false;
-  int graph_slot(const StepInput& in) const;  // graphs_ index for a decode step, or -1
+  int graph_slot(const StepInput& in, bool sampling) const;  // graphs_ index, or -1: no graph
   std::vector<Graph> graphs_;        // index: decode rows * 2 + sampling
   std::vector<RecordedOp>* recording_ = nullptr;
   OpInfo::GraphMode graph_mode_ = OpInfo::kEager;

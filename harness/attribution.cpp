@@ -93,13 +93,8 @@ int64_t label_by_position(std::vector<runfmt::KernelRow>& rows, const Timeline& 
     for (size_t k = 0; k < members.size(); ++k) {
       runfmt::KernelRow& r = rows[members[k]];
       if (r.launch >= 0) continue;
-      const runfmt::KernelRow& model = rows[t->second[k]];
-      r.launch = model.launch;
-      r.op = model.op;
-      r.layer = model.layer;
-      r.family = model.family;
-      r.variant = model.variant;
-      r.variant_name = model.variant_name;
+      r.launch = rows[t->second[k]].launch;
+      fill_op(r, timeline.launches()[r.launch]);
       ++labelled;
     }
   }

@@ -56,7 +56,7 @@ HarnessOptions harness_options_from(const std::map<std::string, std::string>& va
                   "--cupti-every expects a positive step count N (kernel records on every Nth "
                   "step), got '%s'",
                   every->c_str());
-    o.cupti_every = v;
+    o.cupti_config.kernel_every = v;
   }
   if (const std::string* window = value("--cupti-window")) {
     auto colon = window->find(':');
@@ -71,10 +71,10 @@ HarnessOptions harness_options_from(const std::map<std::string, std::string>& va
     LANTERN_CHECK(ok, "--cupti-window expects W:P with 1 <= W <= P (CUPTI attached for W steps of "
                       "every P), got '%s'",
                   window->c_str());
-    o.cupti_window_steps = w;
-    o.cupti_window_period = p;
+    o.cupti_config.window_steps = w;
+    o.cupti_config.window_period = p;
   }
-  LANTERN_CHECK(o.cupti_window_period == 0 || o.cupti_every == 1,
+  LANTERN_CHECK(o.cupti_config.window_period == 0 || o.cupti_config.kernel_every == 1,
                 "--cupti-window and --cupti-every exclude each other: use one");
   o.nvtx = !flags.count("--no-nvtx");
   o.cupti = !flags.count("--no-cupti");

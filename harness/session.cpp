@@ -88,17 +88,7 @@ Session::Session(HarnessOptions options) : options_(std::move(options)) {
     observers_.add(timeline_.get());
   }
   if (options_.cupti && recording()) {
-    CuptiOptions co;
-    co.kernel_every = std::max(1, options_.cupti_every);
-    co.window_steps = options_.cupti_window_steps;
-    co.window_period = options_.cupti_window_period;
-    co.sample_kinds = options_.cupti_sample_kinds;
-    co.driver_api = options_.cupti_driver_api;
-    co.kernel_kind = options_.cupti_kernel_kind;
-    co.external_correlation = options_.cupti_external_correlation;
-    co.graph_node_callbacks = options_.cupti_graph_node_callbacks;
-    co.harness_clock = options_.cupti_harness_clock;
-    cupti_ = std::make_unique<CuptiCollector>(timeline_.get(), co);
+    cupti_ = std::make_unique<CuptiCollector>(timeline_.get(), options_.cupti_config);
     observers_.add(cupti_.get());  // after the timeline: it reads the current op-log index
   }
   if (options_.alias) {
@@ -310,7 +300,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
         {"cupti", options_.enabled && options_.cupti},
         {"cupti_active", have_gpu},
         {"cupti_error", cupti_error_},
-        {"cupti_every", options_.cupti_every},
+        {"cupti_every", std::max(1, options_.cupti_config.kernel_every)},
         {"alias", options_.enabled && options_.alias},
         {"kv", options_.enabled && options_.kv},
         {"memory", options_.enabled && options_.memory},

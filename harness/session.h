@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "harness/cupti_collector.h"
 #include "harness/observer_set.h"
 #include "harness/runfmt/records.h"
 
@@ -42,18 +43,10 @@ struct HarnessOptions {
   bool timeline = true;  // host-clock step/layer/op ranges (kernel timings on the cpu
                          // backend; CUPTI attribution needs it and turns it on)
   bool roofline = true;  // roofline probes for cuda runs that record
-  int cupti_every = 1;   // --cupti-every: trace prefill/mixed steps and every Nth decode step
-  // CUPTI attached only for steps with step % period < steps (CuptiOptions
-  // windows; experimental, not yet verified on a GPU). 0: whole run.
-  int cupti_window_steps = 0, cupti_window_period = 0;
-  // Overhead-study knobs (bench_harness_overhead's MODE/part variants; no CLI
-  // options): see CuptiOptions and docs/harness.md § Overhead.
-  std::string cupti_sample_kinds = "kernel";  // CuptiOptions::sample_kinds
-  bool cupti_driver_api = true;            // CuptiOptions::driver_api
-  std::string cupti_kernel_kind = "concurrent";  // CuptiOptions::kernel_kind
-  bool cupti_external_correlation = true;        // CuptiOptions::external_correlation
-  bool cupti_graph_node_callbacks = true;        // CuptiOptions::graph_node_callbacks
-  bool cupti_harness_clock = true;               // CuptiOptions::harness_clock
+  // How CUPTI collects: kernel_every (--cupti-every), window_steps /
+  // window_period (--cupti-window), and the overhead-study knobs
+  // (bench_harness_overhead's MODE/part variants; docs/harness.md § Overhead).
+  CuptiOptions cupti_config;
   int profile_first = -1, profile_last = -1;  // --profile-steps A:B (nsys capture range)
   bool print_summary = true;  // finish() prints problems and where the run went to stderr
 };
@@ -70,7 +63,6 @@ struct EngineSummary {
 
 class NvtxObserver;
 class Timeline;
-class CuptiCollector;
 class AliasTracker;
 class KvRecorder;
 class MemoryRecorder;

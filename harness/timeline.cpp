@@ -95,10 +95,6 @@ void Timeline::on_op_end(const OpInfo& op) {
   current_launch_ = -1;
 }
 
-}  // namespace lantern::harness
-
-namespace lantern::harness {
-
 void Timeline::on_graph_replay(const GraphReplay& g) {
   if (current_launch_ >= 0) error(strformat("graph %d replayed inside op %s", g.graph,
                                             launches_[current_launch_].op));

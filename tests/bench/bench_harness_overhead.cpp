@@ -20,7 +20,7 @@
 //   on-windowW:P
 //             everything on, CUPTI attached for W steps of every P only
 //   on-everyN everything on, CUPTI kernel records on every Nth step
-//             ("on" uses the default, HarnessOptions::cupti_every)
+//             ("on" uses the default, HarnessOptions::cupti_config.kernel_every)
 //   cupti-graph | cupti-nokernel
 //             everything on, GRAPH_TRACE instead of kernel records / no
 //             kernel records at all
@@ -137,16 +137,16 @@ harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
   } else if (mode == "record") {
     ho.cupti = false;
   } else if (mode == "cupti-graph" || mode == "cupti-nokernel") {
-    ho.cupti_kernel_kind = mode == "cupti-graph" ? "graph" : "none";
+    ho.cupti_config.kernel_kind = mode == "cupti-graph" ? "graph" : "none";
   } else if (mode == "on") {
   } else if (mode.rfind("on-window", 0) == 0) {
     // on-windowW:P -- CUPTI attached for W steps of every P
-    LANTERN_CHECK(std::sscanf(mode.c_str() + 9, "%d:%d", &ho.cupti_window_steps,
-                              &ho.cupti_window_period) == 2,
+    LANTERN_CHECK(std::sscanf(mode.c_str() + 9, "%d:%d", &ho.cupti_config.window_steps,
+                              &ho.cupti_config.window_period) == 2,
                   "mode %s: expected on-windowW:P", mode.c_str());
   } else if (mode.rfind("on-every", 0) == 0) {
-    ho.cupti_every = std::atoi(mode.c_str() + 8);
-    LANTERN_CHECK(ho.cupti_every > 0, "mode %s: expected on-everyN with N > 0", mode.c_str());
+    ho.cupti_config.kernel_every = std::atoi(mode.c_str() + 8);
+    LANTERN_CHECK(ho.cupti_config.kernel_every > 0, "mode %s: expected on-everyN with N > 0", mode.c_str());
   } else {
     std::string all;
     for (const char* m : kAllModes) all += std::string(all.empty() ? "" : ", ") + m;
@@ -154,12 +154,12 @@ harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
                  all.c_str());
   }
   while (std::getline(split, part, '/')) {
-    if (part == "all" || part == "kernel") ho.cupti_sample_kinds = part;
-    else if (part == "kmem") ho.cupti_sample_kinds = "kernel+memory";
-    else if (part == "nodriver") ho.cupti_driver_api = false;
-    else if (part == "noext") ho.cupti_external_correlation = false;
-    else if (part == "nosub") ho.cupti_graph_node_callbacks = false;
-    else if (part == "cuptiwclock") ho.cupti_harness_clock = false;
+    if (part == "all" || part == "kernel") ho.cupti_config.sample_kinds = part;
+    else if (part == "kmem") ho.cupti_config.sample_kinds = "kernel+memory";
+    else if (part == "nodriver") ho.cupti_config.driver_api = false;
+    else if (part == "noext") ho.cupti_config.external_correlation = false;
+    else if (part == "nosub") ho.cupti_config.graph_node_callbacks = false;
+    else if (part == "cuptiwclock") ho.cupti_config.harness_clock = false;
     else LANTERN_FAIL("mode %s: unknown part '%s'", full_mode.c_str(), part.c_str());
   }
   return ho;

@@ -320,7 +320,7 @@ TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
   GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
 #endif
   HarnessOptions o;
-  o.cupti_every = 4;
+  o.cupti_config.kernel_every = 4;
   o.roofline = false;
   runfmt::Run run = record_tiny_cuda_run("cupti-every", 9, o, 2, [](Engine& engine, const ModelConfig& cfg) {
     Request r;
@@ -359,8 +359,8 @@ TEST(CuptiGpu, CuptiWindowsTraceOnlyWindowStepsAndKeepGraphLabels) {
   GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
 #endif
   HarnessOptions o;
-  o.cupti_window_steps = 3;
-  o.cupti_window_period = 6;
+  o.cupti_config.window_steps = 3;
+  o.cupti_config.window_period = 6;
   o.roofline = false;
   runfmt::Run run = record_tiny_cuda_run("cupti-window", 11, o, 2, [](Engine& engine, const ModelConfig& cfg) {
     Request r;

@@ -18,7 +18,7 @@ TEST(HarnessOptions, Defaults) {
   EXPECT_TRUE(o.nvtx && o.cupti && o.alias && o.kv && o.memory && o.roofline);
   EXPECT_EQ(o.profile_first, -1);
   EXPECT_EQ(o.profile_last, -1);
-  EXPECT_EQ(o.cupti_every, 1);
+  EXPECT_EQ(o.cupti_config.kernel_every, 1);
 }
 
 TEST(HarnessOptions, EveryOption) {
@@ -30,7 +30,7 @@ TEST(HarnessOptions, EveryOption) {
   EXPECT_EQ(o.name, "baseline");
   EXPECT_EQ(o.profile_first, 10);
   EXPECT_EQ(o.profile_last, 20);
-  EXPECT_EQ(o.cupti_every, 16);
+  EXPECT_EQ(o.cupti_config.kernel_every, 16);
   EXPECT_FALSE(o.nvtx || o.cupti || o.alias || o.kv || o.memory || o.roofline);
   EXPECT_TRUE(o.enabled);
   EXPECT_FALSE(harness_options_from({{"--harness", "off"}}, {}).enabled);
@@ -53,8 +53,8 @@ TEST(HarnessOptions, BadValuesNameTheOption) {
   EXPECT_THAT(error({{"--harness", "maybe"}}), HasSubstr("--harness expects on or off"));
   EXPECT_THAT(error({{"--record", ""}}), HasSubstr("--record needs a directory"));
   HarnessOptions w = harness_options_from({{"--cupti-window", "4:128"}}, {});
-  EXPECT_EQ(w.cupti_window_steps, 4);
-  EXPECT_EQ(w.cupti_window_period, 128);
+  EXPECT_EQ(w.cupti_config.window_steps, 4);
+  EXPECT_EQ(w.cupti_config.window_period, 128);
   for (const char* bad : {"0:4", "5:4", "4", ":4", "4:", "a:b", "4:8x", ""})
     EXPECT_THAT(error({{"--cupti-window", bad}}), HasSubstr("--cupti-window expects W:P")) << bad;
   EXPECT_THAT(error({{"--cupti-window", "2:8"}, {"--cupti-every", "4"}}),

@@ -52,6 +52,18 @@ struct Recorder {
   std::vector<int> pops;  // depth after each pop
   int depth = 0;
   void* lantern_domain = nullptr;
+  // Start recording ranges afresh / stop recording.
+  void start() {
+    std::lock_guard<std::mutex> lock(mutex);
+    on = true;
+    ranges.clear();
+    pops.clear();
+    depth = 0;
+  }
+  void stop() {
+    std::lock_guard<std::mutex> lock(mutex);
+    on = false;
+  }
 };
 Recorder& rec() {
   static Recorder r;
@@ -136,18 +148,9 @@ TEST(NvtxObserver, RangesReachAToolWithNamesNestingCategoriesAndPayloads) {
   NvtxObserver nvtx;
   ASSERT_NE(rec().lantern_domain, nullptr) << "the observer must create the 'lantern' domain";
   auto a = testing::make_seed_arena();
-  {
-    std::lock_guard<std::mutex> lock(rec().mutex);
-    rec().on = true;
-    rec().ranges.clear();
-    rec().pops.clear();
-    rec().depth = 0;
-  }
+  rec().start();
   testing::run_seed_step(nvtx, *a, 41, "decode", 2);
-  {
-    std::lock_guard<std::mutex> lock(rec().mutex);
-    rec().on = false;
-  }
+  rec().stop();
   const auto& r = rec().ranges;
   const size_t ops = testing::seed_ops_per_step(2);
   ASSERT_EQ(r.size(), 2 + 2 + ops);  // step, phase, 2 layers, ops
@@ -202,22 +205,13 @@ TEST(NvtxObserver, GraphReplayHooksPushNoRanges) {
 #endif
   NvtxObserver nvtx;
   auto a = testing::make_seed_arena();
-  {
-    std::lock_guard<std::mutex> lock(rec().mutex);
-    rec().on = true;
-    rec().ranges.clear();
-    rec().pops.clear();
-    rec().depth = 0;
-  }
+  rec().start();
   const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
   testing::run_graph_step(nvtx, *a, 7, 2, /*capture=*/true, graph);
   const size_t with_capture = rec().ranges.size();
   rec().ranges.clear();
   testing::run_graph_step(nvtx, *a, 8, 2, /*capture=*/false, graph);
-  {
-    std::lock_guard<std::mutex> lock(rec().mutex);
-    rec().on = false;
-  }
+  rec().stop();
   // Capture: step, phase, 2 layers and every op (host time of the capture).
   EXPECT_EQ(with_capture, 2 + 2 + static_cast<size_t>(testing::seed_ops_per_step(2)));
   // Replay: step and phase only; no empty layer or op ranges after the launch.
