@@ -270,53 +270,52 @@ void CuptiCollector::enable_activities(bool on, bool sampling) {
   activities_on_ = on;
 }
 
-void CuptiCollector::set_sampling(bool on) {
-  if (on == activities_on_) return;
-  const uint64_t t0 = clock_ns();
-  enable_activities(on, /*sampling=*/true);
-  ++toggles_;
-  toggle_ns_ += clock_ns() - t0;
-}
-
 void CuptiCollector::on_step_begin(const StepInfo& s) {
   if (!active_) return;
-  if (options_.window_period > 0) {
-    bool in_window = !window_failed_ &&
-                     (s.step % options_.window_period < options_.window_steps || s.captures_graph);
-    if (in_window != attached_) {
-      const uint64_t t0 = clock_ns();
-      try {
-        in_window ? attach() : detach();
-      } catch (const Error& e) {
-        // A failed attach or detach must not fail the engine's step: stop
-        // the windows, say why, and run on without CUPTI.
-        window_failed_ = true;
-        in_window = false;
-        std::lock_guard<std::mutex> lock(mutex_);
-        records_.errors.push_back(strformat("CUPTI window at step %lld: %s; no kernel records after it",
-                                            static_cast<long long>(s.step), e.what()));
-      }
-      ++toggles_;
-      toggle_ns_ += clock_ns() - t0;
-    }
-    ++(in_window ? sampled_steps_ : skipped_steps_);
-    if (!in_window || !options_.external_correlation) return;
-    LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
-                                                         static_cast<uint64_t>(s.step) + 1));
-    ++step_pushes_;
-    return;
-  }
-  // Sampling: decode steps other than every Nth one run with the sampled
-  // activity kinds off (kernel tracing costs ~1 us of GPU time per kernel on
-  // Hopper); prefill and mixed steps are always traced.
-  const bool sampled = options_.kernel_every <= 1 || s.step % options_.kernel_every == 0 ||
-                       s.num_prefill_seqs > 0 || s.num_decode_seqs == 0;
-  set_sampling(sampled);
-  ++(sampled ? sampled_steps_ : skipped_steps_);
-  if (!sampled || !options_.external_correlation) return;
+  const bool traced = options_.window_period > 0 ? enter_window(s) : enter_sample(s);
+  ++(traced ? sampled_steps_ : skipped_steps_);
+  if (!traced || !options_.external_correlation) return;
   LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
                                                        static_cast<uint64_t>(s.step) + 1));
   ++step_pushes_;
+}
+
+// Sampling: decode steps other than every Nth one run with the sampled
+// activity kinds off; prefill and mixed steps are always traced.
+bool CuptiCollector::enter_sample(const StepInfo& s) {
+  const bool traced = options_.kernel_every <= 1 || s.step % options_.kernel_every == 0 ||
+                      s.num_prefill_seqs > 0 || s.num_decode_seqs == 0;
+  if (traced != activities_on_) timed_switch([&] { enable_activities(traced, /*sampling=*/true); });
+  return traced;
+}
+
+// Windows: attached for window steps and graph captures, detached between.
+bool CuptiCollector::enter_window(const StepInfo& s) {
+  bool traced = !window_failed_ &&
+                (s.step % options_.window_period < options_.window_steps || s.captures_graph);
+  if (traced == attached_) return traced;
+  timed_switch([&] {
+    try {
+      traced ? attach() : detach();
+    } catch (const Error& e) {
+      // A failed attach or detach must not fail the engine's step: stop the
+      // windows, say why, and run on without CUPTI.
+      window_failed_ = true;
+      traced = false;
+      std::lock_guard<std::mutex> lock(mutex_);
+      records_.errors.push_back(strformat("CUPTI window at step %lld: %s; no kernel records after it",
+                                          static_cast<long long>(s.step), e.what()));
+    }
+  });
+  return traced;
+}
+
+template <class Switch>
+void CuptiCollector::timed_switch(Switch&& fn) {
+  const uint64_t t0 = clock_ns();
+  fn();
+  ++toggles_;
+  toggle_ns_ += clock_ns() - t0;
 }
 
 void CuptiCollector::on_step_end(const StepInfo&) {

@@ -111,7 +111,11 @@ class CuptiCollector : public Observer {
   void detach();
   uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
   void enable_activities(bool on, bool sampling);
-  void set_sampling(bool on);
+  // Step boundaries: switch collection for step s; true when s is traced.
+  bool enter_sample(const StepInfo& s);
+  bool enter_window(const StepInfo& s);
+  template <class Switch>
+  void timed_switch(Switch&& fn);  // runs fn, counted in toggles_ / toggle_ns_
 
   std::mutex mutex_;  // guards records_ and the maps below (CUPTI's thread writes them)
   GpuRecords records_;
