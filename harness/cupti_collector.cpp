@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -124,18 +125,40 @@ void CuptiCollector::start() {
                     (options_.window_steps > 0 && options_.window_steps <= options_.window_period),
                 "CUPTI windows need 0 < steps <= period, got %d of %d", options_.window_steps,
                 options_.window_period);
+  LANTERN_CHECK(options_.window_budget <= 0 || options_.window_period > 0 ||
+                    (options_.window_steps > 0 && options_.window_budget < 1),
+                "CUPTI budget windows need steps > 0 and a budget below 100 %%, got %d steps, %g",
+                options_.window_steps, options_.window_budget);
   LANTERN_CHECK(options_.window_period == 0 || options_.kernel_every <= 1,
                 "CUPTI windows and --cupti-every sampling exclude each other");
   CuptiCollector* expected = nullptr;
   LANTERN_CHECK(g_collector.compare_exchange_strong(expected, this),
                 "only one CUPTI collector can run per process");
   try {
+    const uint64_t t0 = clock_ns();
     attach();
+    last_attach_ns_ = clock_ns() - t0;
+    last_detach_ns_ = last_attach_ns_ / 4;  // until one is measured (H200: ~2.5 of ~10 ms)
   } catch (...) {
     g_collector.store(nullptr);
     throw;
   }
   active_ = true;
+  window_left_ = options_.window_steps;
+}
+
+std::string CuptiOptions::schedule() const {
+  if (kernel_every > 1) return strformat("every %d", kernel_every);
+  if (window_period > 0) return strformat("windows %d:%d", window_steps, window_period);
+  if (window_budget > 0)
+    return strformat("budget %g%% (%d-step windows)", 100.0 * window_budget, window_steps);
+  return "all steps";
+}
+
+uint32_t CuptiCollector::correlation(uint32_t id) {
+  const uint32_t c = id == 0 ? 0 : correlation_base_ + id;
+  max_correlation_ = std::max(max_correlation_, c);
+  return c;
 }
 
 void CuptiCollector::attach() {
@@ -171,6 +194,11 @@ void CuptiCollector::attach() {
                                         CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
       LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                         CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+    }
+    {
+      // Records of earlier attachments are all parsed (detach flushed them).
+      std::lock_guard<std::mutex> lock(mutex_);
+      correlation_base_ = max_correlation_;
     }
     enable_activities(true, /*sampling=*/false);
     if (options_.markers) LANTERN_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
@@ -238,6 +266,7 @@ GpuRecords CuptiCollector::take() {
   out.kernel_every = options_.kernel_every;
   out.window_steps = options_.window_steps;
   out.window_period = options_.window_period;
+  out.schedule = options_.schedule();
   out.sampled_steps = sampled_steps_;
   out.skipped_steps = skipped_steps_;
   out.kernel_toggles = toggles_;
@@ -272,7 +301,7 @@ void CuptiCollector::enable_activities(bool on, bool sampling) {
 
 void CuptiCollector::on_step_begin(const StepInfo& s) {
   if (!active_) return;
-  const bool traced = options_.window_period > 0 ? enter_window(s) : enter_sample(s);
+  const bool traced = options_.windows() ? enter_window(s) : enter_sample(s);
   ++(traced ? sampled_steps_ : skipped_steps_);
   if (!traced || !options_.external_correlation) return;
   LANTERN_CUPTI(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1,
@@ -290,23 +319,39 @@ bool CuptiCollector::enter_sample(const StepInfo& s) {
 }
 
 // Windows: attached for window steps and graph captures, detached between.
+bool CuptiCollector::window_wanted(const StepInfo& s) {
+  if (window_failed_) return false;
+  if (s.captures_graph) return true;  // CUPTI must see the graph's nodes created
+  if (options_.window_period > 0) return s.step % options_.window_period < options_.window_steps;
+  if (attached_) return window_left_ > 0;
+  const double elapsed = static_cast<double>(clock_ns() - first_step_ns_);
+  const double cost = static_cast<double>(toggle_ns_ + last_attach_ns_ + last_detach_ns_);
+  return cost <= options_.window_budget * elapsed;
+}
+
 bool CuptiCollector::enter_window(const StepInfo& s) {
-  bool traced = !window_failed_ &&
-                (s.step % options_.window_period < options_.window_steps || s.captures_graph);
-  if (traced == attached_) return traced;
-  timed_switch([&] {
-    try {
-      traced ? attach() : detach();
-    } catch (const Error& e) {
-      // A failed attach or detach must not fail the engine's step: stop the
-      // windows, say why, and run on without CUPTI.
-      window_failed_ = true;
-      traced = false;
-      std::lock_guard<std::mutex> lock(mutex_);
-      records_.errors.push_back(strformat("CUPTI window at step %lld: %s; no kernel records after it",
-                                          static_cast<long long>(s.step), e.what()));
-    }
-  });
+  if (first_step_ns_ == 0) first_step_ns_ = clock_ns();
+  bool traced = window_wanted(s);
+  if (traced != attached_) {
+    if (traced) window_left_ = options_.window_steps;
+    const bool attaching = traced;
+    const uint64_t t0 = clock_ns();
+    timed_switch([&] {
+      try {
+        traced ? attach() : detach();
+      } catch (const Error& e) {
+        // A failed attach or detach must not fail the engine's step: stop the
+        // windows, say why, and run on without CUPTI.
+        window_failed_ = true;
+        traced = false;
+        std::lock_guard<std::mutex> lock(mutex_);
+        records_.errors.push_back(strformat("CUPTI window at step %lld: %s; no kernel records after it",
+                                            static_cast<long long>(s.step), e.what()));
+      }
+    });
+    (attaching ? last_attach_ns_ : last_detach_ns_) = clock_ns() - t0;
+  }
+  if (traced && window_left_ > 0) --window_left_;
   return traced;
 }
 
@@ -408,7 +453,7 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
         ApiCall c;
         c.start_ns = to_harness_clock(api->start);
         c.end_ns = to_harness_clock(api->end);
-        c.correlation = api->correlationId;
+        c.correlation = correlation(api->correlationId);
         auto [t, added] = thread_index_.emplace(api->threadId,
                                                 static_cast<uint32_t>(thread_index_.size()));
         c.thread = t->second;
@@ -424,9 +469,9 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
         const auto* x = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
         if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 && x->externalId > 0)
-          records_.launch_of_correlation[x->correlationId] = static_cast<int64_t>(x->externalId) - 1;
+          records_.launch_of_correlation[correlation(x->correlationId)] = static_cast<int64_t>(x->externalId) - 1;
         else if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1 && x->externalId > 0)
-          records_.step_of_correlation[x->correlationId] = static_cast<int64_t>(x->externalId) - 1;
+          records_.step_of_correlation[correlation(x->correlationId)] = static_cast<int64_t>(x->externalId) - 1;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MARKER: {

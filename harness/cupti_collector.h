@@ -52,11 +52,22 @@ struct CuptiOptions {
   // Stamp records with the harness clock (cuptiActivityRegisterTimestampCallback);
   // false: CUPTI's clock, shifted by an offset measured at start.
   bool harness_clock = true;
-  // Windows (experimental, not yet verified on a GPU): CUPTI attached only
-  // for engine steps with step % window_period < window_steps (and for steps
-  // that capture a CUDA graph), detached (flush + cuptiFinalize) in between.
-  // 0: attached for the whole run. Exclusive with kernel_every > 1.
-  int window_steps = 0, window_period = 0;
+  // Windows: CUPTI attached only for windows of window_steps engine steps
+  // (and for steps that capture a CUDA graph), detached (flush +
+  // cuptiFinalize) in between, which restores full speed. When windows open:
+  //  - window_period > 0: at steps with step % window_period == 0
+  //    (fixed windows, --cupti-window W:P);
+  //  - else window_budget > 0: the run starts in a window; the next one opens
+  //    once the time spent attaching and detaching so far, plus the last
+  //    measured attach + detach, fits in window_budget of the wall time since
+  //    the first step (--cupti-budget PCT; the default);
+  //  - else: attached for the whole run (--cupti-all-steps).
+  // kernel_every > 1 keeps CUPTI attached for the whole run (sampling).
+  int window_steps = 8, window_period = 0;
+  double window_budget = 0.015;
+  bool windows() const { return kernel_every <= 1 && (window_period > 0 || window_budget > 0); }
+  // "all steps", "every N", "windows W:P" or "budget B% (W-step windows)".
+  std::string schedule() const;
   // stop() detaches CUPTI from the process (cuptiFinalize), so that the
   // rest of the process runs at full speed; the next start() attaches anew.
   bool detach_at_stop = true;
@@ -107,6 +118,13 @@ class CuptiCollector : public Observer {
   bool activities_on_ = false;  // the activity kinds are enabled (sampled step)
   bool attached_ = false;       // CUPTI callbacks registered (between attach and detach)
   bool window_failed_ = false;  // an attach/detach between windows failed: stay detached
+  int window_left_ = 0;         // steps left in the open window
+  uint64_t first_step_ns_ = 0;  // harness clock at the first step (budget windows)
+  uint64_t last_attach_ns_ = 0, last_detach_ns_ = 0;  // measured, for the next window's cost
+  // CUPTI numbers correlation ids from 1 again after a detach (cuptiFinalize):
+  // ids of later attachments are shifted past the largest id seen before.
+  uint32_t correlation_base_ = 0, max_correlation_ = 0;
+  uint32_t correlation(uint32_t id);  // under mutex_
   void attach();
   void detach();
   uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
@@ -114,6 +132,7 @@ class CuptiCollector : public Observer {
   // Step boundaries: switch collection for step s; true when s is traced.
   bool enter_sample(const StepInfo& s);
   bool enter_window(const StepInfo& s);
+  bool window_wanted(const StepInfo& s);
   template <class Switch>
   void timed_switch(Switch&& fn);  // runs fn, counted in toggles_ / toggle_ns_
 
@@ -125,14 +144,14 @@ class CuptiCollector : public Observer {
   uint64_t to_harness_clock(uint64_t cupti_ns) const;
   // The fields kernel, memcpy and memset records share.
   template <class Record>
-  GpuActivity gpu_activity(GpuActivityKind kind, const Record& r) const {
+  GpuActivity gpu_activity(GpuActivityKind kind, const Record& r) {
     GpuActivity a;
     a.kind = kind;
     a.start_ns = to_harness_clock(r.start);
     a.end_ns = to_harness_clock(r.end);
     a.graph_node = r.graphNodeId;
     a.graph_id = r.graphId;
-    a.correlation = r.correlationId;
+    a.correlation = correlation(r.correlationId);
     a.stream = r.streamId;
     a.device = r.deviceId;
     return a;

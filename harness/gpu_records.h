@@ -64,6 +64,7 @@ struct GpuRecords {
   // attached / detached, with windows).
   int kernel_every = 1;
   int window_steps = 0, window_period = 0;  // CuptiOptions windows (0: none)
+  std::string schedule;  // CuptiOptions::schedule(): "all steps", "budget 1.5% (8-step windows)", ...
   uint64_t graph_launches = 0;  // CUPTI_ACTIVITY_KIND_GRAPH_TRACE records
   uint64_t sampled_steps = 0, skipped_steps = 0;
   uint64_t kernel_toggles = 0, kernel_toggle_ns = 0;

@@ -74,8 +74,23 @@ HarnessOptions harness_options_from(const std::map<std::string, std::string>& va
     o.cupti_config.window_steps = w;
     o.cupti_config.window_period = p;
   }
-  LANTERN_CHECK(o.cupti_config.window_period == 0 || o.cupti_config.kernel_every == 1,
-                "--cupti-window and --cupti-every exclude each other: use one");
+  if (const std::string* budget = value("--cupti-budget")) {
+    double pct = 0;
+    auto [e, c] = std::from_chars(budget->data(), budget->data() + budget->size(), pct);
+    LANTERN_CHECK(!budget->empty() && c == std::errc() && e == budget->data() + budget->size() &&
+                      pct > 0 && pct < 100,
+                  "--cupti-budget expects a share of wall time in percent, 0 < PCT < 100 (e.g. "
+                  "1.5), got '%s'; --cupti-all-steps traces every step",
+                  budget->c_str());
+    o.cupti_config.window_budget = pct / 100;
+  }
+  const bool all_steps = flags.count("--cupti-all-steps") != 0;
+  if (all_steps) o.cupti_config.window_budget = 0;
+  const int schedules = (values.count("--cupti-every") != 0) + (values.count("--cupti-window") != 0) +
+                        (values.count("--cupti-budget") != 0) + all_steps;
+  LANTERN_CHECK(schedules <= 1,
+                "--cupti-every, --cupti-window, --cupti-budget and --cupti-all-steps exclude each "
+                "other: use one");
   o.nvtx = !flags.count("--no-nvtx");
   o.cupti = !flags.count("--no-cupti");
   o.alias = !flags.count("--no-alias");
@@ -95,10 +110,15 @@ std::string harness_options_help() {
          "  --harness on|off      off: attach no observer at all (default on)\n"
          "  --no-nvtx             no NVTX ranges\n"
          "  --no-cupti            no CUPTI kernel timings (use under nsys or ncu)\n"
-         "  --cupti-every N       CUPTI kernel records on prefill/mixed steps and every\n"
-         "                        Nth decode step only (default 1: every step)\n"
-         "  --cupti-window W:P    CUPTI attached only for W steps of every P (and graph\n"
-         "                        captures); detached in between (experimental)\n"
+         "  --cupti-budget PCT    CUPTI attached for 8-step windows (and graph captures),\n"
+         "                        detached in between; a window opens when attaching and\n"
+         "                        detaching so far fit in PCT % of wall time (default 1.5)\n"
+         "  --cupti-all-steps     CUPTI attached for the whole run: every kernel of every\n"
+         "                        step (batch-1 decode ~20 % slower on an H200)\n"
+         "  --cupti-every N       CUPTI attached for the whole run, kernel records on\n"
+         "                        prefill/mixed steps and every Nth decode step\n"
+         "  --cupti-window W:P    CUPTI attached for W steps of every P (and graph\n"
+         "                        captures); detached in between\n"
          "  --no-alias            no alias-lifetime tracking\n"
          "  --no-kv               no KV block recording\n"
          "  --no-memory           no memory map\n"

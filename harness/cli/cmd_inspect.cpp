@@ -74,11 +74,16 @@ void print_header(const Run& run) {
   if (metric(h, "unattributed_kernels") > 0)
     std::printf("  note: %.0f kernels were launched outside op hooks (unattributed)\n",
                 metric(h, "unattributed_kernels"));
-  if (metric(h, "cupti_kernel_every") > 1)
-    std::printf("  note: kernel timings sampled (--cupti-every %.0f): %.0f of %.0f steps traced; "
-                "op totals cover those steps only, means per call compare\n",
-                metric(h, "cupti_kernel_every"), metric(h, "cupti_sampled_steps"),
+  if (metric(h, "cupti_skipped_steps") > 0) {
+    const std::string schedule = h.contains("cupti_schedule") && h["cupti_schedule"].is_string()
+                                     ? h["cupti_schedule"].get<std::string>()
+                                     : "sampled";
+    std::printf("  note: kernel timings sampled (CUPTI schedule: %s): %.0f of %.0f steps traced; "
+                "op totals cover those steps only, means per call compare "
+                "(--cupti-all-steps traces every step)\n",
+                schedule.c_str(), metric(h, "cupti_sampled_steps"),
                 metric(h, "cupti_sampled_steps") + metric(h, "cupti_skipped_steps"));
+  }
 }
 
 void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, size_t top) {

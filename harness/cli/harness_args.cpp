@@ -5,13 +5,14 @@ namespace lantern::cli {
 const std::vector<std::string>& harness_value_options() {
   static const std::vector<std::string> options = {"--record", "--name", "--profile-steps",
                                                    "--harness", "--cupti-every",
-                                                   "--cupti-window"};
+                                                   "--cupti-window", "--cupti-budget"};
   return options;
 }
 
 const std::vector<std::string>& harness_flag_options() {
   static const std::vector<std::string> options = {"--no-nvtx", "--no-cupti",  "--no-alias",
-                                                   "--no-kv",   "--no-memory", "--no-roofline"};
+                                                   "--no-kv",   "--no-memory", "--no-roofline",
+                                                   "--cupti-all-steps"};
   return options;
 }
 

@@ -6,6 +6,8 @@
 //   --name NAME           run name in the manifest (default: DIR's last component)
 //   --profile-steps A:B   cudaProfilerStart before step A, Stop after step B (nsys)
 //   --harness on|off      off: attach no observer at all
+//   --cupti-budget PCT / --cupti-all-steps / --cupti-every N / --cupti-window W:P
+//                         when CUPTI traces (default: windows within 1.5 % of wall time)
 //   --no-nvtx --no-cupti --no-alias --no-kv --no-memory --no-roofline
 //
 // A command appends them to its own option lists with add_harness_options()

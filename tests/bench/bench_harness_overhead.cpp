@@ -11,7 +11,12 @@
 //   cupti     timeline + CUPTI kernel records, recording a run directory
 //   record    everything except CUPTI, recording a run directory
 //   on        everything on: NVTX, timeline, CUPTI, alias tracker, KV
-//             recorder, memory map, recording a run directory
+//             recorder, memory map, recording a run directory; CUPTI in its
+//             default schedule (budget windows, CuptiOptions::window_budget)
+//   on-all    everything on, CUPTI attached for the whole run (every kernel
+//             of every step: --cupti-all-steps)
+//   on-budgetPCT
+//             everything on, CUPTI budget windows within PCT % of wall time
 //   none-after-cupti
 //             a short CUPTI-recording session first, stopped, then `none`
 //             (does stopping the collector leave the process at full speed?)
@@ -19,11 +24,11 @@
 //             the control for it: a first engine without harness, then `none`
 //   on-windowW:P
 //             everything on, CUPTI attached for W steps of every P only
-//   on-everyN everything on, CUPTI kernel records on every Nth step
-//             ("on" uses the default, HarnessOptions::cupti_config.kernel_every)
+//   on-everyN everything on, CUPTI attached throughout, kernel records on
+//             every Nth step
 //   cupti-graph | cupti-nokernel
-//             everything on, GRAPH_TRACE instead of kernel records / no
-//             kernel records at all
+//             everything on, CUPTI attached throughout, GRAPH_TRACE instead
+//             of kernel records / no kernel records at all
 //   MODE/part overhead-study variants of a mode: all|kernel|kmem (kinds the
 //             sampling switches), nodriver, noext, nosub, cuptiwclock
 //
@@ -89,7 +94,7 @@ struct Workload {
 };
 
 const char* const kAllModes[] = {"none",   "off",   "nvtx",   "timeline", "alias",    "kv",
-                                 "memory", "cupti", "record", "on",       "on-every1",
+                                 "memory", "cupti", "record", "on",       "on-all", "on-every4",
                                  "none-after-cupti", "none-after-none", "cupti-graph",
                                  "cupti-nokernel"};
 
@@ -138,7 +143,14 @@ harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
     ho.cupti = false;
   } else if (mode == "cupti-graph" || mode == "cupti-nokernel") {
     ho.cupti_config.kernel_kind = mode == "cupti-graph" ? "graph" : "none";
+    ho.cupti_config.window_budget = 0;
   } else if (mode == "on") {
+  } else if (mode == "on-all") {
+    ho.cupti_config.window_budget = 0;
+  } else if (mode.rfind("on-budget", 0) == 0) {
+    ho.cupti_config.window_budget = std::atof(mode.c_str() + 9) / 100;
+    LANTERN_CHECK(ho.cupti_config.window_budget > 0 && ho.cupti_config.window_budget < 1,
+                  "mode %s: expected on-budgetPCT with 0 < PCT < 100", mode.c_str());
   } else if (mode.rfind("on-window", 0) == 0) {
     // on-windowW:P -- CUPTI attached for W steps of every P
     LANTERN_CHECK(std::sscanf(mode.c_str() + 9, "%d:%d", &ho.cupti_config.window_steps,
@@ -146,6 +158,7 @@ harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
                   "mode %s: expected on-windowW:P", mode.c_str());
   } else if (mode.rfind("on-every", 0) == 0) {
     ho.cupti_config.kernel_every = std::atoi(mode.c_str() + 8);
+    ho.cupti_config.window_budget = 0;
     LANTERN_CHECK(ho.cupti_config.kernel_every > 0, "mode %s: expected on-everyN with N > 0", mode.c_str());
   } else {
     std::string all;

@@ -391,5 +391,95 @@ TEST(CuptiGpu, CuptiWindowsTraceOnlyWindowStepsAndKeepGraphLabels) {
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
 
+// Budget windows (the default schedule): the run starts in an 8-step
+// window; the next opens only when the attach/detach time so far plus one
+// more attach + detach fits in the budget's share of the wall time.
+runfmt::Run record_budget_run(const char* name, double budget, int new_tokens) {
+  HarnessOptions o;
+  o.cupti_config.window_budget = budget;
+  o.roofline = false;
+  return record_tiny_cuda_run(name, 13, o, 2, [new_tokens](Engine& engine, const ModelConfig& cfg) {
+    Request r;
+    for (int t = 0; t < 5; ++t) r.prompt.push_back((17 * t + 3) % cfg.vocab_size);
+    r.max_new_tokens = new_tokens;  // steps 0 .. new_tokens - 1
+    r.stop_at_eos = false;
+    engine.submit(std::move(r));
+  });
+}
+
+std::set<int64_t> kernel_steps(const runfmt::Run& run) {
+  std::set<int64_t> steps;
+  for (const auto& k : run.kernels) steps.insert(k.step);
+  return steps;
+}
+
+TEST(CuptiGpu, TinyCuptiBudgetTracesOnlyTheFirstWindow) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  // 0.0001 % of a sub-second run buys no second attach (~10 ms on an H200).
+  runfmt::Run run = record_budget_run("cupti-budget-tiny", 1e-6, 30);
+  EXPECT_EQ(kernel_steps(run), (std::set<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(run.metrics["harness"]["cupti_sampled_steps"], 8);
+  EXPECT_EQ(run.metrics["harness"]["cupti_skipped_steps"], 22);
+  EXPECT_EQ(run.metrics["harness"]["cupti_kernel_toggles"], 1) << "one detach, at step 8";
+  EXPECT_EQ(run.metrics["harness"]["cupti_schedule"], "budget 0.0001% (8-step windows)");
+  EXPECT_EQ(run.manifest.json["harness"]["cupti_schedule"], "budget 0.0001% (8-step windows)");
+  EXPECT_EQ(run.metrics["harness"]["cupti_dropped_records"], 0);
+  EXPECT_EQ(run.metrics["harness"]["unattributed_kernels"], 0);
+}
+
+TEST(CuptiGpu, CuptiBudgetReopensWindowsWithinTheBudget) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  // A budget near 100 % reopens a window soon after the last closed (the
+  // tiny model's steps take well under a millisecond, an attach ~10 ms).
+  const double budget = 0.95;
+  const int kSteps = 200;
+  runfmt::Run run = record_budget_run("cupti-budget-high", budget, kSteps);
+  const auto& h = run.metrics["harness"];
+  // Windows are 8 steps long (the graph is captured in step 1, inside the
+  // first): every maximal run of traced steps has 8 steps, the last one may
+  // be cut by the end of the run.
+  const std::set<int64_t> traced = kernel_steps(run);
+  const std::vector<int64_t> steps(traced.begin(), traced.end());
+  ASSERT_FALSE(steps.empty());
+  std::vector<int> windows{1};
+  for (size_t i = 1; i < steps.size(); ++i) {
+    if (steps[i] == steps[i - 1] + 1) ++windows.back();
+    else windows.push_back(1);
+  }
+  std::printf("[cupti-budget] %zu windows over %d steps, %lld toggles taking %.2f ms\n",
+              windows.size(), kSteps, h["cupti_kernel_toggles"].get<long long>(),
+              h["cupti_kernel_toggle_ms"].get<double>());
+  EXPECT_GE(windows.size(), 2u) << "a 95 % budget reopens the window";
+  EXPECT_LT(steps.size(), static_cast<size_t>(kSteps)) << "and still detaches";
+  for (size_t i = 0; i + 1 < windows.size(); ++i) EXPECT_EQ(windows[i], 8) << "window " << i;
+  EXPECT_LE(windows.back(), 8);
+  EXPECT_EQ(steps.front(), 0);
+  EXPECT_EQ(h["cupti_sampled_steps"], steps.size());
+  const long long k = static_cast<long long>(windows.size());
+  EXPECT_EQ(h["cupti_kernel_toggles"], 2 * (k - 1) + (steps.back() < kSteps - 1 ? 1 : 0))
+      << "an attach before every window but the first, a detach after every window that ended "
+         "before the run did";
+  // Every attach happened when the cost so far fitted the budget: the total
+  // exceeds it by at most the last attach + detach.
+  const double run_ms = run.metrics["wall_s"].get<double>() * 1e3;
+  EXPECT_LE(h["cupti_kernel_toggle_ms"].get<double>(), budget * run_ms + 40.0);
+  size_t replayed = 0, labelled = 0;
+  for (const auto& k : run.kernels) {
+    replayed += k.graph_node != 0;
+    labelled += k.graph_node != 0 && k.launch >= 0 && !k.op.empty();
+  }
+  EXPECT_GT(replayed, 0u);
+  EXPECT_EQ(labelled, replayed) << "replays in later windows keep their op labels";
+  EXPECT_EQ(h["unattributed_kernels"], 0);
+  EXPECT_EQ(h["cupti_dropped_records"], 0);
+  EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace lantern::harness

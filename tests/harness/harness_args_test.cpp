@@ -19,6 +19,25 @@ TEST(HarnessOptions, Defaults) {
   EXPECT_EQ(o.profile_first, -1);
   EXPECT_EQ(o.profile_last, -1);
   EXPECT_EQ(o.cupti_config.kernel_every, 1);
+  EXPECT_TRUE(o.cupti_config.windows()) << "CUPTI in budget windows by default";
+  EXPECT_DOUBLE_EQ(o.cupti_config.window_budget, 0.015);
+  EXPECT_EQ(o.cupti_config.window_period, 0);
+  EXPECT_EQ(o.cupti_config.schedule(), "budget 1.5% (8-step windows)");
+}
+
+TEST(HarnessOptions, CuptiSchedules) {
+  HarnessOptions all = harness_options_from({}, {"--cupti-all-steps"});
+  EXPECT_FALSE(all.cupti_config.windows());
+  EXPECT_EQ(all.cupti_config.schedule(), "all steps");
+  HarnessOptions budget = harness_options_from({{"--cupti-budget", "0.5"}}, {});
+  EXPECT_DOUBLE_EQ(budget.cupti_config.window_budget, 0.005);
+  EXPECT_EQ(budget.cupti_config.schedule(), "budget 0.5% (8-step windows)");
+  HarnessOptions every = harness_options_from({{"--cupti-every", "16"}}, {});
+  EXPECT_FALSE(every.cupti_config.windows()) << "sampling keeps CUPTI attached";
+  EXPECT_EQ(every.cupti_config.schedule(), "every 16");
+  HarnessOptions fixed = harness_options_from({{"--cupti-window", "4:128"}}, {});
+  EXPECT_TRUE(fixed.cupti_config.windows());
+  EXPECT_EQ(fixed.cupti_config.schedule(), "windows 4:128");
 }
 
 TEST(HarnessOptions, EveryOption) {
@@ -59,11 +78,23 @@ TEST(HarnessOptions, BadValuesNameTheOption) {
     EXPECT_THAT(error({{"--cupti-window", bad}}), HasSubstr("--cupti-window expects W:P")) << bad;
   EXPECT_THAT(error({{"--cupti-window", "2:8"}, {"--cupti-every", "4"}}),
               HasSubstr("exclude each other"));
+  EXPECT_THAT(error({{"--cupti-budget", "2"}, {"--cupti-every", "4"}}), HasSubstr("exclude each other"));
+  try {
+    harness_options_from({{"--cupti-budget", "2"}}, {"--cupti-all-steps"});
+    ADD_FAILURE() << "--cupti-budget with --cupti-all-steps accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("exclude each other"));
+  }
+  for (const char* bad : {"0", "-1", "100", "150", "x", "2%", ""})
+    EXPECT_THAT(error({{"--cupti-budget", bad}}), HasSubstr("--cupti-budget expects a share of wall time"))
+        << bad;
   for (const char* bad : {"0", "-3", "x", "4x", ""})
     EXPECT_THAT(error({{"--cupti-every", bad}}), HasSubstr("--cupti-every expects a positive step count"))
         << bad;
   EXPECT_THAT(harness_options_help(), HasSubstr("--profile-steps A:B"));
   EXPECT_THAT(harness_options_help(), HasSubstr("--cupti-every N"));
+  EXPECT_THAT(harness_options_help(), HasSubstr("--cupti-budget PCT"));
+  EXPECT_THAT(harness_options_help(), HasSubstr("--cupti-all-steps"));
 }
 
 }  // namespace

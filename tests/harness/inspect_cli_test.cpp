@@ -109,12 +109,13 @@ TEST_F(InspectCli, SampledKernelTimingsAreSaid) {
   // What a CUDA run with --cupti-every 4 writes (CPU runs have no CUPTI).
   nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "metrics.json"));
   m["harness"]["cupti_kernel_every"] = 4;
+  m["harness"]["cupti_schedule"] = "every 4";
   m["harness"]["cupti_sampled_steps"] = 3;
   m["harness"]["cupti_skipped_steps"] = 9;
   std::ofstream(dir / "metrics.json") << m.dump();
   auto [status, out] = lantern("inspect " + dir.string());
   EXPECT_EQ(status, 0) << out;
-  EXPECT_THAT(out, HasSubstr("kernel timings sampled (--cupti-every 4): 3 of 12 steps traced"));
+  EXPECT_THAT(out, HasSubstr("kernel timings sampled (CUPTI schedule: every 4): 3 of 12 steps traced"));
 }
 
 TEST_F(InspectCli, BadRunDirectoryIsAOneLineError) {
