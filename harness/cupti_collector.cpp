@@ -162,6 +162,7 @@ uint32_t CuptiCollector::correlation(uint32_t id) {
 }
 
 void CuptiCollector::attach() {
+  const uint64_t t0 = clock_ns();
   try {
     g_buffer_bytes = options_.buffer_bytes;
     // Stamp every record with the harness clock so host and GPU share one axis.
@@ -212,6 +213,8 @@ void CuptiCollector::attach() {
     throw;
   }
   attached_ = true;
+  toggle_parts_.attach_ns += clock_ns() - t0;
+  ++toggle_parts_.attaches;
 }
 
 void CuptiCollector::stop() {
@@ -229,13 +232,21 @@ void CuptiCollector::stop() {
 
 void CuptiCollector::detach() {
   attached_ = false;
+  uint64_t t = clock_ns();
+  auto lap = [&t](uint64_t& into) {
+    const uint64_t now = clock_ns();
+    into += now - t;
+    t = now;
+  };
   cudaError_t sync = cudaDeviceSynchronize();
+  lap(toggle_parts_.sync_ns);
   if (sync != cudaSuccess) {
     std::lock_guard<std::mutex> lock(mutex_);
     records_.errors.push_back(strformat("cudaDeviceSynchronize before the CUPTI flush failed: %s",
                                         cudaGetErrorString(sync)));
   }
   LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  lap(toggle_parts_.flush_ns);
   // Every kind back on (sampling may have left some off), then all off.
   if (!activities_on_) enable_activities(true, /*sampling=*/true);
   enable_activities(false, /*sampling=*/false);
@@ -243,6 +254,7 @@ void CuptiCollector::detach() {
   LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   if (subscriber_) LANTERN_CUPTI(cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_)));
   subscriber_ = nullptr;
+  lap(toggle_parts_.disable_ns);
   // Detach CUPTI from the process: with kernel tracing once enabled, CUDA
   // work stays slower after every activity kind is disabled (measured on the
   // H200, docs/harness.md § Overhead) until CUPTI is finalized. The device
@@ -256,6 +268,8 @@ void CuptiCollector::detach() {
                                           cupti_error_string(r)));
     }
   }
+  lap(toggle_parts_.finalize_ns);
+  ++toggle_parts_.detaches;
 }
 
 GpuRecords CuptiCollector::take() {
@@ -263,6 +277,10 @@ GpuRecords CuptiCollector::take() {
   std::lock_guard<std::mutex> lock(mutex_);
   GpuRecords out = std::move(records_);
   records_ = GpuRecords{};
+  name_index_.clear();
+  thread_index_.clear();
+  kernel_name_index_.clear();
+  api_name_index_.clear();
   out.kernel_every = options_.kernel_every;
   out.window_steps = options_.window_steps;
   out.window_period = options_.window_period;
@@ -271,6 +289,7 @@ GpuRecords CuptiCollector::take() {
   out.skipped_steps = skipped_steps_;
   out.kernel_toggles = toggles_;
   out.kernel_toggle_ns = toggle_ns_;
+  out.toggle_parts = toggle_parts_;
   return out;
 }
 
@@ -399,6 +418,28 @@ uint64_t CuptiCollector::to_harness_clock(uint64_t cupti_ns) const {
   return static_cast<uint64_t>(static_cast<int64_t>(cupti_ns) + clock_offset_ns_);
 }
 
+uint32_t CuptiCollector::kernel_name(const char* mangled) {
+  if (!mangled) return intern("?");
+  auto it = kernel_name_index_.find(mangled);
+  if (it != kernel_name_index_.end()) return it->second;
+  const uint32_t index = intern(demangle(mangled));
+  kernel_name_index_.emplace(mangled, index);
+  return index;
+}
+
+uint32_t CuptiCollector::api_name(uint32_t kind, uint32_t cbid) {
+  const uint64_t key = static_cast<uint64_t>(kind) << 32 | cbid;
+  auto it = api_name_index_.find(key);
+  if (it != api_name_index_.end()) return it->second;
+  const char* name = nullptr;
+  CUpti_CallbackDomain domain = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                    : CUPTI_CB_DOMAIN_DRIVER_API;
+  if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) name = "?";
+  const uint32_t index = intern(name);
+  api_name_index_.emplace(key, index);
+  return index;
+}
+
 void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* context,
                                    uint32_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -417,7 +458,7 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         GpuActivity a = gpu_activity(GpuActivityKind::kernel, *k);
-        a.name = intern(demangle(k->name));
+        a.name = kernel_name(k->name);
         records_.activities.push_back(a);
         break;
       }
@@ -457,12 +498,7 @@ void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* co
         auto [t, added] = thread_index_.emplace(api->threadId,
                                                 static_cast<uint32_t>(thread_index_.size()));
         c.thread = t->second;
-        const char* name = nullptr;
-        CUpti_CallbackDomain domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME
-                                          ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                          : CUPTI_CB_DOMAIN_DRIVER_API;
-        if (cuptiGetCallbackName(domain, api->cbid, &name) != CUPTI_SUCCESS || !name) name = "?";
-        c.name = intern(name);
+        c.name = api_name(record->kind, api->cbid);
         records_.api_calls.push_back(c);
         break;
       }

@@ -128,6 +128,7 @@ class CuptiCollector : public Observer {
   void attach();
   void detach();
   uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
+  GpuRecords::ToggleParts toggle_parts_;
   void enable_activities(bool on, bool sampling);
   // Step boundaries: switch collection for step s; true when s is traced.
   bool enter_sample(const StepInfo& s);
@@ -140,7 +141,13 @@ class CuptiCollector : public Observer {
   GpuRecords records_;
   std::unordered_map<std::string, uint32_t> name_index_;
   std::unordered_map<uint32_t, uint32_t> thread_index_;
+  // Parsing stays cheap (a detach flushes on the engine's thread): kernel
+  // names are demangled once per mangled name, API names looked up once.
+  std::unordered_map<std::string, uint32_t> kernel_name_index_;  // mangled -> names index
+  std::unordered_map<uint64_t, uint32_t> api_name_index_;        // kind << 32 | cbid -> index
   uint32_t intern(const std::string& name);
+  uint32_t kernel_name(const char* mangled);
+  uint32_t api_name(uint32_t kind, uint32_t cbid);
   uint64_t to_harness_clock(uint64_t cupti_ns) const;
   // The fields kernel, memcpy and memset records share.
   template <class Record>

@@ -68,6 +68,13 @@ struct GpuRecords {
   uint64_t graph_launches = 0;  // CUPTI_ACTIVITY_KIND_GRAPH_TRACE records
   uint64_t sampled_steps = 0, skipped_steps = 0;
   uint64_t kernel_toggles = 0, kernel_toggle_ns = 0;
+  // Where attach / detach time goes (every attachment, the first included):
+  // attach; detach = device sync + flush (CUPTI's buffers, parsed in our
+  // callback) + disabling the kinds (with a second flush) + cuptiFinalize.
+  struct ToggleParts {
+    uint64_t attaches = 0, detaches = 0;
+    uint64_t attach_ns = 0, sync_ns = 0, flush_ns = 0, disable_ns = 0, finalize_ns = 0;
+  } toggle_parts;
   std::vector<std::string> errors;
 };
 

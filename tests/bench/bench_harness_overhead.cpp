@@ -262,6 +262,15 @@ RunResult run_mode(const Workload& w, const std::string& mode, int round) {
                               h.value("cupti_kernel_toggles", 0LL),
                               h.value("cupti_kernel_toggle_ms", 0.0));
         out.note += strformat(", %lld graph-launch records", h.value("cupti_graph_launches", 0LL));
+        if (h.contains("cupti_attach_detach")) {
+          const auto& p = h["cupti_attach_detach"];
+          out.note += strformat("; %lld attaches %.2f ms, %lld detaches: sync %.2f flush %.2f "
+                                "disable %.2f finalize %.2f ms",
+                                p.value("attaches", 0LL), p.value("attach_ms", 0.0),
+                                p.value("detaches", 0LL), p.value("sync_ms", 0.0),
+                                p.value("flush_ms", 0.0), p.value("disable_ms", 0.0),
+                                p.value("finalize_ms", 0.0));
+        }
       }
       std::filesystem::remove_all(session->run_dir());  // keep the disk clean over many rounds
     }
