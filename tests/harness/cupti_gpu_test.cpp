@@ -481,5 +481,46 @@ TEST(CuptiGpu, CuptiBudgetReopensWindowsWithinTheBudget) {
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
 
+// --profile-steps A:B: cudaProfilerStart inside step A and cudaProfilerStop
+// inside step B, once each (what nsys --capture-range=cudaProfilerApi keys
+// on). CUPTI's runtime-API records show the calls on the engine's timeline.
+TEST(CuptiGpu, ProfileStepsCallTheProfilerApiInExactlyThoseSteps) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  HarnessOptions o;
+  o.profile_first = 3;
+  o.profile_last = 5;
+  o.cupti_config.window_budget = 0;  // API records for every step
+  o.roofline = false;
+  runfmt::Run run = record_tiny_cuda_run("profile-steps", 17, o, 2, [](Engine& engine, const ModelConfig& cfg) {
+    Request r;
+    for (int t = 0; t < 4; ++t) r.prompt.push_back((29 * t + 5) % cfg.vocab_size);
+    r.max_new_tokens = 9;
+    r.stop_at_eos = false;
+    engine.submit(std::move(r));
+  });
+  std::map<int64_t, std::pair<double, double>> step_span;  // step -> [begin, end] µs
+  std::vector<double> starts, stops;
+  for (const auto& e : run.trace) {
+    if (e.ph == 'X' && e.cat == "step" && e.args.is_object() && e.args.contains("step"))
+      step_span[e.args["step"].get<int64_t>()] = {e.ts_us, e.ts_us + e.dur_us};
+    if (e.cat == "cuda_api" && e.name.rfind("cudaProfilerStart", 0) == 0) starts.push_back(e.ts_us);
+    if (e.cat == "cuda_api" && e.name.rfind("cudaProfilerStop", 0) == 0) stops.push_back(e.ts_us);
+  }
+  ASSERT_EQ(step_span.size(), 9u);
+  ASSERT_EQ(starts.size(), 1u) << "one cudaProfilerStart";
+  ASSERT_EQ(stops.size(), 1u) << "one cudaProfilerStop";
+  auto step_at = [&](double t) {
+    for (const auto& [step, span] : step_span)
+      if (t >= span.first && t <= span.second) return step;
+    return int64_t{-1};
+  };
+  EXPECT_EQ(step_at(starts[0]), 3);
+  EXPECT_EQ(step_at(stops[0]), 5);
+  EXPECT_EQ(run.manifest.json["harness"]["profile_steps"], nlohmann::json::array({3, 5}));
+}
+
 }  // namespace
 }  // namespace lantern::harness
