@@ -204,6 +204,10 @@ void Model::op(const char* name, int layer, const Args& args, std::initializer_l
     }
     if (obs_) obs_->on_op_begin(info);
     kernels::launch(e, args, ctx);
+    if (recording_ && obs_) {
+      info.graph_kernels = capture_kernel_delta();
+      recording_->back().info.graph_kernels = info.graph_kernels;
+    }
     if (obs_) obs_->on_op_end(info);
     return;
   }
@@ -239,6 +243,28 @@ void Model::attention_mixed(int layer, const kernels::AttentionPrefillArgs& pref
 #endif
   kernels::launch(pe, prefill, ctx);
   kernels::launch(de, decode, ctx);
+}
+
+int Model::capture_kernel_delta() {
+  // The graph being captured, its kernel nodes counted (capture only: a few
+  // hundred nodes, once per decode batch size).
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  size_t n = 0;
+  if (cudaStreamGetCaptureInfo(dev_.stream(), &status, nullptr, &graph) != cudaSuccess ||
+      status != cudaStreamCaptureStatusActive || !graph || cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess)
+    return -1;
+  capture_nodes_.resize(n);
+  if (n && cudaGraphGetNodes(graph, capture_nodes_.data(), &n) != cudaSuccess) return -1;
+  int kernels = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(capture_nodes_[i], &type) != cudaSuccess) return -1;
+    kernels += type == cudaGraphNodeTypeKernel;
+  }
+  const int delta = kernels - capture_kernels_;
+  capture_kernels_ = kernels;
+  return delta;
 }
 
 void Model::apply_table_updates(const std::vector<KvTableUpdate>& updates) {
@@ -342,6 +368,7 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
       cudaGraph_t captured = nullptr;
       g.ops.clear();  // a capture that failed before may have left ops behind
       recording_ = &g.ops;
+      capture_kernels_ = 0;
       graph_mode_ = OpInfo::kCapture;
       LANTERN_CUDA(cudaStreamBeginCapture(dev_.stream(), cudaStreamCaptureModeThreadLocal));
       try {

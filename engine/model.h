@@ -103,6 +103,10 @@ class Model {
   bool graphs_enabled_ = false;
   int graph_slot(const StepInput& in, bool sampling) const;  // graphs_ index, or -1: no graph
   std::vector<Graph> graphs_;        // index: decode rows * 2 + sampling
+  // Kernel nodes of the graph being captured (OpInfo::graph_kernels).
+  int capture_kernels_ = 0;
+  std::vector<cudaGraphNode_t> capture_nodes_;
+  int capture_kernel_delta();  // kernel nodes added since the last call; -1 unknown
   std::vector<RecordedOp>* recording_ = nullptr;
   OpInfo::GraphMode graph_mode_ = OpInfo::kEager;
   void attention_mixed(int layer, const kernels::AttentionPrefillArgs& prefill,

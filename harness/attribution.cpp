@@ -60,8 +60,10 @@ std::unordered_map<int64_t, const char*> phases(const Timeline& timeline) {
 }
 
 // Rows (in start order) of graph replays whose nodes have no owner: label
-// them from a labelled replay of the same graph slot, kernel by kernel.
-int64_t label_by_position(std::vector<runfmt::KernelRow>& rows, const Timeline& timeline) {
+// them from a labelled replay of the same graph slot, kernel by kernel, or
+// else from the capture (each captured op's kernel-node count, in order).
+void label_by_position(std::vector<runfmt::KernelRow>& rows, const Timeline& timeline,
+                       AttributionStats& stats) {
   std::unordered_map<int64_t, int> slot_of_step;
   for (const ReplayRecord& r : timeline.replays()) slot_of_step[r.step] = r.graph;
   std::map<uint32_t, std::vector<size_t>> replays;  // graph launch correlation -> its kernel rows
@@ -80,25 +82,61 @@ int64_t label_by_position(std::vector<runfmt::KernelRow>& rows, const Timeline& 
     const int slot = slot_of(members);
     if (labelled && slot >= 0) template_of_slot.emplace(slot, members);
   }
-  if (!any_unlabelled) return 0;
-  int64_t labelled = 0;
+  if (!any_unlabelled) return;
+  // Slot -> the ops captured into it: the kCapture launches of the step whose
+  // replay first used the slot (a step captures at most one graph).
+  const auto& launches = timeline.launches();
+  const auto& steps = timeline.steps();
+  std::map<int, std::vector<int64_t>> capture_of_slot;
+  for (const ReplayRecord& r : timeline.replays()) {
+    if (r.step_index < 0 || capture_of_slot.count(r.graph)) continue;
+    const StepRecord& s = steps[r.step_index];
+    std::vector<int64_t> ops;
+    for (uint32_t l = s.first_launch; l < s.end_launch && l < launches.size(); ++l)
+      if (launches[l].graph == OpInfo::kCapture) ops.push_back(l);
+    if (!ops.empty()) capture_of_slot.emplace(r.graph, std::move(ops));
+  }
   for (const auto& [corr, members] : replays) {
     const int slot = slot_of(members);
-    auto t = template_of_slot.find(slot);
-    if (slot < 0 || t == template_of_slot.end() || t->second.size() != members.size()) continue;
-    bool same_chain = true;  // kernel by kernel, the same functions in the same order
-    for (size_t k = 0; k < members.size() && same_chain; ++k)
-      same_chain = rows[members[k]].kernel == rows[t->second[k]].kernel;
-    if (!same_chain) continue;
+    if (slot < 0) continue;
+    if (auto t = template_of_slot.find(slot); t != template_of_slot.end() &&
+                                              t->second.size() == members.size()) {
+      bool same_chain = true;  // kernel by kernel, the same functions in the same order
+      for (size_t k = 0; k < members.size() && same_chain; ++k)
+        same_chain = rows[members[k]].kernel == rows[t->second[k]].kernel;
+      if (same_chain) {
+        for (size_t k = 0; k < members.size(); ++k) {
+          runfmt::KernelRow& r = rows[members[k]];
+          if (r.launch >= 0) continue;
+          r.launch = rows[t->second[k]].launch;
+          fill_op(r, launches[r.launch]);
+          ++stats.by_position;
+        }
+        continue;
+      }
+    }
+    auto c = capture_of_slot.find(slot);
+    if (c == capture_of_slot.end()) continue;
+    // The k-th kernel of the replay belongs to the op whose node counts cover k.
+    std::vector<int64_t> owner;
+    bool known = true;
+    for (int64_t l : c->second) {
+      known &= launches[l].graph_kernels >= 0;
+      owner.insert(owner.end(), std::max<int>(launches[l].graph_kernels, 0), l);
+    }
+    if (!known || owner.size() != members.size()) continue;
+    bool consistent = true;  // rows labelled by node id must agree
+    for (size_t k = 0; k < members.size() && consistent; ++k)
+      consistent = rows[members[k]].launch < 0 || rows[members[k]].launch == owner[k];
+    if (!consistent) continue;
     for (size_t k = 0; k < members.size(); ++k) {
       runfmt::KernelRow& r = rows[members[k]];
       if (r.launch >= 0) continue;
-      r.launch = rows[t->second[k]].launch;
-      fill_op(r, timeline.launches()[r.launch]);
-      ++labelled;
+      r.launch = owner[k];
+      fill_op(r, launches[r.launch]);
+      ++stats.by_capture;
     }
   }
-  return labelled;
 }
 
 }  // namespace
@@ -145,7 +183,7 @@ std::vector<runfmt::KernelRow> attribute_gpu_kernels(const GpuRecords& gpu, cons
     if (launch >= 0) fill_op(r, launches[launch]);
     rows.push_back(std::move(r));
   }
-  local.by_position = label_by_position(rows, timeline);
+  label_by_position(rows, timeline, local);
   for (size_t i = 0; i < rows.size(); ++i) {
     ++local.kernels;
     if (rows[i].launch < 0) {

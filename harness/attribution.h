@@ -9,7 +9,9 @@
 // whose node ids were never seen at capture (CUPTI detached and re-attached
 // in between: windows) is labelled by position: a decode graph is one
 // stream's capture, a chain, so its i-th kernel (by start time) is the i-th
-// kernel of a labelled replay of the same graph slot (Timeline::replays()).
+// kernel of a labelled replay of the same graph slot (Timeline::replays()),
+// or, without one, the kernel of the captured op whose kernel-node count
+// (OpInfo::graph_kernels, counted by the engine at capture) covers i.
 // An op's
 // registry bytes/FLOPs are split over its kernels in proportion to duration.
 #include <cstdint>
@@ -30,7 +32,8 @@ struct Roofline {
 struct AttributionStats {
   int64_t kernels = 0;
   int64_t unattributed = 0;  // kernels with no op (launched outside op hooks)
-  int64_t by_position = 0;   // graph kernels labelled by their position in the replay
+  int64_t by_position = 0;   // graph kernels labelled by position from a labelled replay
+  int64_t by_capture = 0;    // graph kernels labelled by position from the capture's node counts
 };
 
 // CUPTI kernels -> rows (memcpy/memset records are not kernels and are skipped).

@@ -337,10 +337,9 @@ bool CuptiCollector::enter_sample(const StepInfo& s) {
   return traced;
 }
 
-// Windows: attached for window steps and graph captures, detached between.
+// Windows: attached for window steps, detached between.
 bool CuptiCollector::window_wanted(const StepInfo& s) {
   if (window_failed_) return false;
-  if (s.captures_graph) return true;  // CUPTI must see the graph's nodes created
   if (options_.window_period > 0) return s.step % options_.window_period < options_.window_steps;
   if (attached_) return window_left_ > 0;
   const double elapsed = static_cast<double>(clock_ns() - first_step_ns_);

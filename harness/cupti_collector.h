@@ -52,9 +52,10 @@ struct CuptiOptions {
   // Stamp records with the harness clock (cuptiActivityRegisterTimestampCallback);
   // false: CUPTI's clock, shifted by an offset measured at start.
   bool harness_clock = true;
-  // Windows: CUPTI attached only for windows of window_steps engine steps
-  // (and for steps that capture a CUDA graph), detached (flush +
-  // cuptiFinalize) in between, which restores full speed. When windows open:
+  // Windows: CUPTI attached only for windows of window_steps engine steps,
+  // detached (flush + cuptiFinalize) in between, which restores full speed.
+  // Graphs captured while detached are labelled from the engine's per-op
+  // kernel-node counts (attribution.h). When windows open:
   //  - window_period > 0: at steps with step % window_period == 0
   //    (fixed windows, --cupti-window W:P);
   //  - else window_budget > 0: the run starts in a window; the next one opens

@@ -272,6 +272,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
                         {"kernels", rows.size()},
                         {"unattributed_kernels", attribution.unattributed},
                         {"kernels_labelled_by_position", attribution.by_position},
+                        {"kernels_labelled_by_capture", attribution.by_capture},
                         {"ops", timeline_ ? timeline_->launches().size() : 0},
                         {"graph_replays", timeline_ ? timeline_->replays().size() : 0}};
   metrics["steps"]["engine_steps"] = summary.steps;

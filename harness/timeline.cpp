@@ -92,6 +92,8 @@ void Timeline::on_op_end(const OpInfo& op) {
     return;
   }
   launches_[current_launch_].end_ns = now;
+  if (op.graph == OpInfo::kCapture && op.graph_kernels >= 0 && op.graph_kernels <= INT8_MAX)
+    launches_[current_launch_].graph_kernels = static_cast<int8_t>(op.graph_kernels);
   current_launch_ = -1;
 }
 

@@ -48,7 +48,7 @@ struct OpLaunch {
   int32_t step_index = -1;            // index into steps(), -1 outside steps
   int16_t layer = -1;
   uint8_t graph = OpInfo::kEager;     // OpInfo::GraphMode: eager, capture or replay
-  uint8_t reserved = 0;
+  int8_t graph_kernels = -1;          // kCapture: OpInfo::graph_kernels (-1: unknown)
 };
 static_assert(sizeof(OpLaunch) == 64);
 static_assert(std::is_standard_layout_v<OpLaunch>);

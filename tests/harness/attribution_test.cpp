@@ -167,6 +167,62 @@ TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
   EXPECT_EQ(stats.unattributed, 7);
 }
 
+TEST(Attribution, ReplaysOfGraphsCapturedUnseenAreLabelledFromCaptureCounts) {
+  g_ns = 0;
+  Timeline t(fake_clock);
+  // Step 2 captures three ops into slot 1 while CUPTI is detached: the
+  // engine counted 1, 2 and 1 kernel nodes. Steps 6 and 7 replay slot 1
+  // under CUPTI (nodes never seen created, and no labelled replay exists).
+  // Slot 2 (step 8) was captured with one op whose count is unknown.
+  t.on_step_begin(testing::step_info(2, "decode", 1, 1));
+  testing::seed_op(t, "attn_norm", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture, 1);
+  testing::seed_op(t, "q_proj", 0, kernels::Family::gemm, {}, {}, [] {}, 4e6, 8e9, OpInfo::kCapture, 2);
+  testing::seed_op(t, "swiglu", 0, kernels::Family::swiglu, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture, 1);
+  t.on_graph_replay(GraphReplay{1, nullptr, 3});
+  t.on_step_end(testing::step_info(2, "decode", 1, 1));
+  for (int s : {6, 7}) {
+    t.on_step_begin(testing::step_info(s, "decode", 1, 1));
+    t.on_graph_replay(GraphReplay{1, nullptr, 3});
+    t.on_step_end(testing::step_info(s, "decode", 1, 1));
+  }
+  t.on_step_begin(testing::step_info(8, "decode", 2, 2));
+  testing::seed_op(t, "embed", -1, kernels::Family::embedding, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
+  t.on_graph_replay(GraphReplay{2, nullptr, 1});
+  t.on_step_end(testing::step_info(8, "decode", 2, 2));
+  ASSERT_EQ(t.launches()[1].graph_kernels, 2);
+  ASSERT_EQ(t.launches()[3].graph_kernels, -1);
+
+  GpuRecords g;
+  g.names = {"norm", "gemm_main", "gemm_reduce", "swiglu", "embed"};
+  g.step_of_correlation = {{70, 6}, {71, 7}, {72, 8}};
+  g.activities = {// step 6: the whole chain, 4 kernels
+                  kernel(1000, 2000, 70, 0, 9001), kernel(2000, 5000, 70, 1, 9002),
+                  kernel(5000, 6000, 70, 2, 9003), kernel(6000, 7000, 70, 3, 9004),
+                  // step 7: a kernel missing (3 for 4 counted nodes): left alone
+                  kernel(8000, 9000, 71, 0, 9101), kernel(9000, 9500, 71, 1, 9102),
+                  kernel(9500, 9800, 71, 3, 9104),
+                  // step 8: slot 2, count unknown
+                  kernel(10000, 10500, 72, 4, 9201)};
+  AttributionStats stats;
+  auto rows = attribute_gpu_kernels(g, t, Roofline{}, 0, &stats);
+  ASSERT_EQ(rows.size(), 8u);
+  EXPECT_EQ(rows[0].op, "attn_norm");
+  EXPECT_EQ(rows[1].op, "q_proj");
+  EXPECT_EQ(rows[2].op, "q_proj");
+  EXPECT_EQ(rows[3].op, "swiglu");
+  EXPECT_EQ(rows[1].launch, 1);
+  EXPECT_EQ(rows[2].launch, 1);
+  EXPECT_EQ(rows[3].step, 6);
+  EXPECT_EQ(rows[1].family, "gemm");
+  // q_proj's 4 MB split over its two kernels by duration (3 us + 1 us).
+  EXPECT_DOUBLE_EQ(rows[1].bytes, 3e6);
+  EXPECT_DOUBLE_EQ(rows[2].bytes, 1e6);
+  for (size_t i = 4; i < 8; ++i) EXPECT_EQ(rows[i].launch, -1) << "row " << i;
+  EXPECT_EQ(stats.by_capture, 4);
+  EXPECT_EQ(stats.by_position, 0);
+  EXPECT_EQ(stats.unattributed, 4);
+}
+
 TEST(Attribution, HostRowsTimeOpsOnTheCpuBackend) {
   g_ns = 0;
   Timeline t(fake_clock);

@@ -391,6 +391,57 @@ TEST(CuptiGpu, CuptiWindowsTraceOnlyWindowStepsAndKeepGraphLabels) {
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
 
+std::set<int64_t> kernel_steps(const runfmt::Run& run) {
+  std::set<int64_t> steps;
+  for (const auto& k : run.kernels) steps.insert(k.step);
+  return steps;
+}
+
+// A graph captured while CUPTI is detached (windows 1:4: attached in steps
+// 0, 4, 8, 12; the decode graph is captured in step 1): its replays are
+// labelled from the engine's per-op kernel-node counts. The labels must be
+// the ones CUPTI's node ids give when it saw the capture (same model, same
+// prompt, CUPTI attached throughout).
+TEST(CuptiGpu, GraphsCapturedWhileDetachedGetTheLabelsNodeIdsGive) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  auto submit = [](Engine& engine, const ModelConfig& cfg) {
+    Request r;
+    for (int t = 0; t < 6; ++t) r.prompt.push_back((41 * t + 7) % cfg.vocab_size);
+    r.max_new_tokens = 14;  // steps 0..13
+    r.stop_at_eos = false;
+    engine.submit(std::move(r));
+  };
+  HarnessOptions windows;
+  windows.cupti_config.window_steps = 1;
+  windows.cupti_config.window_period = 4;
+  windows.roofline = false;
+  HarnessOptions all = windows;
+  all.cupti_config.window_period = 0;
+  all.cupti_config.window_budget = 0;
+  runfmt::Run w = record_tiny_cuda_run("cupti-capture-detached", 19, windows, 2, submit);
+  runfmt::Run a = record_tiny_cuda_run("cupti-capture-attached", 19, all, 2, submit);
+  EXPECT_EQ(kernel_steps(w), (std::set<int64_t>{0, 4, 8, 12}));
+  EXPECT_EQ(w.metrics["harness"]["cupti_kernel_toggles"], 7);
+  EXPECT_GT(w.metrics["harness"]["kernels_labelled_by_capture"].get<int64_t>(), 0);
+  EXPECT_EQ(w.metrics["harness"]["unattributed_kernels"], 0);
+  EXPECT_EQ(a.metrics["harness"]["kernels_labelled_by_capture"], 0) << "node ids labelled every replay";
+  auto labels = [](const runfmt::Run& run, int64_t step) {
+    std::vector<std::string> out;
+    for (const auto& k : run.kernels)
+      if (k.step == step && k.graph_node != 0)
+        out.push_back(strformat("%s | %s | %d", k.kernel.c_str(), k.op.c_str(), k.layer));
+    return out;
+  };
+  for (int64_t step : {4, 8, 12}) {
+    auto from_capture = labels(w, step), from_nodes = labels(a, step);
+    ASSERT_FALSE(from_nodes.empty()) << "step " << step << " replays the decode graph";
+    EXPECT_EQ(from_capture, from_nodes) << "step " << step;
+  }
+}
+
 // Budget windows (the default schedule): the run starts in an 8-step
 // window; the next opens only when the attach/detach time so far plus one
 // more attach + detach fits in the budget's share of the wall time.
@@ -405,12 +456,6 @@ runfmt::Run record_budget_run(const char* name, double budget, int new_tokens) {
     r.stop_at_eos = false;
     engine.submit(std::move(r));
   });
-}
-
-std::set<int64_t> kernel_steps(const runfmt::Run& run) {
-  std::set<int64_t> steps;
-  for (const auto& k : run.kernels) steps.insert(k.step);
-  return steps;
 }
 
 TEST(CuptiGpu, TinyCuptiBudgetTracesOnlyTheFirstWindow) {
