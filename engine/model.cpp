@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include "engine/common.h"
 #include "engine/device_kernels.h"
@@ -204,10 +205,7 @@ void Model::op(const char* name, int layer, const Args& args, std::initializer_l
     }
     if (obs_) obs_->on_op_begin(info);
     kernels::launch(e, args, ctx);
-    if (recording_ && obs_) {
-      info.graph_kernels = capture_kernel_delta();
-      recording_->back().info.graph_kernels = info.graph_kernels;
-    }
+    if (recording_ && obs_) recording_->back().leaf = capture_leaf();
     if (obs_) obs_->on_op_end(info);
     return;
   }
@@ -245,26 +243,52 @@ void Model::attention_mixed(int layer, const kernels::AttentionPrefillArgs& pref
   kernels::launch(de, decode, ctx);
 }
 
-int Model::capture_kernel_delta() {
-  // The graph being captured, its kernel nodes counted (capture only: a few
-  // hundred nodes, once per decode batch size).
+cudaGraphNode_t Model::capture_leaf() const {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  cudaGraph_t graph = nullptr;
-  size_t n = 0;
-  if (cudaStreamGetCaptureInfo(dev_.stream(), &status, nullptr, &graph) != cudaSuccess ||
-      status != cudaStreamCaptureStatusActive || !graph || cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess)
-    return -1;
-  capture_nodes_.resize(n);
-  if (n && cudaGraphGetNodes(graph, capture_nodes_.data(), &n) != cudaSuccess) return -1;
-  int kernels = 0;
-  for (size_t i = 0; i < n; ++i) {
-    cudaGraphNodeType type;
-    if (cudaGraphNodeGetType(capture_nodes_[i], &type) != cudaSuccess) return -1;
-    kernels += type == cudaGraphNodeTypeKernel;
+  const cudaGraphNode_t* deps = nullptr;
+  size_t num_deps = 0;
+  if (cudaStreamGetCaptureInfo(dev_.stream(), &status, nullptr, nullptr, &deps, nullptr, &num_deps) !=
+          cudaSuccess ||
+      status != cudaStreamCaptureStatusActive || num_deps != 1)
+    return nullptr;
+  return deps[0];
+}
+
+void Model::count_graph_kernels(cudaGraph_t graph, std::vector<RecordedOp>& ops) {
+  // One stream's capture is a chain: walk it from its root, then give each
+  // op the kernel nodes after the previous op's last node, up to its own.
+  std::vector<cudaGraphNode_t> chain;
+  cudaGraphNode_t next[2] = {nullptr, nullptr};
+  size_t n = 2;
+  if (cudaGraphGetRootNodes(graph, next, &n) != cudaSuccess || n != 1) return;  // counts stay -1
+  while (n == 1) {
+    chain.push_back(next[0]);
+    n = 2;
+    if (cudaGraphNodeGetDependentNodes(chain.back(), next, nullptr, &n) != cudaSuccess || n > 1) return;
   }
-  const int delta = kernels - capture_kernels_;
-  capture_kernels_ = kernels;
-  return delta;
+  std::unordered_map<cudaGraphNode_t, size_t> position;
+  for (size_t i = 0; i < chain.size(); ++i) position[chain[i]] = i;
+  std::vector<int> kernels_before(chain.size() + 1, 0);  // kernel nodes in chain[0, i)
+  for (size_t i = 0; i < chain.size(); ++i) {
+    cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(chain[i], &type) != cudaSuccess) return;
+    kernels_before[i + 1] = kernels_before[i] + (type == cudaGraphNodeTypeKernel);
+  }
+  size_t done = 0;  // chain nodes owned by the ops so far
+  for (RecordedOp& op : ops) {
+    if (op.leaf == nullptr) {  // the capture info was not a single leaf: give up
+      for (RecordedOp& o : ops) o.info.graph_kernels = -1;
+      return;
+    }
+    auto it = position.find(op.leaf);
+    if (it == position.end() || it->second + 1 < done) {
+      for (RecordedOp& o : ops) o.info.graph_kernels = -1;
+      return;
+    }
+    const size_t end = it->second + 1;
+    op.info.graph_kernels = kernels_before[end] - kernels_before[done];
+    done = end;
+  }
 }
 
 void Model::apply_table_updates(const std::vector<KvTableUpdate>& updates) {
@@ -368,7 +392,6 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
       cudaGraph_t captured = nullptr;
       g.ops.clear();  // a capture that failed before may have left ops behind
       recording_ = &g.ops;
-      capture_kernels_ = 0;
       graph_mode_ = OpInfo::kCapture;
       LANTERN_CUDA(cudaStreamBeginCapture(dev_.stream(), cudaStreamCaptureModeThreadLocal));
       try {
@@ -383,6 +406,7 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
       LANTERN_CUDA(cudaStreamEndCapture(dev_.stream(), &captured));
       recording_ = nullptr;
       graph_mode_ = OpInfo::kEager;
+      if (obs_) count_graph_kernels(captured, g.ops);
       LANTERN_CUDA(cudaGraphInstantiate(&g.exec, captured, 0));
       LANTERN_CUDA(cudaGraphDestroy(captured));
       // The ops as every replay reports them (kReplay, view lists in g.ops).

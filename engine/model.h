@@ -90,6 +90,7 @@ class Model {
   struct RecordedOp {
     OpInfo info;
     std::vector<ViewId> reads, writes;
+    cudaGraphNode_t leaf = nullptr;  // the capture's last node after this op (observer attached)
   };
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -103,10 +104,10 @@ class Model {
   bool graphs_enabled_ = false;
   int graph_slot(const StepInput& in, bool sampling) const;  // graphs_ index, or -1: no graph
   std::vector<Graph> graphs_;        // index: decode rows * 2 + sampling
-  // Kernel nodes of the graph being captured (OpInfo::graph_kernels).
-  int capture_kernels_ = 0;
-  std::vector<cudaGraphNode_t> capture_nodes_;
-  int capture_kernel_delta();  // kernel nodes added since the last call; -1 unknown
+  // OpInfo::graph_kernels of captured ops: the capture's last node after
+  // each op, then the chain walked once the capture ended.
+  cudaGraphNode_t capture_leaf() const;
+  void count_graph_kernels(cudaGraph_t graph, std::vector<RecordedOp>& ops);
   std::vector<RecordedOp>* recording_ = nullptr;
   OpInfo::GraphMode graph_mode_ = OpInfo::kEager;
   void attention_mixed(int layer, const kernels::AttentionPrefillArgs& prefill,

@@ -43,10 +43,10 @@ struct OpInfo {
   // accounting only: no launch happens between begin and end).
   enum GraphMode : uint8_t { kEager = 0, kCapture = 1, kReplay = 2 };
   GraphMode graph = kEager;
-  // kCapture, in on_op_end (and kReplay): the kernel nodes this op added to
-  // the graph, in capture order (-1: unknown). A single-stream capture is a
-  // chain, so a replay's kernels in start order map back to their ops by
-  // these counts, whether or not a profiler saw the capture.
+  // kReplay: the kernel nodes this op put into the graph when it was
+  // captured (-1: unknown). A single-stream capture is a chain, so a
+  // replay's kernels in start order map back to their ops by these counts,
+  // whether or not a profiler saw the capture.
   int graph_kernels = -1;
 };
 

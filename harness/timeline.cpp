@@ -28,6 +28,7 @@ void Timeline::on_step_begin(const StepInfo& s) {
   r.first_launch = r.end_launch = static_cast<uint32_t>(launches_.size());
   steps_.push_back(r);
   in_step_ = true;
+  captured_in_step_ = false;
 }
 
 void Timeline::on_step_end(const StepInfo& s) {
@@ -79,6 +80,7 @@ void Timeline::on_op_begin(const OpInfo& op) {
   l.layer = static_cast<int16_t>(op.layer);
   l.graph = op.graph;
   if (op.graph == OpInfo::kReplay && open_layer_ >= 0) layers_[open_layer_].replay = 1;
+  captured_in_step_ |= op.graph == OpInfo::kCapture;
   l.step_index = in_step_ ? static_cast<int32_t>(steps_.size()) - 1 : -1;
   current_launch_ = static_cast<int64_t>(launches_.size());
   l.begin_ns = clock_();
@@ -92,8 +94,6 @@ void Timeline::on_op_end(const OpInfo& op) {
     return;
   }
   launches_[current_launch_].end_ns = now;
-  if (op.graph == OpInfo::kCapture && op.graph_kernels >= 0 && op.graph_kernels <= INT8_MAX)
-    launches_[current_launch_].graph_kernels = static_cast<int8_t>(op.graph_kernels);
   current_launch_ = -1;
 }
 
@@ -107,6 +107,22 @@ void Timeline::on_graph_replay(const GraphReplay& g) {
   r.graph = g.graph;
   r.num_ops = g.num_ops;
   replays_.push_back(r);
+  if (!captured_in_step_ || !g.ops) return;
+  // The replay right after a capture: its ops are the step's kCapture ops,
+  // in order; keep the kernel-node counts the engine found in the graph.
+  captured_in_step_ = false;
+  std::vector<size_t> captured;
+  for (size_t i = steps_.back().first_launch; i < launches_.size(); ++i)
+    if (launches_[i].graph == OpInfo::kCapture) captured.push_back(i);
+  if (captured.size() != static_cast<size_t>(g.num_ops)) {
+    error(strformat("graph %d: %zu ops captured in step %lld, the replay reports %d", g.graph,
+                    captured.size(), static_cast<long long>(r.step), g.num_ops));
+    return;
+  }
+  for (size_t k = 0; k < captured.size(); ++k) {
+    const int n = g.ops[k].graph_kernels;
+    launches_[captured[k]].graph_kernels = n >= 0 && n <= INT8_MAX ? static_cast<int8_t>(n) : -1;
+  }
 }
 
 }  // namespace lantern::harness

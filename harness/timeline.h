@@ -48,7 +48,7 @@ struct OpLaunch {
   int32_t step_index = -1;            // index into steps(), -1 outside steps
   int16_t layer = -1;
   uint8_t graph = OpInfo::kEager;     // OpInfo::GraphMode: eager, capture or replay
-  int8_t graph_kernels = -1;          // kCapture: OpInfo::graph_kernels (-1: unknown)
+  int8_t graph_kernels = -1;          // kCapture: OpInfo::graph_kernels of the first replay (-1: unknown)
 };
 static_assert(sizeof(OpLaunch) == 64);
 static_assert(std::is_standard_layout_v<OpLaunch>);
@@ -99,6 +99,7 @@ class Timeline : public Observer {
   int64_t current_launch_ = -1;
   int64_t open_layer_ = -1;  // index into layers_
   bool in_step_ = false;
+  bool captured_in_step_ = false;  // kCapture ops logged in the open step
   void error(std::string message);
 };
 

@@ -174,23 +174,34 @@ TEST(Attribution, ReplaysOfGraphsCapturedUnseenAreLabelledFromCaptureCounts) {
   // engine counted 1, 2 and 1 kernel nodes. Steps 6 and 7 replay slot 1
   // under CUPTI (nodes never seen created, and no labelled replay exists).
   // Slot 2 (step 8) was captured with one op whose count is unknown.
+  // The engine reports the counts with the replay's ops (found in the graph
+  // once the capture ended).
+  OpInfo replay_ops[3];
+  for (int k = 0; k < 3; ++k) {
+    replay_ops[k].graph = OpInfo::kReplay;
+    replay_ops[k].graph_kernels = k == 1 ? 2 : 1;
+  }
   t.on_step_begin(testing::step_info(2, "decode", 1, 1));
-  testing::seed_op(t, "attn_norm", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture, 1);
-  testing::seed_op(t, "q_proj", 0, kernels::Family::gemm, {}, {}, [] {}, 4e6, 8e9, OpInfo::kCapture, 2);
-  testing::seed_op(t, "swiglu", 0, kernels::Family::swiglu, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture, 1);
-  t.on_graph_replay(GraphReplay{1, nullptr, 3});
+  testing::seed_op(t, "attn_norm", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
+  testing::seed_op(t, "q_proj", 0, kernels::Family::gemm, {}, {}, [] {}, 4e6, 8e9, OpInfo::kCapture);
+  testing::seed_op(t, "swiglu", 0, kernels::Family::swiglu, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture);
+  t.on_graph_replay(GraphReplay{1, replay_ops, 3});
   t.on_step_end(testing::step_info(2, "decode", 1, 1));
   for (int s : {6, 7}) {
     t.on_step_begin(testing::step_info(s, "decode", 1, 1));
-    t.on_graph_replay(GraphReplay{1, nullptr, 3});
+    t.on_graph_replay(GraphReplay{1, replay_ops, 3});
     t.on_step_end(testing::step_info(s, "decode", 1, 1));
   }
+  OpInfo unknown;
+  unknown.graph = OpInfo::kReplay;
   t.on_step_begin(testing::step_info(8, "decode", 2, 2));
   testing::seed_op(t, "embed", -1, kernels::Family::embedding, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
-  t.on_graph_replay(GraphReplay{2, nullptr, 1});
+  t.on_graph_replay(GraphReplay{2, &unknown, 1});
   t.on_step_end(testing::step_info(8, "decode", 2, 2));
+  ASSERT_EQ(t.launches()[0].graph_kernels, 1);
   ASSERT_EQ(t.launches()[1].graph_kernels, 2);
   ASSERT_EQ(t.launches()[3].graph_kernels, -1);
+  EXPECT_TRUE(t.errors().empty());
 
   GpuRecords g;
   g.names = {"norm", "gemm_main", "gemm_reduce", "swiglu", "embed"};

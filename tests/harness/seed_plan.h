@@ -62,8 +62,7 @@ inline const kernels::KernelEntry* cpu_entry(kernels::Family f) {
 template <class Body>
 void seed_op(Observer& obs, const char* name, int layer, kernels::Family family,
              std::vector<ViewId> reads, std::vector<ViewId> writes, Body&& body,
-             double bytes = 1e6, double flops = 2e6, OpInfo::GraphMode mode = OpInfo::kEager,
-             int graph_kernels = -1) {
+             double bytes = 1e6, double flops = 2e6, OpInfo::GraphMode mode = OpInfo::kEager) {
   OpInfo info;
   info.graph = mode;
   info.op = name;
@@ -76,7 +75,6 @@ void seed_op(Observer& obs, const char* name, int layer, kernels::Family family,
   info.num_writes = static_cast<int>(writes.size());
   obs.on_op_begin(info);
   body();
-  info.graph_kernels = graph_kernels;  // known once launched (Model counts the capture's nodes)
   obs.on_op_end(info);
 }
 
