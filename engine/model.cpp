@@ -246,32 +246,38 @@ void Model::attention_mixed(int layer, const kernels::AttentionPrefillArgs& pref
 cudaGraphNode_t Model::capture_leaf() const {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaGraphNode_t* deps = nullptr;
-  size_t num_deps = 0;
-  if (cudaStreamGetCaptureInfo(dev_.stream(), &status, nullptr, nullptr, &deps, nullptr, &num_deps) !=
-          cudaSuccess ||
-      status != cudaStreamCaptureStatusActive || num_deps != 1)
+  const cudaGraphEdgeData* edges = nullptr;  // without it: cudaErrorLossyQuery on
+  size_t num_deps = 0;                        // programmatic edges (cuBLAS launches)
+  if (cudaStreamGetCaptureInfo(dev_.stream(), &status, nullptr, nullptr, &deps, &edges, &num_deps) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();  // not the engine's error: counts stay unknown
     return nullptr;
-  return deps[0];
+  }
+  return status == cudaStreamCaptureStatusActive && num_deps == 1 ? deps[0] : nullptr;
 }
 
 void Model::count_graph_kernels(cudaGraph_t graph, std::vector<RecordedOp>& ops) {
   // One stream's capture is a chain: walk it from its root, then give each
   // op the kernel nodes after the previous op's last node, up to its own.
+  // Any failure leaves the counts unknown (-1), and no CUDA error behind.
+  auto give_up = [] { (void)cudaGetLastError(); };
   std::vector<cudaGraphNode_t> chain;
   cudaGraphNode_t next[2] = {nullptr, nullptr};
+  cudaGraphEdgeData edges[2];  // programmatic edges (cuBLAS) need their data read
   size_t n = 2;
-  if (cudaGraphGetRootNodes(graph, next, &n) != cudaSuccess || n != 1) return;  // counts stay -1
+  if (cudaGraphGetRootNodes(graph, next, &n) != cudaSuccess || n != 1) return give_up();
   while (n == 1) {
     chain.push_back(next[0]);
     n = 2;
-    if (cudaGraphNodeGetDependentNodes(chain.back(), next, nullptr, &n) != cudaSuccess || n > 1) return;
+    if (cudaGraphNodeGetDependentNodes(chain.back(), next, edges, &n) != cudaSuccess || n > 1)
+      return give_up();
   }
   std::unordered_map<cudaGraphNode_t, size_t> position;
   for (size_t i = 0; i < chain.size(); ++i) position[chain[i]] = i;
   std::vector<int> kernels_before(chain.size() + 1, 0);  // kernel nodes in chain[0, i)
   for (size_t i = 0; i < chain.size(); ++i) {
     cudaGraphNodeType type;
-    if (cudaGraphNodeGetType(chain[i], &type) != cudaSuccess) return;
+    if (cudaGraphNodeGetType(chain[i], &type) != cudaSuccess) return give_up();
     kernels_before[i + 1] = kernels_before[i] + (type == cudaGraphNodeTypeKernel);
   }
   size_t done = 0;  // chain nodes owned by the ops so far

@@ -402,17 +402,16 @@ std::set<int64_t> kernel_steps(const runfmt::Run& run) {
 // labelled from the engine's per-op kernel-node counts. The labels must be
 // the ones CUPTI's node ids give when it saw the capture (same model, same
 // prompt, CUPTI attached throughout).
-TEST(CuptiGpu, GraphsCapturedWhileDetachedGetTheLabelsNodeIdsGive) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
-  auto submit = [](Engine& engine, const ModelConfig& cfg) {
-    Request r;
-    for (int t = 0; t < 6; ++t) r.prompt.push_back((41 * t + 7) % cfg.vocab_size);
-    r.max_new_tokens = 14;  // steps 0..13
-    r.stop_at_eos = false;
-    engine.submit(std::move(r));
+void expect_capture_labels_match_node_labels(int num_seqs) {
+  SCOPED_TRACE(strformat("%d sequences", num_seqs));
+  auto submit = [num_seqs](Engine& engine, const ModelConfig& cfg) {
+    for (int i = 0; i < num_seqs; ++i) {
+      Request r;
+      for (int t = 0; t < 6; ++t) r.prompt.push_back((41 * t + 7 + 3 * i) % cfg.vocab_size);
+      r.max_new_tokens = 14;  // steps 0..13
+      r.stop_at_eos = false;
+      engine.submit(std::move(r));
+    }
   };
   HarnessOptions windows;
   windows.cupti_config.window_steps = 1;
@@ -421,13 +420,15 @@ TEST(CuptiGpu, GraphsCapturedWhileDetachedGetTheLabelsNodeIdsGive) {
   HarnessOptions all = windows;
   all.cupti_config.window_period = 0;
   all.cupti_config.window_budget = 0;
-  runfmt::Run w = record_tiny_cuda_run("cupti-capture-detached", 19, windows, 2, submit);
-  runfmt::Run a = record_tiny_cuda_run("cupti-capture-attached", 19, all, 2, submit);
+  const std::string name = strformat("cupti-capture-%d", num_seqs);
+  runfmt::Run w = record_tiny_cuda_run((name + "-detached").c_str(), 19, windows, num_seqs, submit);
+  runfmt::Run a = record_tiny_cuda_run((name + "-attached").c_str(), 19, all, num_seqs, submit);
   EXPECT_EQ(kernel_steps(w), (std::set<int64_t>{0, 4, 8, 12}));
   EXPECT_EQ(w.metrics["harness"]["cupti_kernel_toggles"], 7);
   EXPECT_GT(w.metrics["harness"]["kernels_labelled_by_capture"].get<int64_t>(), 0);
   EXPECT_EQ(w.metrics["harness"]["unattributed_kernels"], 0);
   EXPECT_EQ(a.metrics["harness"]["kernels_labelled_by_capture"], 0) << "node ids labelled every replay";
+  EXPECT_TRUE(w.metrics["harness"]["cupti_errors"].empty()) << w.metrics["harness"]["cupti_errors"].dump();
   auto labels = [](const runfmt::Run& run, int64_t step) {
     std::vector<std::string> out;
     for (const auto& k : run.kernels)
@@ -440,6 +441,15 @@ TEST(CuptiGpu, GraphsCapturedWhileDetachedGetTheLabelsNodeIdsGive) {
     ASSERT_FALSE(from_nodes.empty()) << "step " << step << " replays the decode graph";
     EXPECT_EQ(from_capture, from_nodes) << "step " << step;
   }
+}
+
+TEST(CuptiGpu, GraphsCapturedWhileDetachedGetTheLabelsNodeIdsGive) {
+  LANTERN_REQUIRE_GPU();
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  expect_capture_labels_match_node_labels(1);   // the engine's own GEMV kernels
+  expect_capture_labels_match_node_labels(10);  // decode batch > 8: cuBLAS GEMMs in the graph
 }
 
 // Budget windows (the default schedule): the run starts in an 8-step
