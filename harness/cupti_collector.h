@@ -9,6 +9,11 @@
 // thread in the buffer-completed callback, off the engine's hot path. Dropped
 // records are counted (cuptiActivityGetNumDroppedRecords) and reported.
 //
+// Schedules (CuptiOptions): by default CUPTI is attached only for short
+// windows of steps and detached (cuptiFinalize) in between, within a budget
+// of wall time; it can also stay attached for the whole run, optionally
+// switching kernel records on every Nth decode step only.
+//
 // Hot path: on_op_begin pushes the op-log index as an external correlation id
 // (kind CUSTOM0) and on_op_end pops it; on_step_begin/end do the same with
 // the step (kind CUSTOM1), so kernels replayed from a CUDA graph still learn

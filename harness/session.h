@@ -43,8 +43,9 @@ struct HarnessOptions {
   bool timeline = true;  // host-clock step/layer/op ranges (kernel timings on the cpu
                          // backend; CUPTI attribution needs it and turns it on)
   bool roofline = true;  // roofline probes for cuda runs that record
-  // How CUPTI collects: kernel_every (--cupti-every), window_steps /
-  // window_period (--cupti-window), and the overhead-study knobs
+  // When and how CUPTI collects: budget windows by default (window_budget,
+  // --cupti-budget; 0 with --cupti-all-steps), kernel_every (--cupti-every),
+  // window_steps / window_period (--cupti-window), and the overhead-study knobs
   // (bench_harness_overhead's MODE/part variants; docs/harness.md § Overhead).
   CuptiOptions cupti_config;
   int profile_first = -1, profile_last = -1;  // --profile-steps A:B (nsys capture range)
