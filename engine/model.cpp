@@ -282,11 +282,9 @@ void Model::count_graph_kernels(cudaGraph_t graph, std::vector<RecordedOp>& ops)
   }
   size_t done = 0;  // chain nodes owned by the ops so far
   for (RecordedOp& op : ops) {
-    if (op.leaf == nullptr) {  // the capture info was not a single leaf: give up
-      for (RecordedOp& o : ops) o.info.graph_kernels = -1;
-      return;
-    }
-    auto it = position.find(op.leaf);
+    // No single leaf after the op, or one outside the chain or before the
+    // previous op's: the ops do not map onto the chain; no counts at all.
+    auto it = op.leaf ? position.find(op.leaf) : position.end();
     if (it == position.end() || it->second + 1 < done) {
       for (RecordedOp& o : ops) o.info.graph_kernels = -1;
       return;

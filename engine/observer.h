@@ -22,7 +22,9 @@ struct StepInfo {
   int num_decode_seqs = 0;   // sequences decoding in this step
   int num_tokens = 0;        // rows in the step's batch
   const char* phase = "";    // "prefill", "decode" or "mixed"
-  bool captures_graph = false;  // this step captures a CUDA graph (then replays it)
+  // This step captures a CUDA graph (then replays it); the timeline takes the
+  // captured ops' kernel-node counts from that replay.
+  bool captures_graph = false;
 };
 
 // One operation of the forward pass: one registry launch (or, for "attention",

@@ -135,9 +135,7 @@ void CuptiCollector::start() {
   LANTERN_CHECK(g_collector.compare_exchange_strong(expected, this),
                 "only one CUPTI collector can run per process");
   try {
-    const uint64_t t0 = clock_ns();
     attach();
-    last_attach_ns_ = clock_ns() - t0;
     last_detach_ns_ = last_attach_ns_ / 4;  // until one is measured (H200: ~2.5 of ~10 ms)
   } catch (...) {
     g_collector.store(nullptr);
@@ -213,7 +211,8 @@ void CuptiCollector::attach() {
     throw;
   }
   attached_ = true;
-  toggle_parts_.attach_ns += clock_ns() - t0;
+  last_attach_ns_ = clock_ns() - t0;
+  toggle_parts_.attach_ns += last_attach_ns_;
   ++toggle_parts_.attaches;
 }
 
@@ -232,7 +231,8 @@ void CuptiCollector::stop() {
 
 void CuptiCollector::detach() {
   attached_ = false;
-  uint64_t t = clock_ns();
+  const uint64_t begin = clock_ns();
+  uint64_t t = begin;
   auto lap = [&t](uint64_t& into) {
     const uint64_t now = clock_ns();
     into += now - t;
@@ -259,17 +259,15 @@ void CuptiCollector::detach() {
   // work stays slower after every activity kind is disabled (measured on the
   // H200, docs/harness.md § Overhead) until CUPTI is finalized. The device
   // is synchronised and every buffer flushed above, as cuptiFinalize needs.
-  if (options_.detach_at_stop) {
-    CUptiResult r = cuptiFinalize();
-    if (r != CUPTI_SUCCESS) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      records_.errors.push_back(strformat("cuptiFinalize failed: %s (CUPTI stays attached; later "
-                                          "CUDA work in this process may run slower)",
-                                          cupti_error_string(r)));
-    }
+  if (CUptiResult r = cuptiFinalize(); r != CUPTI_SUCCESS) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records_.errors.push_back(strformat("cuptiFinalize failed: %s (CUPTI stays attached; later "
+                                        "CUDA work in this process may run slower)",
+                                        cupti_error_string(r)));
   }
   lap(toggle_parts_.finalize_ns);
   ++toggle_parts_.detaches;
+  last_detach_ns_ = t - begin;
 }
 
 GpuRecords CuptiCollector::take() {
@@ -352,8 +350,6 @@ bool CuptiCollector::enter_window(const StepInfo& s) {
   bool traced = window_wanted(s);
   if (traced != attached_) {
     if (traced) window_left_ = options_.window_steps;
-    const bool attaching = traced;
-    const uint64_t t0 = clock_ns();
     timed_switch([&] {
       try {
         traced ? attach() : detach();
@@ -367,7 +363,6 @@ bool CuptiCollector::enter_window(const StepInfo& s) {
                                             static_cast<long long>(s.step), e.what()));
       }
     });
-    (attaching ? last_attach_ns_ : last_detach_ns_) = clock_ns() - t0;
   }
   if (traced && window_left_ > 0) --window_left_;
   return traced;

@@ -74,9 +74,6 @@ struct CuptiOptions {
   bool windows() const { return kernel_every <= 1 && (window_period > 0 || window_budget > 0); }
   // "all steps", "every N", "windows W:P" or "budget B% (W-step windows)".
   std::string schedule() const;
-  // stop() detaches CUPTI from the process (cuptiFinalize), so that the
-  // rest of the process runs at full speed; the next start() attaches anew.
-  bool detach_at_stop = true;
 };
 
 class CuptiCollector : public Observer {
@@ -92,7 +89,8 @@ class CuptiCollector : public Observer {
   // another profiler such as nsys already holds CUPTI, ...). One collector
   // may be active per process.
   void start();
-  // Synchronises the device, flushes every buffer and disables collection.
+  // Synchronises the device, flushes every buffer and detaches CUPTI from the
+  // process (cuptiFinalize: the rest of it runs at full speed).
   void stop();
   bool active() const { return active_; }
 
@@ -126,7 +124,7 @@ class CuptiCollector : public Observer {
   bool window_failed_ = false;  // an attach/detach between windows failed: stay detached
   int window_left_ = 0;         // steps left in the open window
   uint64_t first_step_ns_ = 0;  // harness clock at the first step (budget windows)
-  uint64_t last_attach_ns_ = 0, last_detach_ns_ = 0;  // measured, for the next window's cost
+  uint64_t last_attach_ns_ = 0, last_detach_ns_ = 0;  // set by attach() / detach(): the next window's cost
   // CUPTI numbers correlation ids from 1 again after a detach (cuptiFinalize):
   // ids of later attachments are shifted past the largest id seen before.
   uint32_t correlation_base_ = 0, max_correlation_ = 0;

@@ -1,6 +1,7 @@
 #include "harness/harness_options.h"
 
 #include <charconv>
+#include <string_view>
 
 #include "engine/common.h"
 
@@ -8,10 +9,16 @@ namespace lantern::harness {
 
 namespace {
 
+// True when all of `text` is one number.
+template <class T>
+bool parse_whole(std::string_view text, T& v) {
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return !text.empty() && ec == std::errc() && p == text.data() + text.size();
+}
+
 int parse_step(const std::string& text, const std::string& whole) {
   int v = -1;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  LANTERN_CHECK(!text.empty() && ec == std::errc() && p == text.data() + text.size() && v >= 0,
+  LANTERN_CHECK(parse_whole(text, v) && v >= 0,
                 "--profile-steps expects A:B with 0 <= A <= B (engine step numbers), got '%s'",
                 whole.c_str());
   return v;
@@ -51,23 +58,18 @@ HarnessOptions harness_options_from(const std::map<std::string, std::string>& va
     std::tie(o.profile_first, o.profile_last) = parse_profile_steps(*range);
   if (const std::string* every = value("--cupti-every")) {
     int v = 0;
-    auto [p, ec] = std::from_chars(every->data(), every->data() + every->size(), v);
-    LANTERN_CHECK(!every->empty() && ec == std::errc() && p == every->data() + every->size() && v >= 1,
+    LANTERN_CHECK(parse_whole(*every, v) && v >= 1,
                   "--cupti-every expects a positive step count N (kernel records on every Nth "
                   "step), got '%s'",
                   every->c_str());
     o.cupti_config.kernel_every = v;
   }
   if (const std::string* window = value("--cupti-window")) {
-    auto colon = window->find(':');
+    const std::string_view text(*window);
+    const auto colon = text.find(':');
     int w = 0, p = 0;
-    bool ok = colon != std::string::npos;
-    if (ok) {
-      auto [e1, c1] = std::from_chars(window->data(), window->data() + colon, w);
-      auto [e2, c2] = std::from_chars(window->data() + colon + 1, window->data() + window->size(), p);
-      ok = c1 == std::errc() && e1 == window->data() + colon && c2 == std::errc() &&
-           e2 == window->data() + window->size() && w >= 1 && w <= p;
-    }
+    const bool ok = colon != std::string_view::npos && parse_whole(text.substr(0, colon), w) &&
+                    parse_whole(text.substr(colon + 1), p) && w >= 1 && w <= p;
     LANTERN_CHECK(ok, "--cupti-window expects W:P with 1 <= W <= P (CUPTI attached for W steps of "
                       "every P), got '%s'",
                   window->c_str());
@@ -76,9 +78,7 @@ HarnessOptions harness_options_from(const std::map<std::string, std::string>& va
   }
   if (const std::string* budget = value("--cupti-budget")) {
     double pct = 0;
-    auto [e, c] = std::from_chars(budget->data(), budget->data() + budget->size(), pct);
-    LANTERN_CHECK(!budget->empty() && c == std::errc() && e == budget->data() + budget->size() &&
-                      pct > 0 && pct < 100,
+    LANTERN_CHECK(parse_whole(*budget, pct) && pct > 0 && pct < 100,
                   "--cupti-budget expects a share of wall time in percent, 0 < PCT < 100 (e.g. "
                   "1.5), got '%s'; --cupti-all-steps traces every step",
                   budget->c_str());

@@ -26,9 +26,9 @@ void Timeline::on_step_begin(const StepInfo& s) {
   r.decode_seqs = s.num_decode_seqs;
   r.tokens = s.num_tokens;
   r.first_launch = r.end_launch = static_cast<uint32_t>(launches_.size());
+  r.captures_graph = s.captures_graph;
   steps_.push_back(r);
   in_step_ = true;
-  captured_in_step_ = false;
 }
 
 void Timeline::on_step_end(const StepInfo& s) {
@@ -80,7 +80,6 @@ void Timeline::on_op_begin(const OpInfo& op) {
   l.layer = static_cast<int16_t>(op.layer);
   l.graph = op.graph;
   if (op.graph == OpInfo::kReplay && open_layer_ >= 0) layers_[open_layer_].replay = 1;
-  captured_in_step_ |= op.graph == OpInfo::kCapture;
   l.step_index = in_step_ ? static_cast<int32_t>(steps_.size()) - 1 : -1;
   current_launch_ = static_cast<int64_t>(launches_.size());
   l.begin_ns = clock_();
@@ -107,10 +106,9 @@ void Timeline::on_graph_replay(const GraphReplay& g) {
   r.graph = g.graph;
   r.num_ops = g.num_ops;
   replays_.push_back(r);
-  if (!captured_in_step_ || !g.ops) return;
-  // The replay right after a capture: its ops are the step's kCapture ops,
-  // in order; keep the kernel-node counts the engine found in the graph.
-  captured_in_step_ = false;
+  if (!in_step_ || !steps_.back().captures_graph || !g.ops) return;
+  // The replay right after the step's capture: its ops are the step's
+  // kCapture ops, in order; keep the kernel-node counts the engine found.
   std::vector<size_t> captured;
   for (size_t i = steps_.back().first_launch; i < launches_.size(); ++i)
     if (launches_[i].graph == OpInfo::kCapture) captured.push_back(i);

@@ -27,7 +27,7 @@ struct StepRecord {
   const char* phase = "";
   int32_t prefill_seqs = 0, decode_seqs = 0, tokens = 0;
   uint32_t first_launch = 0, end_launch = 0;  // op-log range [first, end)
-  int32_t reserved = 0;
+  int32_t captures_graph = 0;                  // StepInfo::captures_graph
 };
 static_assert(sizeof(StepRecord) == 56);
 
@@ -99,7 +99,6 @@ class Timeline : public Observer {
   int64_t current_launch_ = -1;
   int64_t open_layer_ = -1;  // index into layers_
   bool in_step_ = false;
-  bool captured_in_step_ = false;  // kCapture ops logged in the open step
   void error(std::string message);
 };
 

@@ -39,3 +39,11 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
     if (!::lantern::test::gpu_available(&lantern_gpu_reason))              \
       GTEST_SKIP() << "no usable CUDA GPU: " << lantern_gpu_reason;        \
   } while (0)
+
+// GPU tests of the engine's observer hooks: a GPU, and hooks compiled in.
+#if LANTERN_INSTRUMENTATION
+#define LANTERN_REQUIRE_GPU_AND_HOOKS() LANTERN_REQUIRE_GPU()
+#else
+#define LANTERN_REQUIRE_GPU_AND_HOOKS() \
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)"
+#endif

@@ -124,18 +124,14 @@ harness::HarnessOptions options_of(const std::string& full_mode, bool* attach) {
     ho.nvtx = ho.cupti = ho.alias = ho.kv = ho.memory = ho.timeline = false;
     if (part) ho.*part = true;
   };
+  using H = harness::HarnessOptions;
+  static const std::map<std::string, bool H::*> kOnePart = {
+      {"nvtx", &H::nvtx}, {"timeline", &H::timeline}, {"alias", &H::alias},
+      {"kv", &H::kv},     {"memory", &H::memory}};
   if (mode == "none" || mode == "off" || mode.rfind("none-after-", 0) == 0) {
     only(nullptr);
-  } else if (mode == "nvtx") {
-    only(&harness::HarnessOptions::nvtx);
-  } else if (mode == "timeline") {
-    only(&harness::HarnessOptions::timeline);
-  } else if (mode == "alias") {
-    only(&harness::HarnessOptions::alias);
-  } else if (mode == "kv") {
-    only(&harness::HarnessOptions::kv);
-  } else if (mode == "memory") {
-    only(&harness::HarnessOptions::memory);
+  } else if (auto part_on = kOnePart.find(mode); part_on != kOnePart.end()) {
+    only(part_on->second);
   } else if (mode == "cupti") {
     only(&harness::HarnessOptions::cupti);
     ho.timeline = true;

@@ -101,10 +101,7 @@ TEST(EngineGpu, GraphDecodeEqualsEagerDecodeAndBatchesUnderKvPressure) {
 // StepInfo::captures_graph is true exactly for the step that captures a new
 // decode graph: the first decode step of each batch size.
 TEST(EngineGpu, StepsThatCaptureAGraphAreAnnounced) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   struct Steps : Observer {
     std::vector<std::pair<std::string, bool>> steps;  // phase, captures_graph
     int replays = 0;

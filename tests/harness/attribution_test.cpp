@@ -181,7 +181,9 @@ TEST(Attribution, ReplaysOfGraphsCapturedUnseenAreLabelledFromCaptureCounts) {
     replay_ops[k].graph = OpInfo::kReplay;
     replay_ops[k].graph_kernels = k == 1 ? 2 : 1;
   }
-  t.on_step_begin(testing::step_info(2, "decode", 1, 1));
+  StepInfo capture_step = testing::step_info(2, "decode", 1, 1);
+  capture_step.captures_graph = true;
+  t.on_step_begin(capture_step);
   testing::seed_op(t, "attn_norm", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
   testing::seed_op(t, "q_proj", 0, kernels::Family::gemm, {}, {}, [] {}, 4e6, 8e9, OpInfo::kCapture);
   testing::seed_op(t, "swiglu", 0, kernels::Family::swiglu, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture);
@@ -194,7 +196,9 @@ TEST(Attribution, ReplaysOfGraphsCapturedUnseenAreLabelledFromCaptureCounts) {
   }
   OpInfo unknown;
   unknown.graph = OpInfo::kReplay;
-  t.on_step_begin(testing::step_info(8, "decode", 2, 2));
+  StepInfo capture_step8 = testing::step_info(8, "decode", 2, 2);
+  capture_step8.captures_graph = true;
+  t.on_step_begin(capture_step8);
   testing::seed_op(t, "embed", -1, kernels::Family::embedding, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
   t.on_graph_replay(GraphReplay{2, &unknown, 1});
   t.on_step_end(testing::step_info(8, "decode", 2, 2));

@@ -275,10 +275,7 @@ runfmt::Run record_tiny_cuda_run(const char* name, uint64_t seed, HarnessOptions
 }
 
 TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   runfmt::Run run = record_tiny_cuda_run("cupti-engine", 5, HarnessOptions{}, 4,
                                          [](Engine& engine, const ModelConfig& cfg) {
     for (int i = 0; i < 3; ++i) {
@@ -315,10 +312,7 @@ TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
 }
 
 TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   HarnessOptions o;
   o.cupti_config.kernel_every = 4;
   o.roofline = false;
@@ -354,10 +348,7 @@ TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
 // node id if the ids survive a detach, else by position in the replay
 // (attribution.h). The test prints which one it was.
 TEST(CuptiGpu, CuptiWindowsTraceOnlyWindowStepsAndKeepGraphLabels) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   HarnessOptions o;
   o.cupti_config.window_steps = 3;
   o.cupti_config.window_period = 6;
@@ -444,10 +435,7 @@ void expect_capture_labels_match_node_labels(int num_seqs) {
 }
 
 TEST(CuptiGpu, GraphsCapturedWhileDetachedGetTheLabelsNodeIdsGive) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   expect_capture_labels_match_node_labels(1);   // the engine's own GEMV kernels
   expect_capture_labels_match_node_labels(10);  // decode batch > 8: cuBLAS GEMMs in the graph
 }
@@ -469,10 +457,7 @@ runfmt::Run record_budget_run(const char* name, double budget, int new_tokens) {
 }
 
 TEST(CuptiGpu, TinyCuptiBudgetTracesOnlyTheFirstWindow) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   // 0.0001 % of a sub-second run buys no second attach (~10 ms on an H200).
   runfmt::Run run = record_budget_run("cupti-budget-tiny", 1e-6, 30);
   EXPECT_EQ(kernel_steps(run), (std::set<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
@@ -486,10 +471,7 @@ TEST(CuptiGpu, TinyCuptiBudgetTracesOnlyTheFirstWindow) {
 }
 
 TEST(CuptiGpu, CuptiBudgetReopensWindowsWithinTheBudget) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   // A budget near 100 % reopens a window soon after the last closed (the
   // tiny model's steps take well under a millisecond, an attach ~10 ms).
   const double budget = 0.95;
@@ -540,10 +522,7 @@ TEST(CuptiGpu, CuptiBudgetReopensWindowsWithinTheBudget) {
 // inside step B, once each (what nsys --capture-range=cudaProfilerApi keys
 // on). CUPTI's runtime-API records show the calls on the engine's timeline.
 TEST(CuptiGpu, ProfileStepsCallTheProfilerApiInExactlyThoseSteps) {
-  LANTERN_REQUIRE_GPU();
-#if !LANTERN_INSTRUMENTATION
-  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
-#endif
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
   HarnessOptions o;
   o.profile_first = 3;
   o.profile_last = 5;
