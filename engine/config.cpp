@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern {
 

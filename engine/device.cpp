@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern {
 

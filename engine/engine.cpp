@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/device.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"

@@ -1,6 +1,6 @@
 #include "engine/kv_cache.h"
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern {
 

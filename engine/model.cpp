@@ -5,7 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/device_kernels.h"
 
 namespace lantern {

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern {
 

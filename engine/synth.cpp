@@ -17,7 +17,7 @@
 #include <numeric>
 #include <thread>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/safetensors.h"
 #include "lantern/build_info.h"
 

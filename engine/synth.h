@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/bf16.h"
+#include "kernels/base/bf16.h"
 #include "engine/config.h"
 #include "engine/weights.h"
 

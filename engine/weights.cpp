@@ -26,7 +26,7 @@
 #include <memory>
 #include <thread>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/safetensors.h"
 
 namespace lantern {

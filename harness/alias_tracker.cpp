@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "engine/arena.h"
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::harness {
 

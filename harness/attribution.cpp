@@ -5,7 +5,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::harness {
 

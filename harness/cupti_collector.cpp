@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/clock.h"
 #include "harness/cupti_check.h"
 

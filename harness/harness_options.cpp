@@ -3,7 +3,7 @@
 #include <charconv>
 #include <string_view>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::harness {
 

@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/cupti_check.h"
 #include "lantern/build_info.h"
 

@@ -3,7 +3,7 @@
 #include <cinttypes>
 
 #include "engine/arena.h"
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::harness {
 

@@ -3,7 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::harness {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/alias_tracker.h"
 #include "harness/attribution.h"
 #include "harness/clock.h"

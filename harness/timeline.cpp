@@ -1,6 +1,6 @@
 #include "harness/timeline.h"
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::harness {
 

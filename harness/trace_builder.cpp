@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/runfmt/trace.h"
 
 namespace lantern::harness {

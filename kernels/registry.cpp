@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::kernels {
 

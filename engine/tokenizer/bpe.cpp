@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::tok {
 namespace {

@@ -1,6 +1,6 @@
 #include "engine/tokenizer/chat.h"
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace lantern {

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/tokenizer/tokenizer_impl.h"
 #include "engine/tokenizer/utf8.h"
 

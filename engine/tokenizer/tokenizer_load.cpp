@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer_impl.h"
 

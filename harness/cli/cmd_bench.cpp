@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/cli/command.h"
 #include "harness/cli/engine_args.h"
 #include "harness/roofline.h"

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "harness/cli/command.h"
 #include "harness/cli/engine_args.h"

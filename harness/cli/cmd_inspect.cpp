@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/cli/command.h"
 #include "harness/runfmt/run_dir.h"
 #include "harness/runfmt/summary.h"

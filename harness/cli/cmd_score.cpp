@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/cli/command.h"
 #include "harness/cli/engine_args.h"
 

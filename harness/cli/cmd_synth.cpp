@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/synth.h"
 #include "harness/cli/command.h"
 

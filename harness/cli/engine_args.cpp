@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/device.h"
 
 namespace lantern::cli {

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/cli/command.h"
 
 namespace lantern::cli {

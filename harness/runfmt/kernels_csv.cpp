@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/runfmt/json_util.h"
 
 namespace lantern::runfmt {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/runfmt/json_util.h"
 #include "harness/runfmt/kernels_csv.h"
 #include "harness/runfmt/schema.h"

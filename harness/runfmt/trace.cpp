@@ -8,7 +8,7 @@
 #include <map>
 #include <utility>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/runfmt/json_util.h"
 
 namespace lantern::runfmt {

@@ -1,7 +1,7 @@
 // attention_decode, variant 0: one query per sequence against its paged K/V.
 #include <vector>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cpu/attention_common_cpu.h"
 #include "kernels/cpu/cpu_kernels.h"

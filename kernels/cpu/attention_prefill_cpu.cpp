@@ -2,7 +2,7 @@
 // (sequence, query head) per task; query i of a sequence sees its keys 0..i.
 #include <vector>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cpu/attention_common_cpu.h"
 #include "kernels/cpu/cpu_kernels.h"

@@ -1,7 +1,7 @@
 #pragma once
 // Variant 0 of every kernel family: the CPU fp32 reference.
 //
-// Activations are float*, weights bf16 bits (engine/bf16.h), logits float, and
+// Activations are float*, weights bf16 bits (kernels/base/bf16.h), logits float, and
 // every pointer is a host pointer; LaunchCtx is ignored. These are the oracle the
 // CUDA variants are tested against, and they run the whole engine without a GPU,
 // so they are written to be obviously right first and fast enough second (gemm

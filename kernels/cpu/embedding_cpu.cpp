@@ -1,6 +1,6 @@
 // embedding, variant 0: gather rows of the bf16 table and widen them to float.
-#include "engine/bf16.h"
-#include "engine/common.h"
+#include "kernels/base/bf16.h"
+#include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cpu/cpu_kernels.h"
 

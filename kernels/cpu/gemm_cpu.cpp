@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cpu/cpu_kernels.h"
 

@@ -1,7 +1,7 @@
 // kv_write, variant 0: scatter each token's k and v rows into its paged block.
 #include <cstring>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cpu/cpu_kernels.h"
 

@@ -1,8 +1,8 @@
 // rmsnorm, variant 0: out = x * rsqrt(mean(x^2) + eps) * weight, one row at a time.
 #include <cmath>
 
-#include "engine/bf16.h"
-#include "engine/common.h"
+#include "kernels/base/bf16.h"
+#include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cpu/cpu_kernels.h"
 

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cpu/cpu_kernels.h"
 

@@ -62,7 +62,7 @@
 #include <cuda_runtime_api.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/engine.h"
 #include "harness/session.h"
 

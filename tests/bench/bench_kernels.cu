@@ -23,7 +23,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/base/cuda_check.h"
 #include "kernels/registry.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"
 

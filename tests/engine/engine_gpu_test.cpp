@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/engine.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/test_util.h"

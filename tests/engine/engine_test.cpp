@@ -12,7 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/test_util.h"
 

@@ -10,7 +10,7 @@
 #include <optional>
 #include <random>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/synth.h"
 #include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "tests/test_util.h"
 
 namespace lantern {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/safetensors.h"
 #include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/tokenizer/byte_level.h"
 #include "tests/engine/tokenizer_test_util.h"
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/tokenizer_test_util.h"
 

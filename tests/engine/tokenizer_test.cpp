@@ -4,7 +4,7 @@
 // tokenizer_reference_test.cpp; chat and loader errors in tokenizer_format_test.cpp.
 #include <thread>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/utf8.h"

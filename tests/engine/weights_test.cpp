@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/safetensors.h"
 #include "engine/synth.h"
 #include "tests/engine/model_fixtures.h"

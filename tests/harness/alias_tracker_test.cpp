@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "tests/harness/seed_plan.h"
 
 namespace lantern::harness {

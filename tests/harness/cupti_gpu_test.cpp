@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "engine/engine.h"
 #include "engine/synth.h"
 #include "harness/attribution.h"

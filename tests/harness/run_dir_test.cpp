@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 #include "harness/runfmt/kernels_csv.h"
 #include "harness/runfmt/schema.h"

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 #include "harness/alias_tracker.h"
 #include "harness/runfmt/run_dir.h"

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "kernels/registry.h"
 #include "tests/test_util.h"
 

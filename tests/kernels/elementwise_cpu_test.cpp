@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/bf16.h"
-#include "engine/common.h"
+#include "kernels/base/bf16.h"
+#include "kernels/base/errors.h"
 #include "kernels/registry.h"
 #include "tests/test_util.h"
 

@@ -2,7 +2,7 @@
 // result must be bit-exact (tolerance 0). Shapes: Llama-3.2-1B (vocab 128256,
 // hidden 2048) with n = 1, 7 and 512, ids at both ends of the vocabulary, and an
 // odd hidden (scalar path).
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/base/cuda_check.h"
 #include "tests/kernels/gpu_test_helpers.cuh"
 
 namespace lantern::test {

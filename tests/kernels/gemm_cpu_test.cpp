@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/bf16.h"
-#include "engine/common.h"
+#include "kernels/base/bf16.h"
+#include "kernels/base/errors.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/registry.h"
 #include "tests/test_util.h"

@@ -15,8 +15,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include "engine/bf16.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/base/bf16.h"
+#include "kernels/base/cuda_check.h"
 #include "kernels/registry.h"
 #include "tests/test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::kernels {
 namespace {

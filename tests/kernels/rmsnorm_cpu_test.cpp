@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/bf16.h"
+#include "kernels/base/bf16.h"
 #include "kernels/registry.h"
 #include "tests/test_util.h"
 

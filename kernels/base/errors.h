@@ -1,5 +1,6 @@
 #pragma once
-// Errors and checks shared by every Lantern library.
+// Errors and checks shared by every Lantern library: the CUDA-free part of the
+// base layer (kernels/base/cuda_check.h is the CUDA part).
 //
 // Every failure a user can cause (bad files, bad configs, bad limits) throws
 // lantern::Error with ONE line that names the problem and, where there is one,

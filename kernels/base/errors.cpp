@@ -1,4 +1,4 @@
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 #include <cstdarg>
 #include <vector>

@@ -1,5 +1,5 @@
-#include "engine/bf16.h"
-#include "engine/common.h"
+#include "kernels/base/bf16.h"
+#include "kernels/base/errors.h"
 
 #include <cmath>
 
