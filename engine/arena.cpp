@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 
 namespace lantern {
@@ -46,13 +47,12 @@ void Arena::allocate(kernels::Backend backend) {
     LANTERN_CHECK(base_, "out of host memory allocating the %zu-byte activation arena", bytes);
     std::memset(base_, 0, bytes);
   } else {
-    cudaError_t err = cudaMalloc(&base_, bytes);
-    if (err != cudaSuccess) {
-      base_ = nullptr;
-      LANTERN_FAIL("cudaMalloc of the %zu-byte activation arena failed (%s): lower the batch "
-                   "limits (max_batch_tokens, max_seqs)",
-                   bytes, cudaGetErrorString(err));
-    }
+    void* p = nullptr;  // base_ stays null on failure
+    CUDA_CHECK_HINT(cudaMalloc(&p, bytes),
+                    "the %zu-byte activation arena does not fit: lower the batch limits "
+                    "(max_batch_tokens, max_seqs)",
+                    bytes);
+    base_ = p;
   }
 }
 
@@ -61,7 +61,7 @@ void Arena::release() {
   if (backend_ == kernels::Backend::cpu)
     std::free(base_);
   else
-    cudaFree(base_);
+    CUDA_CHECK_LOG(cudaFree(base_));
   base_ = nullptr;
 }
 

@@ -5,23 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 
 namespace lantern {
-
-void check_cuda(cudaError_t err, const char* call, const char* file, int line) {
-  if (err == cudaSuccess) return;
-  cudaGetLastError();  // clear sticky-free errors so later calls are not blamed
-  LANTERN_FAIL("%s failed: %s (%s) at %s:%d", call, cudaGetErrorName(err), cudaGetErrorString(err),
-               file, line);
-}
-
-static void check_cublas(cublasStatus_t st, const char* call, const char* file, int line) {
-  if (st == CUBLAS_STATUS_SUCCESS) return;
-  LANTERN_FAIL("%s failed: %s (%s) at %s:%d", call, cublasGetStatusName(st),
-               cublasGetStatusString(st), file, line);
-}
-#define LANTERN_CUBLAS(call) check_cublas((call), #call, __FILE__, __LINE__)
 
 bool Device::cuda_available(std::string* reason) {
   int n = 0;
@@ -30,21 +17,33 @@ bool Device::cuda_available(std::string* reason) {
     if (reason)
       *reason = err != cudaSuccess ? strformat("%s: %s", cudaGetErrorName(err), cudaGetErrorString(err))
                                    : std::string("no CUDA devices");
-    cudaGetLastError();
+    (void)cudaGetLastError();
     return false;
   }
   return true;
 }
 
-Device::Device(kernels::Backend backend, Observer* observer) : backend_(backend), observer_(observer) {
-  if (!is_cuda()) return;
+void Device::select_gpu(int index) {
   std::string reason;
   LANTERN_CHECK(cuda_available(&reason),
                 "--device cuda requested but no usable CUDA GPU (%s): use --device cpu",
                 reason.c_str());
-  LANTERN_CUDA(cudaSetDevice(0));
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  LANTERN_CHECK(index >= 0 && index < count,
+                "--gpu %d: no such GPU (%d visible, numbered 0..%d): pick one of them "
+                "(CUDA_VISIBLE_DEVICES renumbers them)",
+                index, count, count - 1);
+  CUDA_CHECK(cudaSetDevice(index));
+}
+
+Device::Device(kernels::Backend backend, Observer* observer, int gpu)
+    : backend_(backend), observer_(observer) {
+  if (!is_cuda()) return;
+  select_gpu(gpu);
   cudaDeviceProp prop{};
-  LANTERN_CUDA(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
+  gpu_.device = gpu;
   gpu_.name = prop.name;
   char uuid[64];
   const unsigned char* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
@@ -56,27 +55,24 @@ Device::Device(kernels::Backend backend, Observer* observer) : backend_(backend)
   gpu_.sm_count = prop.multiProcessorCount;
   gpu_.cc_major = prop.major;
   gpu_.cc_minor = prop.minor;
-  LANTERN_CUDA(cudaMemGetInfo(&gpu_.free_memory, &gpu_.total_memory));
-  LANTERN_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  LANTERN_CUBLAS(cublasCreate(&cublas_));
-  LANTERN_CUBLAS(cublasSetStream(cublas_, stream_));
+  CUDA_CHECK(cudaMemGetInfo(&gpu_.free_memory, &gpu_.total_memory));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&cublas_));
+  CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
 }
 
 Device::~Device() {
-  if (cublas_) cublasDestroy(cublas_);
-  if (stream_) cudaStreamDestroy(stream_);
+  if (cublas_) CUBLAS_CHECK_LOG(cublasDestroy(cublas_));
+  if (stream_) CUDA_CHECK_LOG(cudaStreamDestroy(stream_));
 }
 
 void* Device::alloc(size_t bytes, const char* owner, const char* name) {
   void* p = nullptr;
   if (is_cuda()) {
-    cudaError_t err = cudaMalloc(&p, bytes);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      LANTERN_FAIL("cudaMalloc of %zu bytes for %s/%s failed (%s): lower the limits "
-                   "(kv_memory_fraction, kv_num_blocks, max_batch_tokens)",
-                   bytes, owner, name, cudaGetErrorString(err));
-    }
+    CUDA_CHECK_HINT(cudaMalloc(&p, bytes),
+                    "allocating %zu bytes for %s/%s: lower the limits "
+                    "(kv_memory_fraction, kv_num_blocks, max_batch_tokens)",
+                    bytes, owner, name);
   } else {
     p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     LANTERN_CHECK(p, "out of host memory allocating %zu bytes for %s/%s", bytes, owner, name);
@@ -94,7 +90,7 @@ void* Device::alloc(size_t bytes, const char* owner, const char* name) {
 void Device::free(void* p, const char* owner, const char* name) {
   if (!p) return;
   if (is_cuda())
-    cudaFree(p);
+    CUDA_CHECK_LOG(cudaFree(p));
   else
     std::free(p);
   AllocEvent e;
@@ -109,7 +105,7 @@ void Device::free(void* p, const char* owner, const char* name) {
 void* Device::alloc_pinned(size_t bytes) {
   void* p = nullptr;
   if (is_cuda()) {
-    LANTERN_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
   } else {
     p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     LANTERN_CHECK(p, "out of host memory (%zu bytes)", bytes);
@@ -120,7 +116,7 @@ void* Device::alloc_pinned(size_t bytes) {
 void Device::free_pinned(void* p) {
   if (!p) return;
   if (is_cuda())
-    cudaFreeHost(p);
+    CUDA_CHECK_LOG(cudaFreeHost(p));
   else
     std::free(p);
 }
@@ -128,7 +124,7 @@ void Device::free_pinned(void* p) {
 void Device::copy_h2d(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   if (is_cuda())
-    LANTERN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   else
     std::memcpy(dst, src, bytes);
 }
@@ -136,40 +132,32 @@ void Device::copy_h2d(void* dst, const void* src, size_t bytes) {
 void Device::copy_d2h(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   if (is_cuda())
-    LANTERN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   else
     std::memcpy(dst, src, bytes);
-}
-
-void Device::copy_d2d(void* dst, const void* src, size_t bytes) {
-  if (!bytes) return;
-  if (is_cuda())
-    LANTERN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-  else
-    std::memmove(dst, src, bytes);
 }
 
 void Device::memset(void* dst, int value, size_t bytes) {
   if (!bytes) return;
   if (is_cuda())
-    LANTERN_CUDA(cudaMemsetAsync(dst, value, bytes, stream_));
+    CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream_));
   else
     std::memset(dst, value, bytes);
 }
 
 void Device::synchronize() {
-  if (is_cuda()) LANTERN_CUDA(cudaStreamSynchronize(stream_));
+  if (is_cuda()) CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 size_t Device::free_memory() const {
   if (!is_cuda()) return 0;
   size_t free_b = 0, total = 0;
-  LANTERN_CUDA(cudaMemGetInfo(&free_b, &total));
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
   return free_b;
 }
 
 void Device::set_cublas_workspace(void* p, size_t bytes) {
-  if (is_cuda()) LANTERN_CUBLAS(cublasSetWorkspace(cublas_, p, bytes));
+  if (is_cuda()) CUBLAS_CHECK(cublasSetWorkspace(cublas_, p, bytes));
 }
 
 kernels::LaunchCtx Device::ctx(void* workspace, size_t workspace_bytes) const {

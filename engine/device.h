@@ -20,7 +20,9 @@ struct GpuInfo {
 
 class Device {
  public:
-  explicit Device(kernels::Backend backend, Observer* observer = nullptr);
+  // cuda: makes GPU `gpu` current (select_gpu) and creates the stream and the
+  // cuBLAS handle on it. cpu: `gpu` is ignored.
+  explicit Device(kernels::Backend backend, Observer* observer = nullptr, int gpu = 0);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -39,7 +41,6 @@ class Device {
 
   void copy_h2d(void* dst, const void* src, size_t bytes);  // async on the stream
   void copy_d2h(void* dst, const void* src, size_t bytes);  // async on the stream
-  void copy_d2d(void* dst, const void* src, size_t bytes);
   void memset(void* dst, int value, size_t bytes);
   void synchronize();
   size_t free_memory() const;  // cuda: cudaMemGetInfo free bytes; cpu: 0
@@ -48,8 +49,11 @@ class Device {
   void set_cublas_workspace(void* p, size_t bytes);
   kernels::LaunchCtx ctx(void* workspace, size_t workspace_bytes) const;
 
-  // Throws a clear error when --device cuda is asked for without a usable GPU.
+  // Whether a usable CUDA GPU is present; if not, `reason` says why.
   static bool cuda_available(std::string* reason = nullptr);
+  // Makes GPU `index` current for the calling thread; a one-line error when no
+  // GPU is usable or `index` is not one of them (--gpu N).
+  static void select_gpu(int index);
 
  private:
   kernels::Backend backend_;
@@ -58,9 +62,5 @@ class Device {
   cublasHandle_t cublas_ = nullptr;
   GpuInfo gpu_;
 };
-
-// Check a CUDA runtime call from engine code: throws naming the call, file:line, error.
-void check_cuda(cudaError_t err, const char* call, const char* file, int line);
-#define LANTERN_CUDA(call) ::lantern::check_cuda((call), #call, __FILE__, __LINE__)
 
 }  // namespace lantern

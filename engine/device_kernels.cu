@@ -1,6 +1,6 @@
 #include "engine/device_kernels.h"
 
-#include "engine/device.h"
+#include "kernels/base/cuda_check.h"
 
 namespace lantern {
 
@@ -12,7 +12,7 @@ __global__ void scatter_i32_kernel(int32_t* dst, const int32_t* pairs, int n) {
 void launch_scatter_i32(int32_t* dst, const int32_t* pairs, int n, cudaStream_t stream) {
   if (n <= 0) return;
   scatter_i32_kernel<<<(n + 255) / 256, 256, 0, stream>>>(dst, pairs, n);
-  LANTERN_CUDA(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace lantern

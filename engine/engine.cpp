@@ -88,13 +88,17 @@ nlohmann::json MemoryBudget::to_json() const {
 class EngineImpl {
  public:
   EngineImpl(const ModelConfig& cfg, Weights&& weights, const EngineOptions& opt)
-      : cfg_(cfg), opt_(opt), weights_(std::move(weights)), device_(opt.backend, opt.observer),
+      : cfg_(cfg), opt_(opt), weights_(std::move(weights)), device_(opt.backend, opt.observer, opt.gpu),
         start_(std::chrono::steady_clock::now()) {
     limits_ = opt.limits;
     if (limits_.logits_rows == 0) limits_.logits_rows = limits_.max_seqs;
     limits_.validate(cfg_);
     LANTERN_CHECK(weights_.backend() == opt.backend, "weights were loaded for %s but the engine runs on %s",
                   kernels::backend_name(weights_.backend()), kernels::backend_name(opt.backend));
+    LANTERN_CHECK(!device_.is_cuda() || weights_.gpu() == opt.gpu,
+                  "weights were loaded on GPU %d but the engine runs on GPU %d: load them with "
+                  "the same gpu index",
+                  weights_.gpu(), opt.gpu);
     kernels_ = kernels::KernelSet::defaults(opt.backend);
     for (const auto& [family, variant] : opt.kernels)
       kernels_.select(kernels::family_from_name(family), variant, opt.backend);
@@ -290,15 +294,17 @@ class EngineImpl {
 
 #include <cuda_profiler_api.h>
 
+#include "kernels/base/cuda_check.h"
+
 namespace lantern {
 
 void EngineImpl::profiler(bool start) {
   if (!device_.is_cuda()) return;
   device_.synchronize();
   if (start)
-    LANTERN_CUDA(cudaProfilerStart());
+    CUDA_CHECK(cudaProfilerStart());
   else
-    LANTERN_CUDA(cudaProfilerStop());
+    CUDA_CHECK(cudaProfilerStop());
 }
 
 Engine::Engine(const ModelConfig& cfg, Weights&& weights, const EngineOptions& options)
@@ -329,7 +335,9 @@ nlohmann::json Engine::describe() const {
     const auto& e = impl_->kernels_.entry(static_cast<kernels::Family>(f));
     k[kernels::family_name(e.family)] = {{"variant", e.variant}, {"name", e.name}};
   }
+  const bool cuda = impl_->opt_.backend == kernels::Backend::cuda;
   return {{"backend", kernels::backend_name(impl_->opt_.backend)},
+          {"gpu", cuda ? nlohmann::json(impl_->opt_.gpu) : nlohmann::json(nullptr)},
           {"model", impl_->cfg_.to_json()},
           {"limits", impl_->limits_.to_json()},
           {"kernels", k},

@@ -82,6 +82,7 @@ struct MemoryBudget {
 
 struct EngineOptions {
   kernels::Backend backend = kernels::Backend::cpu;
+  int gpu = 0;  // cuda: the device index (--gpu N); the weights must be loaded on it
   EngineLimits limits;
   // Kernel variant overrides, family name -> variant name or number.
   std::vector<std::pair<std::string, std::string>> kernels;

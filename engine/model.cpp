@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 #include "engine/device_kernels.h"
 
@@ -173,7 +174,7 @@ int Model::graphs_captured() const {
 Model::~Model() {
   dev_.synchronize();
   for (auto& g : graphs_)
-    if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (g.exec) CUDA_CHECK_LOG(cudaGraphExecDestroy(g.exec));
   dev_.free(kv_pool_, "kv_pool", "KV blocks");
   dev_.free(block_tables_, "kv_pool", "block tables");
   dev_.free(workspace_, "workspace", "kernel workspace");
@@ -397,22 +398,22 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
       g.ops.clear();  // a capture that failed before may have left ops behind
       recording_ = &g.ops;
       graph_mode_ = OpInfo::kCapture;
-      LANTERN_CUDA(cudaStreamBeginCapture(dev_.stream(), cudaStreamCaptureModeThreadLocal));
+      CUDA_CHECK(cudaStreamBeginCapture(dev_.stream(), cudaStreamCaptureModeThreadLocal));
       try {
         forward(shape);
       } catch (...) {
         cudaStreamEndCapture(dev_.stream(), &captured);
-        if (captured) cudaGraphDestroy(captured);
+        if (captured) CUDA_CHECK_LOG(cudaGraphDestroy(captured));
         recording_ = nullptr;
         graph_mode_ = OpInfo::kEager;
         throw;
       }
-      LANTERN_CUDA(cudaStreamEndCapture(dev_.stream(), &captured));
+      CUDA_CHECK(cudaStreamEndCapture(dev_.stream(), &captured));
       recording_ = nullptr;
       graph_mode_ = OpInfo::kEager;
       if (obs_) count_graph_kernels(captured, g.ops);
-      LANTERN_CUDA(cudaGraphInstantiate(&g.exec, captured, 0));
-      LANTERN_CUDA(cudaGraphDestroy(captured));
+      CUDA_CHECK(cudaGraphInstantiate(&g.exec, captured, 0));
+      CUDA_CHECK(cudaGraphDestroy(captured));
       // The ops as every replay reports them (kReplay, view lists in g.ops).
       g.replay.clear();
       for (const RecordedOp& op : g.ops) {
@@ -423,7 +424,7 @@ StepOutput Model::run(const StepInput& in, const StepInfo& info) {
         g.replay.push_back(info);
       }
     }
-    LANTERN_CUDA(cudaGraphLaunch(g.exec, dev_.stream()));
+    CUDA_CHECK(cudaGraphLaunch(g.exec, dev_.stream()));
 #if LANTERN_INSTRUMENTATION
     if (obs_) {
       obs_->on_graph_replay(GraphReplay{static_cast<int>(&g - graphs_.data()), g.replay.data(),

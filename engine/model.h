@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include <cuda_runtime_api.h>  // graph handles (the model owns the CUDA side of a step)
+
 #include "engine/arena.h"
 #include "engine/config.h"
 #include "engine/device.h"

@@ -26,6 +26,8 @@
 #include <memory>
 #include <thread>
 
+#include "engine/device.h"
+#include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 #include "engine/safetensors.h"
 
@@ -44,13 +46,6 @@ constexpr size_t kProgressThreshold = 1'000'000'000;  // print progress for mode
 size_t align_up(size_t x) {
   return (x + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
 }
-
-void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
-  if (err == cudaSuccess) return;
-  throw Error(strformat("%s failed: %s (%s) at %s:%d", call, cudaGetErrorName(err),
-                        cudaGetErrorString(err), file, line));
-}
-#define WEIGHTS_CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -175,26 +170,14 @@ struct CudaStaging {
   cudaEvent_t done[kStagingBuffers] = {};
   void* host[kStagingBuffers] = {};
   ~CudaStaging() {
-    if (stream) cudaStreamSynchronize(stream);
+    if (stream) CUDA_CHECK_LOG(cudaStreamSynchronize(stream));
     for (int i = 0; i < kStagingBuffers; ++i) {
-      if (done[i]) cudaEventDestroy(done[i]);
-      if (host[i]) cudaFreeHost(host[i]);
+      if (done[i]) CUDA_CHECK_LOG(cudaEventDestroy(done[i]));
+      if (host[i]) CUDA_CHECK_LOG(cudaFreeHost(host[i]));
     }
-    if (stream) cudaStreamDestroy(stream);
+    if (stream) CUDA_CHECK_LOG(cudaStreamDestroy(stream));
   }
 };
-
-void require_cuda_device() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky error
-    LANTERN_FAIL("--device cuda requested but no CUDA device: %s (%s)", cudaGetErrorName(err),
-                 cudaGetErrorString(err));
-  }
-  LANTERN_CHECK(count > 0,
-                "--device cuda requested but no CUDA device: cudaGetDeviceCount found 0");
-}
 
 std::function<void(size_t, size_t)> stderr_progress(kernels::Backend backend) {
   const bool tty = ::isatty(STDERR_FILENO);
@@ -262,7 +245,7 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
 // Friend of Weights: fills its private members.
 struct WeightsLoader {
   static Weights load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
-                      const std::function<void(size_t, size_t)>& progress_in) {
+                      const std::function<void(size_t, size_t)>& progress_in, int gpu) {
     const auto t0 = std::chrono::steady_clock::now();
     cfg.validate();
     const SafetensorsModel model = open_safetensors_model(model_dir);
@@ -335,22 +318,20 @@ struct WeightsLoader {
         if (progress) progress(done, payload);
       }
     } else {
-      require_cuda_device();
-      cudaError_t err = cudaMalloc(&w.block_, w.bytes_);
-      if (err != cudaSuccess) {
-        w.block_ = nullptr;
-        cudaGetLastError();
-        LANTERN_FAIL("cudaMalloc of the %zu-byte weight block failed: %s (%s) at %s:%d", w.bytes_,
-                     cudaGetErrorName(err), cudaGetErrorString(err), __FILE__, __LINE__);
-      }
+      Device::select_gpu(gpu);
+      w.gpu_ = gpu;
+      void* block = nullptr;  // w.block_ stays null on failure
+      CUDA_CHECK_HINT(cudaMalloc(&block, w.bytes_),
+                      "the %zu-byte weight block does not fit in GPU %d's memory", w.bytes_, gpu);
+      w.block_ = block;
       CudaStaging st;
-      WEIGHTS_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
       // Alignment gaps read as zeros, as on the CPU.
-      WEIGHTS_CUDA_CHECK(cudaMemsetAsync(w.block_, 0, w.bytes_, st.stream));
+      CUDA_CHECK(cudaMemsetAsync(w.block_, 0, w.bytes_, st.stream));
       const size_t stage_bytes = std::min(kChunkBytes, std::max<size_t>(payload, 1));
       for (int i = 0; i < kStagingBuffers; ++i) {
-        WEIGHTS_CUDA_CHECK(cudaHostAlloc(&st.host[i], stage_bytes, cudaHostAllocDefault));
-        WEIGHTS_CUDA_CHECK(cudaEventCreateWithFlags(&st.done[i], cudaEventDisableTiming));
+        CUDA_CHECK(cudaHostAlloc(&st.host[i], stage_bytes, cudaHostAllocDefault));
+        CUDA_CHECK(cudaEventCreateWithFlags(&st.done[i], cudaEventDisableTiming));
       }
       char* dev = static_cast<char*>(w.block_);
       for (size_t ci = 0; ci < chunks.size(); ++ci) {
@@ -358,18 +339,18 @@ struct WeightsLoader {
         char* stage = static_cast<char*>(st.host[b]);
         // Reuse a buffer only once the copies out of it have finished.
         if (ci >= static_cast<size_t>(kStagingBuffers))
-          WEIGHTS_CUDA_CHECK(cudaEventSynchronize(st.done[b]));
+          CUDA_CHECK(cudaEventSynchronize(st.done[b]));
         auto tr = std::chrono::steady_clock::now();
         read_chunk(chunks[ci], stage, /*staged=*/true, fds, paths, threads);
         read_seconds += seconds_since(tr);
         for (const auto& p : chunks[ci].pieces)
-          WEIGHTS_CUDA_CHECK(cudaMemcpyAsync(dev + p.dst_offset, stage + p.stage_offset, p.bytes,
+          CUDA_CHECK(cudaMemcpyAsync(dev + p.dst_offset, stage + p.stage_offset, p.bytes,
                                              cudaMemcpyHostToDevice, st.stream));
-        WEIGHTS_CUDA_CHECK(cudaEventRecord(st.done[b], st.stream));
+        CUDA_CHECK(cudaEventRecord(st.done[b], st.stream));
         done += chunks[ci].bytes;
         if (progress) progress(done, payload);
       }
-      WEIGHTS_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+      CUDA_CHECK(cudaStreamSynchronize(st.stream));
     }
     if (payload == 0 && progress) progress(0, 0);
 
@@ -387,8 +368,8 @@ struct WeightsLoader {
 };
 
 Weights Weights::load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
-                      const std::function<void(size_t, size_t)>& progress) {
-  return WeightsLoader::load(cfg, model_dir, backend, progress);
+                      const std::function<void(size_t, size_t)>& progress, int gpu) {
+  return WeightsLoader::load(cfg, model_dir, backend, progress, gpu);
 }
 
 Weights::Weights(Weights&& o) noexcept {
@@ -403,6 +384,7 @@ Weights& Weights::operator=(Weights&& o) noexcept {
   lm_head = o.lm_head;
   layers = std::move(o.layers);
   backend_ = o.backend_;
+  gpu_ = o.gpu_;
   block_ = o.block_;
   bytes_ = o.bytes_;
   views_ = std::move(o.views_);
@@ -424,7 +406,7 @@ void Weights::release() {
   if (backend_ == kernels::Backend::cpu)
     std::free(block_);
   else
-    cudaFree(block_);
+    CUDA_CHECK_LOG(cudaFree(block_));
   block_ = nullptr;
   bytes_ = 0;
   embed = final_norm = lm_head = nullptr;

@@ -70,9 +70,10 @@ class Weights {
   // then reads every tensor into one allocation on `backend`. Host memory
   // stays small on CUDA (chunked, pipelined staging through pinned buffers).
   // `progress` (may be empty) is called with (bytes done, bytes total).
+  // cuda: the block lives on GPU `gpu` (made current for the calling thread).
   static Weights load(const ModelConfig& cfg, const std::filesystem::path& model_dir,
                       kernels::Backend backend,
-                      const std::function<void(size_t, size_t)>& progress = {});
+                      const std::function<void(size_t, size_t)>& progress = {}, int gpu = 0);
 
   Weights() = default;
   Weights(Weights&&) noexcept;
@@ -87,6 +88,7 @@ class Weights {
   std::vector<LayerWeights> layers;
 
   kernels::Backend backend() const { return backend_; }
+  int gpu() const { return gpu_; }  // cuda: the device index holding the block
   void* block() const { return block_; }
   size_t bytes() const { return bytes_; }
   const std::vector<WeightView>& views() const { return views_; }
@@ -95,6 +97,7 @@ class Weights {
 
  private:
   kernels::Backend backend_ = kernels::Backend::cpu;
+  int gpu_ = 0;
   void* block_ = nullptr;
   size_t bytes_ = 0;
   std::vector<WeightView> views_;

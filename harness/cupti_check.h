@@ -1,13 +1,17 @@
 #pragma once
-// One check for every CUPTI call: throws lantern::Error naming the call,
-// file:line, the CUPTI error and, for the common cases, what to do.
+// One check for every CUPTI call, in the shape of kernels/base/cuda_check.h:
+//   <call> failed: <CUPTI result name> (<its message>) at <file>:<line>[: <what to do>]
+// (what to do: for the failures a user can fix).
 #include <cupti.h>
+
+#include <string>
 
 namespace lantern::harness {
 
+std::string cupti_error_message(CUptiResult result, const char* call, const char* file, int line);
 [[noreturn]] void cupti_fail(CUptiResult result, const char* call, const char* file, int line);
 
-// The message cupti_fail would throw (for callbacks, which must not throw).
+// The result's name (for callbacks, which must not throw and record it instead).
 const char* cupti_error_string(CUptiResult result);
 
 }  // namespace lantern::harness

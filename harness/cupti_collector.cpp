@@ -16,34 +16,6 @@
 
 namespace lantern::harness {
 
-// ------------------------------------------------------------------ checks
-const char* cupti_error_string(CUptiResult result) {
-  const char* text = nullptr;
-  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || !text) return "unknown CUPTI error";
-  return text;
-}
-
-void cupti_fail(CUptiResult result, const char* call, const char* file, int line) {
-  const char* hint = "";
-  switch (result) {
-    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      hint = ": another profiler (nsys, ncu) already uses CUPTI; run lantern with --no-cupti "
-             "under it";
-      break;
-    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-      hint = ": profiling needs permission (NVreg_RestrictProfilingToAdminUsers=0, or run as root)";
-      break;
-    case CUPTI_ERROR_NOT_INITIALIZED:
-    case CUPTI_ERROR_INVALID_DEVICE:
-      hint = ": no usable CUDA driver/GPU; use --no-cupti or the cpu backend";
-      break;
-    default:
-      break;
-  }
-  throw Error(strformat("%s failed: %s (CUPTI error %d) at %s:%d%s", call,
-                        cupti_error_string(result), static_cast<int>(result), file, line, hint));
-}
-
 namespace {
 
 std::atomic<CuptiCollector*> g_collector{nullptr};

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 
+#include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 #include "harness/cupti_check.h"
 #include "lantern/build_info.h"
@@ -50,14 +51,6 @@ std::string shell_quote(const std::string& s) {
 std::string version_string(int v) {  // CUDA's 1000 * major + 10 * minor
   return strformat("%d.%d", v / 1000, (v % 1000) / 10);
 }
-
-#define LANTERN_CUDA_INFO(call)                                                            \
-  do {                                                                                     \
-    cudaError_t lantern_err = (call);                                                      \
-    if (lantern_err != cudaSuccess)                                                        \
-      LANTERN_FAIL("%s failed: %s (%s) at %s:%d", #call, cudaGetErrorName(lantern_err),   \
-                   cudaGetErrorString(lantern_err), __FILE__, __LINE__);                   \
-  } while (0)
 
 }  // namespace
 
@@ -116,10 +109,10 @@ nlohmann::json host_info() {
 
 nlohmann::json gpu_info(int device) {
   cudaDeviceProp p;
-  LANTERN_CUDA_INFO(cudaGetDeviceProperties(&p, device));
+  CUDA_CHECK(cudaGetDeviceProperties(&p, device));
   auto attr = [&](cudaDeviceAttr a) {
     int v = 0;
-    LANTERN_CUDA_INFO(cudaDeviceGetAttribute(&v, a, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, a, device));
     return v;
   };
   std::string uuid = "GPU-";
@@ -150,7 +143,7 @@ nlohmann::json library_versions(bool query_cupti) {
   j["cuda_driver"] = cudaDriverGetVersion(&v) == cudaSuccess && v > 0
                          ? nlohmann::json(version_string(v))
                          : nlohmann::json(nullptr);
-  cudaGetLastError();
+  (void)cudaGetLastError();  // a failed version query is not a later call's error
   int major = 0, minor = 0, patch = 0;
   if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&

@@ -3,29 +3,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 
 namespace lantern::harness {
 
 namespace {
-
-#define LANTERN_PROBE_CUDA(call)                                                              \
-  do {                                                                                        \
-    cudaError_t lantern_err = (call);                                                         \
-    if (lantern_err != cudaSuccess)                                                           \
-      LANTERN_FAIL("roofline probe: %s failed: %s (%s) at %s:%d", #call,                      \
-                   cudaGetErrorName(lantern_err), cudaGetErrorString(lantern_err), __FILE__,   \
-                   __LINE__);                                                                 \
-  } while (0)
-
-#define LANTERN_PROBE_CUBLAS(call)                                                            \
-  do {                                                                                        \
-    cublasStatus_t lantern_st = (call);                                                       \
-    if (lantern_st != CUBLAS_STATUS_SUCCESS)                                                  \
-      LANTERN_FAIL("roofline probe: %s failed: %s (%s) at %s:%d", #call,                      \
-                   cublasGetStatusName(lantern_st), cublasGetStatusString(lantern_st),        \
-                   __FILE__, __LINE__);                                                       \
-  } while (0)
 
 // Device buffers, events, stream and handle released on every path.
 struct ProbeResources {
@@ -36,13 +19,13 @@ struct ProbeResources {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   ~ProbeResources() {
-    if (cublas) cublasDestroy(cublas);
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-    if (stream) cudaStreamDestroy(stream);
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(c);
+    if (cublas) CUBLAS_CHECK_LOG(cublasDestroy(cublas));
+    if (start) CUDA_CHECK_LOG(cudaEventDestroy(start));
+    if (stop) CUDA_CHECK_LOG(cudaEventDestroy(stop));
+    if (stream) CUDA_CHECK_LOG(cudaStreamDestroy(stream));
+    CUDA_CHECK_LOG(cudaFree(a));
+    CUDA_CHECK_LOG(cudaFree(b));
+    CUDA_CHECK_LOG(cudaFree(c));
   }
 };
 
@@ -66,57 +49,58 @@ RooflineResult measure_roofline(uint64_t copy_bytes, int gemm_n, int iterations)
   r.iterations = iterations;
   r.gemm_n = gemm_n;
   ProbeResources res;
-  LANTERN_PROBE_CUDA(cudaStreamCreateWithFlags(&res.stream, cudaStreamNonBlocking));
-  LANTERN_PROBE_CUDA(cudaEventCreate(&res.start));
-  LANTERN_PROBE_CUDA(cudaEventCreate(&res.stop));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&res.stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreate(&res.start));
+  CUDA_CHECK(cudaEventCreate(&res.stop));
 
   // Copy bandwidth: shrink the buffers when the device is nearly full (the
   // KV pool takes most of it).
   size_t free_bytes = 0, total_bytes = 0;
-  LANTERN_PROBE_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   while (copy_bytes > (64ull << 20) && 2 * copy_bytes + (256ull << 20) > free_bytes) copy_bytes /= 2;
   r.copy_bytes = copy_bytes;
-  LANTERN_PROBE_CUDA(cudaMalloc(&res.a, copy_bytes));
-  LANTERN_PROBE_CUDA(cudaMalloc(&res.b, copy_bytes));
-  LANTERN_PROBE_CUDA(cudaMemsetAsync(res.a, 0x3c, copy_bytes, res.stream));
+  CUDA_CHECK(cudaMalloc(&res.a, copy_bytes));
+  CUDA_CHECK(cudaMalloc(&res.b, copy_bytes));
+  CUDA_CHECK(cudaMemsetAsync(res.a, 0x3c, copy_bytes, res.stream));
   for (int i = 0; i < 2; ++i)
-    LANTERN_PROBE_CUDA(cudaMemcpyAsync(res.b, res.a, copy_bytes, cudaMemcpyDeviceToDevice, res.stream));
-  LANTERN_PROBE_CUDA(cudaEventRecord(res.start, res.stream));
+    CUDA_CHECK(cudaMemcpyAsync(res.b, res.a, copy_bytes, cudaMemcpyDeviceToDevice, res.stream));
+  CUDA_CHECK(cudaEventRecord(res.start, res.stream));
   for (int i = 0; i < iterations; ++i)
-    LANTERN_PROBE_CUDA(cudaMemcpyAsync(res.b, res.a, copy_bytes, cudaMemcpyDeviceToDevice, res.stream));
-  LANTERN_PROBE_CUDA(cudaEventRecord(res.stop, res.stream));
-  LANTERN_PROBE_CUDA(cudaEventSynchronize(res.stop));
+    CUDA_CHECK(cudaMemcpyAsync(res.b, res.a, copy_bytes, cudaMemcpyDeviceToDevice, res.stream));
+  CUDA_CHECK(cudaEventRecord(res.stop, res.stream));
+  CUDA_CHECK(cudaEventSynchronize(res.stop));
   float ms = 0;
-  LANTERN_PROBE_CUDA(cudaEventElapsedTime(&ms, res.start, res.stop));
+  CUDA_CHECK(cudaEventElapsedTime(&ms, res.start, res.stop));
   LANTERN_CHECK(ms > 0, "roofline probe: copy timing came back as %f ms", ms);
   r.copy_gb_per_s = 2.0 * static_cast<double>(copy_bytes) * iterations / (ms * 1e-3) / 1e9;
-  cudaFree(res.a);
-  cudaFree(res.b);
-  res.a = res.b = nullptr;
+  CUDA_CHECK(cudaFree(res.a));
+  res.a = nullptr;
+  CUDA_CHECK(cudaFree(res.b));
+  res.b = nullptr;
 
   // GEMM throughput: n x n x n, bf16 in and out, fp32 accumulate.
   const size_t matrix = static_cast<size_t>(gemm_n) * gemm_n * 2;
-  LANTERN_PROBE_CUDA(cudaMalloc(&res.a, matrix));
-  LANTERN_PROBE_CUDA(cudaMalloc(&res.b, matrix));
-  LANTERN_PROBE_CUDA(cudaMalloc(&res.c, matrix));
+  CUDA_CHECK(cudaMalloc(&res.a, matrix));
+  CUDA_CHECK(cudaMalloc(&res.b, matrix));
+  CUDA_CHECK(cudaMalloc(&res.c, matrix));
   // 0x3c3c is bf16 ~0.0115: non-zero data, so the probe draws real power.
-  LANTERN_PROBE_CUDA(cudaMemsetAsync(res.a, 0x3c, matrix, res.stream));
-  LANTERN_PROBE_CUDA(cudaMemsetAsync(res.b, 0x3c, matrix, res.stream));
-  LANTERN_PROBE_CUBLAS(cublasCreate(&res.cublas));
-  LANTERN_PROBE_CUBLAS(cublasSetStream(res.cublas, res.stream));
+  CUDA_CHECK(cudaMemsetAsync(res.a, 0x3c, matrix, res.stream));
+  CUDA_CHECK(cudaMemsetAsync(res.b, 0x3c, matrix, res.stream));
+  CUBLAS_CHECK(cublasCreate(&res.cublas));
+  CUBLAS_CHECK(cublasSetStream(res.cublas, res.stream));
   const float alpha = 1.0f, beta = 0.0f;
   auto gemm = [&] {
-    LANTERN_PROBE_CUBLAS(cublasGemmEx(res.cublas, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n,
+    CUBLAS_CHECK(cublasGemmEx(res.cublas, CUBLAS_OP_T, CUBLAS_OP_N, gemm_n, gemm_n, gemm_n,
                                       &alpha, res.a, CUDA_R_16BF, gemm_n, res.b, CUDA_R_16BF,
                                       gemm_n, &beta, res.c, CUDA_R_16BF, gemm_n,
                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   };
   for (int i = 0; i < 2; ++i) gemm();
-  LANTERN_PROBE_CUDA(cudaEventRecord(res.start, res.stream));
+  CUDA_CHECK(cudaEventRecord(res.start, res.stream));
   for (int i = 0; i < iterations; ++i) gemm();
-  LANTERN_PROBE_CUDA(cudaEventRecord(res.stop, res.stream));
-  LANTERN_PROBE_CUDA(cudaEventSynchronize(res.stop));
-  LANTERN_PROBE_CUDA(cudaEventElapsedTime(&ms, res.start, res.stop));
+  CUDA_CHECK(cudaEventRecord(res.stop, res.stream));
+  CUDA_CHECK(cudaEventSynchronize(res.stop));
+  CUDA_CHECK(cudaEventElapsedTime(&ms, res.start, res.stop));
   LANTERN_CHECK(ms > 0, "roofline probe: GEMM timing came back as %f ms", ms);
   r.gemm_tflop_per_s = 2.0 * gemm_n * static_cast<double>(gemm_n) * gemm_n * iterations /
                        (ms * 1e-3) / 1e12;

@@ -64,7 +64,7 @@ const KernelEntry& Registry::find(Family f, std::string_view key) const {
 const KernelEntry& Registry::best(Family f, Backend b) const {
   const KernelEntry* best = nullptr;
   for (const KernelEntry* e : variants(f))
-    if (e->backend == b && (e->verified || !best)) best = e;
+    if (e->backend == b && (e->preferred || !best)) best = e;
   LANTERN_CHECK(best, "no %s kernel is built for the %s backend", family_name(f), backend_name(b));
   return *best;
 }

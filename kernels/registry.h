@@ -16,8 +16,15 @@
 #include <string_view>
 #include <vector>
 
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
+// The two CUDA handle types a launch context carries, declared exactly as the
+// CUDA headers declare them (driver_types.h, cublas_api.h; repeating a typedef
+// is allowed), so this header pulls no CUDA header into the engine: the
+// scheduler and the KV block manager compile without the CUDA include path
+// (tests/engine/cpu_only/ proves it).
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+struct cublasContext;
+typedef struct cublasContext* cublasHandle_t;
 
 namespace lantern::kernels {
 
@@ -217,13 +224,25 @@ using Launcher = void (*)(const Args&, const LaunchCtx&);
 template <class Args>
 using CostFn = Cost (*)(const Args&);
 
+// Where a variant stands. `tested`: it passed its GPU test against the CPU
+// reference on the H200 (variant 0 is the reference). `preferred`: it may be
+// the backend's default (Registry::best takes the highest-numbered preferred
+// variant) — a variant that passes its test but is slower stays tested only.
+struct Standing {
+  bool tested;
+  bool preferred;
+};
+inline constexpr Standing kPreferred{true, true};
+inline constexpr Standing kTestedOnly{true, false};
+
 struct KernelEntry {
   Family family;
   int variant;               // stable number: 0 cpu reference, 1 seed, 2.. ours
   const char* name;          // short stable name, e.g. "cpu_ref", "seed", "warp_vec"
   Backend backend;
   const char* description;   // one line: what this variant changes
-  bool verified;             // passed its GPU test against the reference on the H200
+  bool tested;               // Standing::tested
+  bool preferred;            // Standing::preferred
   void (*launch)(const void* args, const LaunchCtx& ctx);
   Cost (*cost)(const void* args);
   size_t (*workspace_bytes)(const WorkspaceShape&) = nullptr;  // nullptr: needs none
@@ -232,9 +251,10 @@ struct KernelEntry {
 // Typed registration: wraps a typed launcher and cost function.
 template <class Args, Launcher<Args> L, CostFn<Args> C>
 KernelEntry make_entry(int variant, const char* name, Backend backend, const char* description,
-                       bool verified = true,
+                       Standing standing = kPreferred,
                        size_t (*workspace_bytes)(const WorkspaceShape&) = nullptr) {
-  return KernelEntry{FamilyOf<Args>::value, variant, name, backend, description, verified,
+  return KernelEntry{FamilyOf<Args>::value, variant, name, backend, description,
+                     standing.tested, standing.preferred,
                      [](const void* a, const LaunchCtx& ctx) { L(*static_cast<const Args*>(a), ctx); },
                      [](const void* a) { return C(*static_cast<const Args*>(a)); },
                      workspace_bytes};
@@ -255,7 +275,7 @@ class Registry {
   // Lookup by name ("seed") or number ("1"). Throws lantern::Error listing the
   // family's variants when nothing matches.
   const KernelEntry& find(Family f, std::string_view name_or_number) const;
-  // The default for a backend: the highest-numbered verified variant of it.
+  // The default for a backend: the highest-numbered preferred variant of it.
   const KernelEntry& best(Family f, Backend b) const;
 
  private:

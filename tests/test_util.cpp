@@ -7,24 +7,7 @@
 
 #include <unistd.h>
 
-#include <cuda_runtime_api.h>
-
 namespace lantern::test {
-
-bool gpu_available(std::string* reason) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    if (reason) *reason = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
-    cudaGetLastError();
-    return false;
-  }
-  if (count == 0) {
-    if (reason) *reason = "cudaGetDeviceCount returned 0 devices";
-    return false;
-  }
-  return true;
-}
 
 std::filesystem::path test_data_dir() { return LANTERN_TEST_DATA_DIR; }
 

@@ -12,9 +12,9 @@
 namespace lantern::cli {
 
 std::vector<std::string> engine_value_options() {
-  return {"--model",         "--device",       "--limits",      "--max-batch-tokens",
-          "--max-seqs",      "--max-context",  "--kv-block-size", "--kv-blocks",
-          "--kv-fraction",   "--kernels"};
+  return {"--model",         "--device",       "--gpu",         "--limits",
+          "--max-batch-tokens", "--max-seqs",   "--max-context", "--kv-block-size",
+          "--kv-blocks",     "--kv-fraction",  "--kernels"};
 }
 std::vector<std::string> engine_flag_options() { return {"--quiet", "--no-cuda-graphs"}; }
 
@@ -24,6 +24,13 @@ kernels::Backend backend_from_args(const Args& args) {
   if (*d == "cpu") return kernels::Backend::cpu;
   if (*d == "cuda") return kernels::Backend::cuda;
   LANTERN_FAIL("unknown --device '%s': use cpu or cuda", d->c_str());
+}
+
+int gpu_from_args(const Args& args) {
+  const int64_t gpu = args.get_int("--gpu", 0);
+  LANTERN_CHECK(gpu >= 0 && gpu <= INT32_MAX, "--gpu %lld: a GPU index is 0 or more",
+                static_cast<long long>(gpu));
+  return static_cast<int>(gpu);
 }
 
 EngineLimits limits_from_args(const Args& args) {
@@ -75,6 +82,7 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
   le.config = ModelConfig::load(le.model_dir);
   EngineOptions opt;
   opt.backend = backend_from_args(args);
+  opt.gpu = gpu_from_args(args);
   opt.limits = override_limits ? *override_limits : limits_from_args(args);
   if (opt.limits.max_context > le.config.max_position_embeddings && le.config.max_position_embeddings > 0 &&
       !args.get("--max-context") && !args.get("--limits"))
@@ -99,7 +107,7 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
                  total / 1e9);
     if (done == total) std::fprintf(stderr, "\n");
   };
-  Weights w = Weights::load(le.config, le.model_dir, opt.backend, progress);
+  Weights w = Weights::load(le.config, le.model_dir, opt.backend, progress, opt.gpu);
   le.load_stats = w.stats();
   if (!quiet)
     std::fprintf(stderr, "lantern: loaded %.3f GB of weights on %s in %.3f s (%.2f GB/s)\n",

@@ -23,6 +23,9 @@ struct LoadedEngine {
 
 // --device cpu|cuda (default: cuda when a GPU is usable, else cpu).
 kernels::Backend backend_from_args(const Args& args);
+// --gpu N (default 0): the CUDA device index; checked against the GPUs present
+// when the engine selects it (Device::select_gpu).
+int gpu_from_args(const Args& args);
 // Limits from --limits FILE.json then the individual --max-* options.
 EngineLimits limits_from_args(const Args& args);
 // Loads config + weights and builds the engine; prints the load line and the

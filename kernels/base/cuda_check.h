@@ -3,13 +3,14 @@
 // layer; errors.h and bf16.h are the CUDA-free part).
 //
 //   CUDA_CHECK(call)        a runtime call; throws lantern::Error
+//   CUDA_CHECK_HINT(call, fmt, ...)  the same, the message ending in what to do
 //   CUBLAS_CHECK(call)      a cuBLAS call; throws lantern::Error
 //   CUDA_CHECK_LAST(what)   the last kernel launch (cudaGetLastError); throws
 //   CUDA_CHECK_LOG(call)    a runtime call in a destructor or cleanup path: logs
 //   CUBLAS_CHECK_LOG(call)  a cuBLAS call there: logs (a destructor must not throw)
 //
 // Every message has one shape (CUPTI's LANTERN_CUPTI in harness/ keeps it too):
-//   <call> failed: <error name> (<error string>) at <file>:<line>
+//   <call> failed: <error name> (<error string>) at <file>:<line>[: <hint>]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -19,13 +20,15 @@
 
 namespace lantern {
 
-std::string cuda_error_message(cudaError_t err, const char* call, const char* file, int line);
+std::string cuda_error_message(cudaError_t err, const char* call, const char* file, int line,
+                               const std::string& hint = {});
 std::string cublas_error_message(cublasStatus_t status, const char* call, const char* file,
                                  int line);
 
 // Clear the runtime's last (non-sticky) error so a later launch check is not
 // blamed for this one, then throw the message above.
-[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line,
+                                   const std::string& hint = {});
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line);
 
@@ -40,6 +43,14 @@ void log_cublas_error(cublasStatus_t status, const char* call, const char* file,
     const cudaError_t lantern_err_ = (call);                                    \
     if (lantern_err_ != cudaSuccess)                                            \
       ::lantern::throw_cuda_error(lantern_err_, #call, __FILE__, __LINE__);     \
+  } while (0)
+
+#define CUDA_CHECK_HINT(call, ...)                                              \
+  do {                                                                          \
+    const cudaError_t lantern_err_ = (call);                                    \
+    if (lantern_err_ != cudaSuccess)                                            \
+      ::lantern::throw_cuda_error(lantern_err_, #call, __FILE__, __LINE__,      \
+                                  ::lantern::strformat(__VA_ARGS__));           \
   } while (0)
 
 #define CUBLAS_CHECK(call)                                                      \

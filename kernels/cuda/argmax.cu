@@ -149,11 +149,11 @@ void register_argmax_cuda(Registry& r) {
   r.add(make_entry<ArgmaxArgs, argmax_seed, argmax_cost<2>>(
       1, "seed", Backend::cuda,
       "the seed's: copy logits to the host, scan there, copy ids back (two syncs)",
-      /*verified=*/true));
+      kPreferred));
   r.add(make_entry<ArgmaxArgs, argmax_2pass, argmax_cost<2>>(
       2, "gpu_2pass", Backend::cuda,
       "GPU: 4096-logit chunks reduced per block (float4 loads), one warp per row finishes",
-      /*verified=*/true, argmax_2pass_workspace));
+      kPreferred, argmax_2pass_workspace));
 }
 
 }  // namespace lantern::kernels

@@ -484,17 +484,17 @@ void register_attention_decode_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_seed, attention_decode_cost<2>>(
       1, "seed", Backend::cuda,
       "one block per (sequence, q head): 128-key chunks, block reductions, online softmax",
-      /*verified=*/true));
+      kPreferred));
   r.add(make_entry<AttentionDecodeArgs, decode_split, attention_decode_cost<2>>(
       2, "split_k", Backend::cuda,
       "flash-decoding: a block per (seq, kv head, split) serves the whole GQA group, 16-byte "
       "loads, split combine kernel",
-      /*verified=*/true, decode_split_workspace));
+      kPreferred, decode_split_workspace));
   r.add(make_entry<AttentionDecodeArgs, decode_split_fused, attention_decode_cost<2>>(
       3, "split_k_fused", Backend::cuda,
       "split_k whose last-arriving block per (seq, kv head) combines the splits: one launch; "
       "one stream at a time",
-      /*verified=*/true, decode_split_workspace));
+      kPreferred, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

@@ -55,7 +55,7 @@ void register_embedding_cuda(Registry& r) {
   r.add(make_entry<EmbeddingArgs, embedding_seed, embedding_cost<2>>(
       1, "seed", Backend::cuda,
       "one block per token copies its bf16 row (16-byte vectors); bad ids give NaN rows",
-      /*verified=*/true));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

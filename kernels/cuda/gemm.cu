@@ -248,19 +248,19 @@ void gemm_gemv_stream(const GemmArgs& a, const LaunchCtx& ctx) {
 void register_gemm_cuda(Registry& r) {
   r.add(make_entry<GemmArgs, gemm_cublas, gemm_cost<2>>(
       1, "seed", Backend::cuda,
-      "cublasGemmEx bf16 in, fp32 compute, row-major via the transpose trick", /*verified=*/true));
+      "cublasGemmEx bf16 in, fp32 compute, row-major via the transpose trick", kPreferred));
   r.add(make_entry<GemmArgs, gemm_gemv_mma, gemm_cost<2>>(
       2, "gemv_mma", Backend::cuda,
       "m <= 8: streams w once, 16-byte loads into mma.m16n8k16 fragments, 8 warps split k; "
       "cuBLAS above",
-      /*verified=*/true));
+      kPreferred));
   r.add(make_entry<GemmArgs, gemm_gemv_stream, gemm_cost<2>>(
       3, "gemv_stream", Backend::cuda,
       "m <= 8, k % 2048 == 0: persistent 16-warp blocks stream row tiles with loads in flight "
       "across tiles; gemv_mma / cuBLAS otherwise",
       // Passes its GPU test on the H200 but is slower than gemv_mma (docs/performance.md):
-      // left unverified so that Registry::best keeps gemv_mma as the default.
-      /*verified=*/false));
+      // tested only, so that Registry::best keeps gemv_mma as the default.
+      kTestedOnly));
 }
 
 }  // namespace lantern::kernels

@@ -64,7 +64,7 @@ void register_kv_write_cuda(Registry& r) {
   r.add(make_entry<KvWriteArgs, kv_write_seed, kv_write_cost<2>>(
       1, "seed", Backend::cuda,
       "one block per token copies its k and v rows into the paged block (16-byte vectors)",
-      /*verified=*/true));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

@@ -55,7 +55,7 @@ void residual_seed(const ResidualArgs& a, const LaunchCtx& ctx) {
 void register_residual_cuda(Registry& r) {
   r.add(make_entry<ResidualArgs, residual_seed, residual_cost<2>>(
       1, "seed", Backend::cuda, "grid-stride x += y in fp32, 16-byte vectors when aligned",
-      /*verified=*/true));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

@@ -147,11 +147,11 @@ void rmsnorm_warp_vec(const RmsnormArgs& a, const LaunchCtx& ctx) {
 void register_rmsnorm_cuda(Registry& r) {
   r.add(make_entry<RmsnormArgs, rmsnorm_seed, rmsnorm_cost<2>>(
       1, "seed", Backend::cuda, "one block per row, block reduction, second pass over the row",
-      /*verified=*/true));
+      kPreferred));
   r.add(make_entry<RmsnormArgs, rmsnorm_warp_vec, rmsnorm_cost<2>>(
       2, "warp_vec", Backend::cuda,
       "one warp per row, 16-byte loads, row kept in registers (one read of x), shuffles only",
-      /*verified=*/true));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

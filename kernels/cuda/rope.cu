@@ -62,7 +62,7 @@ void register_rope_cuda(Registry& r) {
   r.add(make_entry<RopeArgs, rope_seed, rope_cost<2>>(
       1, "seed", Backend::cuda,
       "one block per token: sin/cos in double into shared memory, rotate-half on q and k",
-      /*verified=*/true));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

@@ -241,7 +241,7 @@ void register_sample_cuda(Registry& r) {
       1, "radix_sort", Backend::cuda,
       "exact rank order by a device radix sort, then one block per row: top-k, top-p, Philox "
       "draw (sampling.h)",
-      /*verified=*/true, sample_radix_workspace));
+      kPreferred, sample_radix_workspace));
 }
 
 }  // namespace lantern::kernels

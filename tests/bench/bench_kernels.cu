@@ -63,7 +63,7 @@ struct Dev {
   Dev(const Dev&) = delete;
   Dev& operator=(const Dev&) = delete;
   ~Dev() {
-    if (p) cudaFree(p);
+    if (p) CUDA_CHECK_LOG(cudaFree(p));
   }
   void grow(size_t b) {
     if (b <= bytes) return;

@@ -244,8 +244,9 @@ TEST(Weights, CudaWithoutGpuFailsClearly) {
   auto dir = test::scratch_dir("weights_nogpu");
   const ModelConfig cfg = micro_config();
   write_synthetic_weights(cfg, dir / "model.safetensors", SynthOptions{});
-  EXPECT_THAT(error_of([&] { Weights::load(cfg, dir, kernels::Backend::cuda); }),
-              HasSubstr("--device cuda requested but no CUDA device: "));
+  const std::string err = error_of([&] { Weights::load(cfg, dir, kernels::Backend::cuda); });
+  EXPECT_THAT(err, HasSubstr("--device cuda requested but no usable CUDA GPU ("));
+  EXPECT_THAT(err, HasSubstr("): use --device cpu"));
 }
 
 }  // namespace

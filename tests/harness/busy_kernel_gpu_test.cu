@@ -34,7 +34,7 @@ TEST(BusyKernel, ComputesItsRecurrence) {
   ASSERT_EQ(lantern_test_busy_kernel(d, n, spins, nullptr), cudaSuccess);
   std::vector<float> h(n);
   ASSERT_EQ(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-  cudaFree(d);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
   for (int i = 0; i < n; i += 97) {
     float x = static_cast<float>(i);
     for (int s = 0; s < spins; ++s) x = x * 0.999f + 1.0f;

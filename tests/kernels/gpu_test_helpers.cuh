@@ -40,7 +40,7 @@ class DeviceBuffer {
     return *this;
   }
   ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
+    if (p_) CUDA_CHECK_LOG(cudaFree(p_));
   }
   T* get() const { return p_; }
   size_t size() const { return n_; }
@@ -73,8 +73,8 @@ struct GpuEnv {
     CUBLAS_CHECK(cublasCreate(&cublas));
   }
   ~GpuEnv() {
-    cublasDestroy(cublas);
-    cudaStreamDestroy(stream);
+    CUBLAS_CHECK_LOG(cublasDestroy(cublas));
+    CUDA_CHECK_LOG(cudaStreamDestroy(stream));
   }
   // Context for `e` with a workspace sized by its workspace_bytes(shape).
   kernels::LaunchCtx ctx(const kernels::KernelEntry& e, const kernels::WorkspaceShape& shape) {

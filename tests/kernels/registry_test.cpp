@@ -29,7 +29,8 @@ TEST(Registry, EveryFamilyHasItsCpuReferenceAsVariantZero) {
     EXPECT_EQ(e.variant, 0) << family_name(f);
     EXPECT_STREQ(e.name, "cpu_ref") << family_name(f);
     EXPECT_EQ(e.backend, Backend::cpu) << family_name(f);
-    EXPECT_TRUE(e.verified) << family_name(f);
+    EXPECT_TRUE(e.tested) << family_name(f);
+    EXPECT_TRUE(e.preferred) << family_name(f);
     EXPECT_GT(std::string(e.description).size(), 10u) << family_name(f);
     EXPECT_NE(e.launch, nullptr);
     EXPECT_NE(e.cost, nullptr);

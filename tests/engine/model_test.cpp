@@ -1,0 +1,171 @@
+// Model on the CPU backend with the tiny synthetic model: the memory budget
+// it reports matches the sizes the limits imply, and one prefill step plus
+// one decode step driven by hand (KvBlockManager + StepInput, no scheduler)
+// give the logits the whole engine gives for the same ids.
+#include "engine/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/device.h"
+#include "engine/kv_cache.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/test_util.h"
+
+namespace lantern {
+namespace {
+
+const std::filesystem::path& tiny_model() {
+  static const std::filesystem::path dir = test::synth_tiny("model-tiny", 4321);
+  return dir;
+}
+
+EngineLimits small_limits() {
+  EngineLimits l;
+  l.max_batch_tokens = 32;
+  l.max_seqs = 2;
+  l.max_context = 64;
+  l.kv_block_size = 16;
+  l.logits_rows = 2;
+  return l;
+}
+
+struct CpuModel {
+  ModelConfig cfg = ModelConfig::load(tiny_model());
+  Weights weights = Weights::load(cfg, tiny_model(), kernels::Backend::cpu);
+  Device device{kernels::Backend::cpu};
+  EngineLimits limits = small_limits();
+  Model model{cfg, weights, device, limits, kernels::KernelSet::defaults(kernels::Backend::cpu),
+              nullptr, /*use_cuda_graphs=*/false};
+};
+
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+TEST(ModelCpu, BudgetIsWhatTheLimitsImply) {
+  CpuModel m;
+  const ModelConfig& c = m.cfg;
+  const EngineLimits& l = m.limits;
+  const size_t f32 = 4, T = l.max_batch_tokens, H = c.hidden_size, I = c.intermediate_size;
+  // The buffers of the architecture's op table, float activations on the CPU.
+  const std::map<std::string, size_t> expect = {
+      {"x", T * H * f32},          {"xn", T * H * f32},
+      {"q_attn", T * c.q_dim() * f32}, {"k", T * c.kv_dim() * f32},
+      {"v", T * c.kv_dim() * f32}, {"o_down", T * H * f32},
+      {"gate", T * I * f32},       {"up", T * I * f32},
+      {"mlp_act", T * I * f32},    {"logits_in", l.logits_rows * H * f32},
+      {"logits", static_cast<size_t>(l.logits_rows) * c.vocab_size * f32},
+      {"rope_inv_freq", c.head_dim / 2 * f32}};
+  const Arena& a = m.model.arena();
+  size_t laid_out = 0;
+  for (const ArenaBuffer& b : a.buffers()) {
+    EXPECT_EQ(b.offset, laid_out) << b.name;
+    laid_out = align256(laid_out + b.bytes);
+    auto it = expect.find(b.name);
+    if (it != expect.end()) {
+      EXPECT_EQ(b.bytes, it->second) << b.name;
+    }
+  }
+  for (const auto& [name, bytes] : expect)
+    EXPECT_NO_THROW(a.find(name == "q_attn" ? "q" : name == "o_down" ? "o_out" : name)) << name;
+  const MemoryBudget& b = m.model.budget();
+  EXPECT_EQ(b.arena, laid_out);
+  EXPECT_EQ(b.arena, a.total_bytes());
+  EXPECT_EQ(b.weights, m.weights.bytes());
+  // CPU: every slot at full context, each layer its own blocks.
+  const int blocks_per_seq = (l.max_context + l.kv_block_size - 1) / l.kv_block_size;
+  EXPECT_EQ(m.model.max_blocks_per_seq(), blocks_per_seq);
+  EXPECT_EQ(b.kv_blocks, l.max_seqs * c.num_layers * blocks_per_seq);
+  EXPECT_EQ(m.model.kv_num_blocks(), b.kv_blocks);
+  EXPECT_EQ(b.kv_pool, static_cast<size_t>(b.kv_blocks) * 2 * l.kv_block_size * c.num_kv_heads *
+                           c.head_dim * f32);
+  EXPECT_EQ(b.block_tables,
+            static_cast<size_t>(c.num_layers) * l.max_seqs * blocks_per_seq * sizeof(int32_t));
+  EXPECT_EQ(b.total(), b.weights + b.arena + b.kv_pool + b.workspace + b.sampling + b.block_tables);
+  EXPECT_NE(b.table().find("(" + std::to_string(b.kv_blocks) + " blocks)"), std::string::npos)
+      << b.table();
+}
+
+StepInput one_sequence_step(const std::vector<int32_t>& tokens, int first_position, bool fresh) {
+  StepInput in;
+  in.tokens = tokens;
+  const int n = static_cast<int>(tokens.size());
+  for (int i = 0; i < n; ++i) in.positions.push_back(first_position + i);
+  in.slots.assign(n, 0);
+  in.fresh_starts = fresh ? std::vector<int32_t>{0, n} : std::vector<int32_t>{0};
+  in.max_fresh_len = fresh ? n : 0;
+  in.logit_rows = {n - 1};
+  in.temperature = {0.0f};
+  in.top_p = {1.0f};
+  in.top_k = {0};
+  in.gen_index = {0};
+  in.seeds = {0};
+  in.copy_logits = true;
+  return in;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+TEST(ModelCpu, PrefillAndDecodeStepsMatchTheEngine) {
+  CpuModel m;
+  const int vocab = m.cfg.vocab_size;
+  KvBlockManager kv(m.model.kv_num_blocks(), m.limits.kv_block_size, m.cfg.num_layers,
+                    m.limits.max_seqs, m.model.max_blocks_per_seq());
+  const std::vector<int32_t> prompt = test::random_token_ids(9);
+  const int n = static_cast<int>(prompt.size());
+
+  kv.grow(0, /*seq_id=*/7, n, /*step=*/0);
+  StepInput prefill = one_sequence_step(prompt, 0, /*fresh=*/true);
+  prefill.table_updates = kv.take_table_updates();
+  ASSERT_EQ(prefill.table_updates.size(), static_cast<size_t>(m.cfg.num_layers));  // 1 block/layer
+  StepInfo info;
+  info.num_prefill_seqs = 1;
+  info.num_tokens = n;
+  info.phase = "prefill";
+  StepOutput first = m.model.run(prefill, info);
+  ASSERT_EQ(first.tokens.size(), 1u);
+  ASSERT_EQ(first.logits.size(), static_cast<size_t>(vocab));
+  const int32_t greedy = static_cast<int32_t>(
+      std::max_element(first.logits.begin(), first.logits.end()) - first.logits.begin());
+  EXPECT_EQ(first.tokens[0], greedy);
+
+  kv.grow(0, 7, n + 1, 1);
+  StepInput decode = one_sequence_step({greedy}, n, /*fresh=*/false);
+  decode.table_updates = kv.take_table_updates();
+  EXPECT_TRUE(decode.table_updates.empty()) << "position 9 is still in the first block";
+  info.step = 1;
+  info.num_prefill_seqs = 0;
+  info.num_decode_seqs = 1;
+  info.num_tokens = 1;
+  info.phase = "decode";
+  StepOutput second = m.model.run(decode, info);
+  ASSERT_EQ(second.logits.size(), static_cast<size_t>(vocab));
+
+  // The engine (scheduler, its own KV manager and model) on fresh weights.
+  EngineOptions opt;
+  opt.backend = kernels::Backend::cpu;
+  opt.limits = small_limits();
+  Engine engine(m.cfg, Weights::load(m.cfg, tiny_model(), kernels::Backend::cpu), opt);
+  std::vector<int32_t> ids = prompt;
+  ids.push_back(greedy);
+  const auto rows = test::score_positions(engine, ids, n);
+  ASSERT_EQ(rows.size(), ids.size());
+  ASSERT_EQ(rows[n - 1].size(), static_cast<size_t>(vocab));
+  ASSERT_EQ(rows[n].size(), static_cast<size_t>(vocab));
+  // Same kernels, same order of accumulation per element: equal up to float
+  // rounding (the engine computes logits for every row, the model for one).
+  EXPECT_LE(max_abs_diff(first.logits, rows[n - 1]), 1e-4f);
+  EXPECT_LE(max_abs_diff(second.logits, rows[n]), 1e-4f);
+  EXPECT_GT(max_abs_diff(first.logits, second.logits), 1e-3f) << "the two steps must differ";
+}
+
+}  // namespace
+}  // namespace lantern
