@@ -23,30 +23,15 @@
 #include <set>
 #include <vector>
 
+#include "harness/cupti_check.h"
+#include "kernels/base/cuda_check.h"
+
 namespace {
 
 __global__ void tick(float* p, int i) {
   if (threadIdx.x == 0 && blockIdx.x == 0) p[i] += 1.f;
 }
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s failed: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-#define CHECK_CUPTI(x)                                                                 \
-  do {                                                                                 \
-    CUptiResult r = (x);                                                               \
-    if (r != CUPTI_SUCCESS) {                                                          \
-      const char* s = nullptr;                                                         \
-      cuptiGetResultString(r, &s);                                                     \
-      std::fprintf(stderr, "%s failed: %s (line %d)\n", #x, s ? s : "?", __LINE__);   \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 std::mutex g_mutex;
 std::vector<uint64_t> g_kernel_nodes;       // graphNodeId of every kernel record
@@ -88,39 +73,39 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 double attach() {
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_CUPTI(cuptiActivityRegisterCallbacks(requested, completed));
-  CHECK_CUPTI(cuptiSubscribe(&g_subscriber, on_resource, nullptr));
-  CHECK_CUPTI(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
-  CHECK_CUPTI(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+  LANTERN_CUPTI(cuptiActivityRegisterCallbacks(requested, completed));
+  LANTERN_CUPTI(cuptiSubscribe(&g_subscriber, on_resource, nullptr));
+  LANTERN_CUPTI(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
+  LANTERN_CUPTI(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
   for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
-    CHECK_CUPTI(cuptiActivityEnable(k));
+    LANTERN_CUPTI(cuptiActivityEnable(k));
   return ms_since(t0);
 }
 
 double detach() {
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_CUDA(cudaDeviceSynchronize());
-  CHECK_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER})
-    CHECK_CUPTI(cuptiActivityDisable(k));
-  CHECK_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-  CHECK_CUPTI(cuptiUnsubscribe(g_subscriber));
-  CHECK_CUPTI(cuptiFinalize());
+    LANTERN_CUPTI(cuptiActivityDisable(k));
+  LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  LANTERN_CUPTI(cuptiUnsubscribe(g_subscriber));
+  LANTERN_CUPTI(cuptiFinalize());
   return ms_since(t0);
 }
 
 cudaGraphExec_t capture(cudaStream_t s, float* p, std::vector<cudaGraphNode_t>* nodes, cudaGraph_t* graph) {
-  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < 3; ++i) tick<<<1, 32, 0, s>>>(p, i);
-  CHECK_CUDA(cudaStreamEndCapture(s, graph));
+  CUDA_CHECK(cudaStreamEndCapture(s, graph));
   size_t n = 0;
-  CHECK_CUDA(cudaGraphGetNodes(*graph, nullptr, &n));
+  CUDA_CHECK(cudaGraphGetNodes(*graph, nullptr, &n));
   nodes->resize(n);
-  CHECK_CUDA(cudaGraphGetNodes(*graph, nodes->data(), &n));
+  CUDA_CHECK(cudaGraphGetNodes(*graph, nodes->data(), &n));
   cudaGraphExec_t exec = nullptr;
-  CHECK_CUDA(cudaGraphInstantiate(&exec, *graph, 0));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, *graph, 0));
   return exec;
 }
 
@@ -129,9 +114,9 @@ std::set<uint64_t> replay_ids(cudaGraphExec_t exec, cudaStream_t s, int times) {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_kernel_nodes.clear();
   }
-  for (int i = 0; i < times; ++i) CHECK_CUDA(cudaGraphLaunch(exec, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  CHECK_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  for (int i = 0; i < times; ++i) CUDA_CHECK(cudaGraphLaunch(exec, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   std::lock_guard<std::mutex> lock(g_mutex);
   return std::set<uint64_t>(g_kernel_nodes.begin(), g_kernel_nodes.end());
 }
@@ -142,19 +127,17 @@ void print_ids(const char* what, const std::set<uint64_t>& ids) {
   std::printf("\n");
 }
 
-}  // namespace
-
-int main() {
+int run_probe() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("bench_cupti_reattach: no usable CUDA GPU; nothing to probe\n");
     return 0;
   }
   cudaStream_t s;
-  CHECK_CUDA(cudaStreamCreate(&s));
+  CUDA_CHECK(cudaStreamCreate(&s));
   float* p = nullptr;
-  CHECK_CUDA(cudaMalloc(&p, 64 * sizeof(float)));
-  CHECK_CUDA(cudaMemset(p, 0, 64 * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&p, 64 * sizeof(float)));
+  CUDA_CHECK(cudaMemset(p, 0, 64 * sizeof(float)));
 
   // 1 + 2: graph captured while attached, replayed before and after a detach.
   std::printf("attach: %.3f ms (first)\n", attach());
@@ -187,7 +170,7 @@ int main() {
   std::set<uint64_t> captured_ids;
   for (cudaGraphNode_t n : nodes_b) {
     uint64_t id = 0;
-    CHECK_CUPTI(cuptiGetGraphNodeId(n, &id));
+    LANTERN_CUPTI(cuptiGetGraphNodeId(n, &id));
     captured_ids.insert(id);
   }
   print_ids("graph B captured node ids (cuptiGetGraphNodeId after attach)", captured_ids);
@@ -197,11 +180,22 @@ int main() {
               b_ids == captured_ids ? "EQUAL" : "DIFFER FROM");
   std::printf("detach: %.3f ms\n", detach());
 
-  cudaGraphExecDestroy(exec_a);
-  cudaGraphExecDestroy(exec_b);
-  cudaGraphDestroy(graph_a);
-  cudaGraphDestroy(graph_b);
-  cudaFree(p);
-  cudaStreamDestroy(s);
+  CUDA_CHECK(cudaGraphExecDestroy(exec_a));
+  CUDA_CHECK(cudaGraphExecDestroy(exec_b));
+  CUDA_CHECK(cudaGraphDestroy(graph_a));
+  CUDA_CHECK(cudaGraphDestroy(graph_b));
+  CUDA_CHECK(cudaFree(p));
+  CUDA_CHECK(cudaStreamDestroy(s));
   return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run_probe();
+  } catch (const lantern::Error& e) {
+    std::fprintf(stderr, "bench_cupti_reattach: %s\n", e.what());
+    return 1;
+  }
 }
