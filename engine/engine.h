@@ -104,11 +104,14 @@ class Engine {
   // vocabulary, queue capacity) and throws lantern::Error with the fix;
   // otherwise queues it and returns its id.
   int64_t submit(Request request);
-  // One scheduler step (prefills + decodes). Returns false when idle.
+  // One scheduler step (prefills + decodes). Returns false when idle. Call
+  // step() and run_until_idle() from one thread (the engine thread).
   bool step();
   void run_until_idle();
+  // Thread-safe: true when every submitted request has finished.
   bool idle() const;
-  // Results of finished requests, in finishing order, removed from the engine.
+  // Thread-safe. Results of finished requests, in finishing order, removed
+  // from the engine.
   std::vector<RequestResult> take_finished();
 
   const ModelConfig& config() const;
