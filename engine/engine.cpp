@@ -71,17 +71,28 @@ std::string MemoryBudget::table() const {
   std::string s;
   s += strformat("  %-14s %10.1f MiB\n", "weights", mib(weights));
   s += strformat("  %-14s %10.1f MiB\n", "arena", mib(arena));
-  s += strformat("  %-14s %10.1f MiB  (%d blocks)\n", "kv_pool", mib(kv_pool), kv_blocks);
+  s += strformat("  %-14s %10.1f MiB  (%d blocks%s)\n", "kv_pool", mib(kv_pool), kv_blocks,
+                 kv_scratch_blocks ? " + 1 scratch" : "");
   s += strformat("  %-14s %10.1f MiB\n", "block_tables", mib(block_tables));
   s += strformat("  %-14s %10.1f MiB\n", "workspace", mib(workspace));
+  if (cuda_graph_count)
+    s += strformat("  %-14s %10.1f MiB  (%d decode graphs)\n", "cuda_graphs", mib(cuda_graphs),
+                   cuda_graph_count);
   s += strformat("  %-14s %10.1f MiB\n", "total", mib(total()));
   return s;
 }
 
 nlohmann::json MemoryBudget::to_json() const {
-  return {{"weights", weights},     {"arena", arena},         {"kv_pool", kv_pool},
-          {"kv_blocks", kv_blocks}, {"workspace", workspace}, {"sampling", sampling},
-          {"block_tables", block_tables}, {"total", total()}};
+  return {{"weights", weights},
+          {"arena", arena},
+          {"kv_pool", kv_pool},
+          {"kv_blocks", kv_blocks},
+          {"kv_scratch_blocks", kv_scratch_blocks},
+          {"workspace", workspace},
+          {"block_tables", block_tables},
+          {"cuda_graphs", cuda_graphs},
+          {"cuda_graph_count", cuda_graph_count},
+          {"total", total()}};
 }
 
 // ------------------------------------------------------------------ engine
@@ -177,7 +188,7 @@ class EngineImpl {
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 
-    StepOutput out = model_->run(in, info);
+    StepOutput out = model_->run(in);
     std::vector<RequestResult> done = scheduler_->postprocess(
         plan, StepTokens{out.tokens.data(), out.logits.empty() ? nullptr : out.logits.data(), cfg_.vocab_size},
         steps_, now());
@@ -246,7 +257,6 @@ class EngineImpl {
       (c.count == 1 && c.produces_token() ? info.num_decode_seqs : info.num_prefill_seqs)++;
     info.num_tokens = in.num_rows();
     info.phase = info.num_decode_seqs == 0 ? "prefill" : (info.num_prefill_seqs == 0 ? "decode" : "mixed");
-    info.captures_graph = opt_.observer && model_->will_capture(in);
     return info;
   }
 
