@@ -45,6 +45,10 @@ ActivationViews declare_activations(Arena& arena, const std::vector<ViewDecl>& l
     if (it == buffer.end()) it = buffer.emplace(d.buffer, arena.add_buffer(d.buffer, bytes[d.buffer], d.shape)).first;
     arena.add_view(d.view, it->second, 0, d.bytes == bytes[d.buffer] ? 0 : d.bytes);
   }
+  return find_activations(arena);
+}
+
+ActivationViews find_activations(const Arena& arena) {
   ActivationViews v;
   v.x = arena.find("x");
   v.xn = arena.find("xn");

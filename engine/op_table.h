@@ -43,6 +43,8 @@ struct ActivationViews {
 // Adds the layout's buffers (in first-use order) and views to `arena` (not
 // allocated yet) and returns the views by role.
 ActivationViews declare_activations(Arena& arena, const std::vector<ViewDecl>& layout);
+// The views of an arena declared so (e.g. the one Observer::on_arena shows).
+ActivationViews find_activations(const Arena& arena);
 
 enum class OpKind : uint8_t {
   embed, attn_norm, q_proj, k_proj, v_proj, rope, kv_write, attention_prefill, attention_decode,
