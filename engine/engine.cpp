@@ -184,7 +184,7 @@ class EngineImpl {
     LANTERN_ASSERT(!plan.empty(), "scheduler made no progress with %zu waiting and %zu running",
                    scheduler_->num_waiting(), scheduler_->num_running());
     StepInput in = build_input(plan);
-    StepInfo info = describe_step(plan, in);
+    [[maybe_unused]] const StepInfo info = describe_step(plan, in);  // hooks only
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 

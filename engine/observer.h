@@ -78,7 +78,7 @@ struct KvStepStats {
 };
 
 struct AllocEvent {
-  std::string owner;  // "weights", "arena", "kv_pool", "cublas_workspace", "sampling", ...
+  std::string owner;  // "weights", "arena", "kv_pool", "cublas_workspace", "workspace", ...
   std::string name;
   uint64_t address = 0;
   uint64_t bytes = 0;

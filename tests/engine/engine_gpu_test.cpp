@@ -108,15 +108,17 @@ TEST(EngineGpu, PaddedGraphReplaysMatchEagerLogits) {
     }
   } obs;
   using Rows = std::map<std::pair<int64_t, int>, std::vector<float>>;
-  auto run = [](Engine& e, Rows& rows) {
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> work;  // prompt, forced tokens
+  for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 9 * i), test::random_token_ids(10 + 3 * i));
+  auto run = [&work](Engine& e, Rows& rows) {
     const int vocab = e.config().vocab_size;
-    for (int i = 0; i < 10; ++i) {
+    for (size_t i = 0; i < work.size(); ++i) {
       Request r;
-      r.prompt = test::random_token_ids(1 + 9 * i);
-      r.forced_tokens = test::random_token_ids(10 + 3 * i);
+      r.prompt = work[i].first;
+      r.forced_tokens = work[i].second;
       r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
       r.stop_at_eos = false;
-      const int64_t tag = i;
+      const int64_t tag = static_cast<int64_t>(i);
       r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
         rows[{tag, pos}].assign(row, row + vocab);
       };
@@ -125,11 +127,9 @@ TEST(EngineGpu, PaddedGraphReplaysMatchEagerLogits) {
     e.run_until_idle();
     return e.take_finished().size();
   };
-  test::rng().seed(77);
   Rows eager_rows, graph_rows;
   auto eager = make_engine(kernels::Backend::cuda, {}, false);
   ASSERT_EQ(run(*eager, eager_rows), 10u);
-  test::rng().seed(77);  // the same prompts and forced tokens
   auto graphs = make_engine(kernels::Backend::cuda, {}, true, &obs);
   ASSERT_EQ(run(*graphs, graph_rows), 10u);
   ASSERT_EQ(graph_rows.size(), eager_rows.size());
