@@ -71,17 +71,28 @@ std::string MemoryBudget::table() const {
   std::string s;
   s += strformat("  %-14s %10.1f MiB\n", "weights", mib(weights));
   s += strformat("  %-14s %10.1f MiB\n", "arena", mib(arena));
-  s += strformat("  %-14s %10.1f MiB  (%d blocks)\n", "kv_pool", mib(kv_pool), kv_blocks);
+  s += strformat("  %-14s %10.1f MiB  (%d blocks%s)\n", "kv_pool", mib(kv_pool), kv_blocks,
+                 kv_scratch_blocks ? " + 1 scratch" : "");
   s += strformat("  %-14s %10.1f MiB\n", "block_tables", mib(block_tables));
   s += strformat("  %-14s %10.1f MiB\n", "workspace", mib(workspace));
+  if (cuda_graph_count)
+    s += strformat("  %-14s %10.1f MiB  (%d decode graphs)\n", "cuda_graphs", mib(cuda_graphs),
+                   cuda_graph_count);
   s += strformat("  %-14s %10.1f MiB\n", "total", mib(total()));
   return s;
 }
 
 nlohmann::json MemoryBudget::to_json() const {
-  return {{"weights", weights},     {"arena", arena},         {"kv_pool", kv_pool},
-          {"kv_blocks", kv_blocks}, {"workspace", workspace}, {"sampling", sampling},
-          {"block_tables", block_tables}, {"total", total()}};
+  return {{"weights", weights},
+          {"arena", arena},
+          {"kv_pool", kv_pool},
+          {"kv_blocks", kv_blocks},
+          {"kv_scratch_blocks", kv_scratch_blocks},
+          {"workspace", workspace},
+          {"block_tables", block_tables},
+          {"cuda_graphs", cuda_graphs},
+          {"cuda_graph_count", cuda_graph_count},
+          {"total", total()}};
 }
 
 // ------------------------------------------------------------------ engine
@@ -112,7 +123,7 @@ class EngineImpl {
     kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
-    scheduler_ = std::make_unique<Scheduler>(limits_, *kv_);
+    scheduler_ = std::make_unique<Scheduler>(limits_, *kv_, cfg_.eos_token_ids);
   }
 
   double now() const {
@@ -137,7 +148,7 @@ class EngineImpl {
     if (req.all_logits)
       LANTERN_CHECK(limits_.logits_rows >= 1, "all_logits needs logits_rows >= 1");
     std::lock_guard<std::mutex> lock(inbox_mutex_);
-    LANTERN_CHECK(static_cast<int>(inbox_.size() + queued_) < limits_.max_queue,
+    LANTERN_CHECK(static_cast<int>(inbox_.size()) + queued_ < limits_.max_queue,
                   "request queue is full (%d waiting, max_queue=%d): retry later or raise max_queue",
                   static_cast<int>(inbox_.size() + queued_), limits_.max_queue);
     auto seq = std::make_unique<Sequence>();
@@ -148,126 +159,109 @@ class EngineImpl {
     seq->req = std::move(req);
     int64_t id = seq->id;
     inbox_.push_back(std::move(seq));
+    ++unfinished_;
     return id;
   }
 
   bool idle() {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
-    return inbox_.empty() && scheduler_->idle();
+    return unfinished_ == 0;
   }
 
+  std::vector<RequestResult> take_finished() {
+    std::vector<RequestResult> out;
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    out.swap(finished_);
+    return out;
+  }
+
+  // plan -> run -> postprocess. Called from one thread (the engine's); the
+  // state other threads read (inbox_, queued_, unfinished_, finished_) is
+  // touched only under inbox_mutex_.
   bool step() {
+    if (!admit_inbox()) return false;
+    StepPlan plan = scheduler_->plan(steps_);
     {
       std::lock_guard<std::mutex> lock(inbox_mutex_);
-      for (auto& s : inbox_) scheduler_->enqueue(std::move(s));
-      inbox_.clear();
+      queued_ = static_cast<int>(scheduler_->num_waiting());
     }
-    if (scheduler_->idle()) return false;
-    StepPlan plan = scheduler_->plan(steps_);
-    queued_ = static_cast<int>(scheduler_->num_waiting());
     LANTERN_ASSERT(!plan.empty(), "scheduler made no progress with %zu waiting and %zu running",
                    scheduler_->num_waiting(), scheduler_->num_running());
-
-    StepInput in;
-    in.fresh_starts.push_back(0);
-    std::vector<const ScheduledChunk*> producers;  // chunk of each logit row
-    std::vector<int> logit_pos;                    // position of each logit row
-    int max_fresh = 0;
-    auto add_rows = [&](const ScheduledChunk& c) {
-      const Sequence& s = *c.seq;
-      int base = in.num_rows();
-      for (int i = 0; i < c.count; ++i) {
-        in.tokens.push_back(s.tokens[c.start + i]);
-        in.positions.push_back(c.start + i);
-        in.slots.push_back(s.slot);
-      }
-      auto add_logit_row = [&](int row_in_chunk) {
-        in.logit_rows.push_back(base + row_in_chunk);
-        const SamplingParams& sp = s.req.sampling;
-        in.temperature.push_back(sp.temperature);
-        in.top_k.push_back(sp.top_k);
-        in.top_p.push_back(sp.top_p);
-        in.seeds.push_back(sp.seed);
-        in.gen_index.push_back(s.num_generated());
-        producers.push_back(&c);
-        logit_pos.push_back(c.start + row_in_chunk);
-      };
-      if (s.req.all_logits) {
-        for (int i = 0; i < c.count; ++i) add_logit_row(i);
-      } else if (c.produces_token()) {
-        add_logit_row(c.count - 1);
-      }
-      if (s.req.all_logits || s.req.on_logits) in.copy_logits = true;
-    };
-    for (const auto& c : plan.fresh) {
-      add_rows(c);
-      in.fresh_starts.push_back(in.num_rows());
-      max_fresh = std::max(max_fresh, c.count);
-    }
-    in.max_fresh_len = max_fresh;
-    for (const auto& c : plan.paged) add_rows(c);
-    in.table_updates = kv_->take_table_updates();
-
-    StepInfo info;
-    info.step = steps_;
-    info.num_prefill_seqs = static_cast<int>(plan.fresh.size());
-    info.num_decode_seqs = 0;
-    for (const auto& c : plan.paged) (c.count == 1 && c.produces_token() ? info.num_decode_seqs : info.num_prefill_seqs)++;
-    info.num_tokens = in.num_rows();
-    info.phase = info.num_decode_seqs == 0 ? "prefill" : (info.num_prefill_seqs == 0 ? "decode" : "mixed");
-    info.captures_graph = opt_.observer && model_->will_capture(in);
+    StepInput in = build_input(plan);
+    [[maybe_unused]] const StepInfo info = describe_step(plan, in);  // hooks only
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 
-    StepOutput out = model_->run(in, info);
+    StepOutput out = model_->run(in);
+    std::vector<RequestResult> done = scheduler_->postprocess(
+        plan, StepTokens{out.tokens.data(), out.logits.empty() ? nullptr : out.logits.data(), cfg_.vocab_size},
+        steps_, now());
+    if (!done.empty()) {
+      std::lock_guard<std::mutex> lock(inbox_mutex_);
+      unfinished_ -= static_cast<int64_t>(done.size());
+      for (auto& r : done) finished_.push_back(std::move(r));
+    }
 
-    // Advance the sequences: cached tokens, logits, new tokens, finishing.
-    for (const auto* list : {&plan.fresh, &plan.paged})
-      for (const auto& c : *list) c.seq->cached = c.start + c.count;
-    double t = now();
-    std::vector<Sequence*> finished;
-    for (size_t i = 0; i < producers.size(); ++i) {
-      Sequence& s = *producers[i]->seq;
-      if (s.req.on_logits && logit_pos[i] >= s.logits_delivered) {
-        s.req.on_logits(s.id, logit_pos[i], out.logits.data() + i * static_cast<size_t>(cfg_.vocab_size));
-        s.logits_delivered = logit_pos[i] + 1;
-      }
-      bool last_row = logit_pos[i] == static_cast<int>(s.tokens.size()) - 1;
-      if (!last_row) continue;
-      int g = s.num_generated();
-      int32_t tok = g < static_cast<int>(s.req.forced_tokens.size()) ? s.req.forced_tokens[g] : out.tokens[i];
-      s.tokens.push_back(tok);
-      if (s.first_token_s < 0) s.first_token_s = t;
-      if (s.req.on_token) s.req.on_token(s.id, tok);
-      std::string reason;
-      bool forced = g < static_cast<int>(s.req.forced_tokens.size());
-      if (s.req.stop_at_eos && !forced && cfg_.is_eos(tok)) reason = "eos";
-      else if (s.num_generated() >= s.req.max_new_tokens) reason = "length";
-      else if (static_cast<int>(s.tokens.size()) >= limits_.max_context) reason = "context";
-      if (!reason.empty()) {
-        finished.push_back(&s);
-        s.finish_reason = reason;
-      }
-    }
-    for (Sequence* s : finished) {
-      std::unique_ptr<Sequence> done = scheduler_->finish(s, steps_);
-      RequestResult res;
-      res.id = done->id;
-      res.tag = done->req.tag;
-      res.prompt.assign(done->tokens.begin(), done->tokens.begin() + done->num_prompt);
-      res.tokens.assign(done->tokens.begin() + done->num_prompt, done->tokens.end());
-      res.finish_reason = done->finish_reason;
-      res.submit_s = done->submit_s;
-      res.first_token_s = done->first_token_s;
-      res.finish_s = t;
-      res.preemptions = done->preemptions;
-      finished_.push_back(std::move(res));
-    }
     LANTERN_OBSERVE(opt_.observer, on_kv_step(kv_->stats(steps_)));
     if (opt_.profile_last_step == steps_) profiler(false);
     LANTERN_OBSERVE(opt_.observer, on_step_end(info));
     ++steps_;
     return true;
+  }
+
+  // Moves submitted requests into the scheduler's queue; false when there is
+  // nothing to do at all.
+  bool admit_inbox() {
+    {
+      std::lock_guard<std::mutex> lock(inbox_mutex_);
+      for (auto& s : inbox_) scheduler_->enqueue(std::move(s));
+      inbox_.clear();
+    }
+    return !scheduler_->idle();
+  }
+
+  // The model's view of a plan: rows ordered fresh chunks | paged chunks, the
+  // logit rows with their sampling parameters, and the new block-table entries.
+  StepInput build_input(const StepPlan& plan) {
+    StepInput in;
+    in.fresh_starts.push_back(0);
+    auto add_rows = [&in](const ScheduledChunk& c) {
+      for (int i = 0; i < c.count; ++i) {
+        in.tokens.push_back(c.seq->tokens[c.start + i]);
+        in.positions.push_back(c.start + i);
+        in.slots.push_back(c.seq->slot);
+      }
+    };
+    for (const auto& c : plan.fresh) {
+      add_rows(c);
+      in.fresh_starts.push_back(in.num_rows());
+      in.max_fresh_len = std::max(in.max_fresh_len, c.count);
+    }
+    for (const auto& c : plan.paged) add_rows(c);
+    for (const LogitRow& lr : plan.logit_rows) {
+      const SamplingParams& sp = lr.seq->req.sampling;
+      in.logit_rows.push_back(lr.row);
+      in.temperature.push_back(sp.temperature);
+      in.top_k.push_back(sp.top_k);
+      in.top_p.push_back(sp.top_p);
+      in.seeds.push_back(sp.seed);
+      in.gen_index.push_back(lr.seq->num_generated());
+    }
+    in.copy_logits = plan.copies_logits();
+    in.table_updates = kv_->take_table_updates();
+    return in;
+  }
+
+  StepInfo describe_step(const StepPlan& plan, const StepInput& in) const {
+    StepInfo info;
+    info.step = steps_;
+    info.num_prefill_seqs = static_cast<int>(plan.fresh.size());
+    info.num_decode_seqs = 0;
+    for (const auto& c : plan.paged)
+      (c.count == 1 && c.produces_token() ? info.num_decode_seqs : info.num_prefill_seqs)++;
+    info.num_tokens = in.num_rows();
+    info.phase = info.num_decode_seqs == 0 ? "prefill" : (info.num_prefill_seqs == 0 ? "decode" : "mixed");
+    return info;
   }
 
   void profiler(bool start);
@@ -282,12 +276,14 @@ class EngineImpl {
   std::unique_ptr<KvBlockManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::chrono::steady_clock::time_point start_;
+  // Guards what submit(), idle() and take_finished() share with step().
   std::mutex inbox_mutex_;
   std::vector<std::unique_ptr<Sequence>> inbox_;
-  int queued_ = 0;
+  int queued_ = 0;           // the scheduler's waiting queue after the last plan
+  int64_t unfinished_ = 0;   // submitted and not yet finished
   int64_t next_id_ = 0;
-  int64_t steps_ = 0;
   std::vector<RequestResult> finished_;
+  int64_t steps_ = 0;        // engine thread only
 };
 
 }  // namespace lantern
@@ -317,11 +313,7 @@ void Engine::run_until_idle() {
   }
 }
 bool Engine::idle() const { return impl_->idle(); }
-std::vector<RequestResult> Engine::take_finished() {
-  std::vector<RequestResult> out;
-  out.swap(impl_->finished_);
-  return out;
-}
+std::vector<RequestResult> Engine::take_finished() { return impl_->take_finished(); }
 const ModelConfig& Engine::config() const { return impl_->cfg_; }
 const EngineLimits& Engine::limits() const { return impl_->limits_; }
 const MemoryBudget& Engine::memory_budget() const { return impl_->model_->budget(); }

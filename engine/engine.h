@@ -73,9 +73,12 @@ struct RequestResult {
 
 // Where the device memory goes, printed at start-up.
 struct MemoryBudget {
-  size_t weights = 0, arena = 0, kv_pool = 0, workspace = 0, sampling = 0, block_tables = 0;
-  int kv_blocks = 0;
-  size_t total() const { return weights + arena + kv_pool + workspace + sampling + block_tables; }
+  size_t weights = 0, arena = 0, kv_pool = 0, workspace = 0, block_tables = 0;
+  size_t cuda_graphs = 0;     // decode graphs: device memory cudaMemGetInfo saw them take
+  int kv_blocks = 0;          // usable KV blocks (the scheduler's pool)
+  int kv_scratch_blocks = 0;  // + the scratch block of graph pad rows (in kv_pool)
+  int cuda_graph_count = 0;
+  size_t total() const { return weights + arena + kv_pool + workspace + block_tables + cuda_graphs; }
   std::string table() const;  // human-readable, one line per item
   nlohmann::json to_json() const;
 };
@@ -87,7 +90,7 @@ struct EngineOptions {
   // Kernel variant overrides, family name -> variant name or number.
   std::vector<std::pair<std::string, std::string>> kernels;
   Observer* observer = nullptr;  // harness; never steers the engine
-  bool use_cuda_graphs = true;   // cuda: capture decode steps per batch size
+  bool use_cuda_graphs = true;   // cuda: capture decode graphs per batch-size bucket at start-up
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
   int profile_last_step = -1;    // cudaProfilerStop after this step
 };
@@ -105,11 +108,14 @@ class Engine {
   // vocabulary, queue capacity) and throws lantern::Error with the fix;
   // otherwise queues it and returns its id.
   int64_t submit(Request request);
-  // One scheduler step (prefills + decodes). Returns false when idle.
+  // One scheduler step (prefills + decodes). Returns false when idle. Call
+  // step() and run_until_idle() from one thread (the engine thread).
   bool step();
   void run_until_idle();
+  // Thread-safe: true when every submitted request has finished.
   bool idle() const;
-  // Results of finished requests, in finishing order, removed from the engine.
+  // Thread-safe. Results of finished requests, in finishing order, removed
+  // from the engine.
   std::vector<RequestResult> take_finished();
 
   const ModelConfig& config() const;

@@ -1,8 +1,9 @@
 #pragma once
 // Model: runs one engine step (any mix of fresh prefills, prefill chunks and
-// decodes) through the kernel registry. Owns the activation arena, the KV
-// pool, the device block tables, the shared workspace and the step metadata.
-// Nothing is allocated after construction.
+// decodes) by walking the op table (op_table.h) through the kernel registry.
+// Owns the activation arena, the KV pool, the device block tables, the shared
+// workspace, the step metadata and the decode CUDA graphs. Nothing is
+// allocated after construction.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/kv_cache.h"
+#include "engine/model_meta.h"
+#include "engine/op_table.h"
 #include "engine/weights.h"
 
 namespace lantern {
@@ -43,25 +46,31 @@ struct StepOutput {
   std::vector<float> logits;    // [r, vocab] when copy_logits
 };
 
+// CUDA graphs (docs/architecture.md, CUDA graphs): pure decode steps are
+// replayed from graphs captured at start-up, one per batch-size bucket (1, 2,
+// 4, ... up to max_seqs) and head (argmax, sampling). A step of n rows
+// replays the smallest bucket b >= n; its rows n..b-1 are padding made
+// harmless without touching the kernels: each pad row is token 0 at position
+// 0 (context length 1) in the scratch slot (index max_seqs, never handed
+// out by the scheduler), whose block-table rows point at one reserved
+// scratch KV block; their logits and tokens are ignored.
 class Model {
  public:
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
         const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs);
-  int graphs_captured() const;
   ~Model();
 
-  StepOutput run(const StepInput& in, const StepInfo& info);
-  // True when run(in) will capture a new CUDA graph (its first decode step of
-  // this batch size); told to observers through StepInfo::captures_graph.
-  bool will_capture(const StepInput& in) const;
+  StepOutput run(const StepInput& in);
 
   const Arena& arena() const { return arena_; }
+  const OpTable& op_table() const { return *op_table_; }
   const MemoryBudget& budget() const { return budget_; }
   int kv_num_blocks() const { return kv_num_blocks_; }
   int max_blocks_per_seq() const { return max_blocks_per_seq_; }
+  // Decode batch sizes with a captured graph (empty: graphs off).
+  const std::vector<int>& graph_buckets() const { return buckets_; }
 
  private:
-  struct Views;
   const ModelConfig& cfg_;
   const Weights& w_;
   Device& dev_;
@@ -69,53 +78,67 @@ class Model {
   kernels::KernelSet kernels_;
   Observer* obs_;
   Arena arena_;
-  std::unique_ptr<Views> v_;
+  ActivationViews v_{};
+  std::unique_ptr<OpTable> op_table_;
+  MetaLayout meta_;
   MemoryBudget budget_;
   int kv_num_blocks_ = 0, max_blocks_per_seq_ = 0;
-  void* kv_pool_ = nullptr;         // [blocks][2][block_size][n_kv][head_dim] act
-  int32_t* block_tables_ = nullptr; // [layers][max_seqs][max_blocks_per_seq]
+  int pad_slot_ = 0;                // == max_seqs: the scratch slot of graph pad rows
+  void* kv_pool_ = nullptr;         // [blocks (+1 scratch)][2][block_size][n_kv][head_dim] act
+  int32_t* block_tables_ = nullptr; // [layers][max_seqs + 1][max_blocks_per_seq]
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* cublas_ws_ = nullptr;
   void* meta_host_ = nullptr;       // pinned mirror of the step_meta buffer
-  size_t meta_bytes_ = 0;
   int max_table_updates_ = 0;
   size_t act_bytes_ = 0;
+
+  // Start-up, in order (model.cpp).
+  void declare_arena();
+  void allocate_workspace();
+  void allocate_kv();
+  void fill_budget();
+  size_t table_entries() const;
+  size_t block_bytes() const;
 
   // What the forward pass needs besides the metadata already on the device.
   struct ForwardShape {
     int n = 0, r = 0, nf = 0, num_fresh = 0, max_fresh_len = 0;
     const int32_t* host_fresh_starts = nullptr;
-    bool sampling = false;
+    StepKind kind;
   };
-  // Ops recorded while capturing a graph, re-announced to the observer on replay.
-  struct RecordedOp {
-    OpInfo info;
-    std::vector<ViewId> reads, writes;
-    cudaGraphNode_t leaf = nullptr;  // the capture's last node after this op (observer attached)
-  };
-  struct Graph {
-    cudaGraphExec_t exec = nullptr;
-    std::vector<RecordedOp> ops;
-    std::vector<OpInfo> replay;  // ops as replayed (kReplay, pointing into `ops`)
-  };
-  void forward(const ForwardShape& s);
-  template <class Args>
-  void op(const char* name, int layer, const Args& args, std::initializer_list<int> reads,
-          std::initializer_list<int> writes);
-  bool graphs_enabled_ = false;
-  int graph_slot(const StepInput& in, bool sampling) const;  // graphs_ index, or -1: no graph
-  std::vector<Graph> graphs_;        // index: decode rows * 2 + sampling
-  // OpInfo::graph_kernels of captured ops: the capture's last node after
-  // each op, then the chain walked once the capture ended.
-  cudaGraphNode_t capture_leaf() const;
-  void count_graph_kernels(cudaGraph_t graph, std::vector<RecordedOp>& ops);
-  std::vector<RecordedOp>* recording_ = nullptr;
-  OpInfo::GraphMode graph_mode_ = OpInfo::kEager;
-  void attention_mixed(int layer, const kernels::AttentionPrefillArgs& prefill,
-                       const kernels::AttentionDecodeArgs& decode, std::initializer_list<int> reads,
-                       std::initializer_list<int> writes);
+  static ForwardShape shape_of(const StepInput& in);
+  void upload_meta(const StepInput& in, int rows);
+  StepOutput collect(const StepInput& in);
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
+
+  // The forward pass walks the op table (model_forward.cpp).
+  void forward(const ForwardShape& s);
+  void launch_op(const OpSpec& o, const ForwardShape& s);
+  template <class Args>
+  void op(const OpSpec& o, const Args& args);
+  void attention_mixed(const OpSpec& o, const kernels::AttentionPrefillArgs& prefill,
+                       const kernels::AttentionDecodeArgs& decode);
+
+  // CUDA graphs (model_graphs.cpp).
+  struct Graph {
+    int rows = 0;                 // the bucket: decode rows the graph was captured for
+    cudaGraphExec_t exec = nullptr;
+    std::vector<OpInfo> ops;      // as every replay reports them (kReplay, graph_kernels)
+  };
+  bool graphs_enabled_ = false;
+  std::vector<int> buckets_;              // ascending
+  std::vector<Graph> graphs_;             // index: 2 * bucket index + sampling
+  bool capturing_ = false;
+  std::vector<OpInfo> captured_;          // during a capture: the ops so far (kCapture)
+  std::vector<cudaGraphNode_t> leaves_;   // ... and the capture's last node after each
+  void capture_graphs();
+  void capture(Graph& g, bool sampling);
+  int graph_index(const ForwardShape& s) const;  // -1: run eagerly
+  void replay(int index);
+  cudaGraphNode_t capture_leaf() const;
+  void count_graph_kernels(cudaGraph_t graph, std::vector<OpInfo>& ops) const;
+  void destroy_graphs();
 };
 
 }  // namespace lantern

@@ -22,9 +22,6 @@ struct StepInfo {
   int num_decode_seqs = 0;   // sequences decoding in this step
   int num_tokens = 0;        // rows in the step's batch
   const char* phase = "";    // "prefill", "decode" or "mixed"
-  // This step captures a CUDA graph (then replays it); the timeline takes the
-  // captured ops' kernel-node counts from that replay.
-  bool captures_graph = false;
 };
 
 // One operation of the forward pass: one registry launch (or, for "attention",
@@ -40,7 +37,8 @@ struct OpInfo {
   const ViewId* writes = nullptr;
   int num_writes = 0;
   // CUDA graphs: kEager = launched now; kCapture = recorded into a graph being
-  // captured (no GPU work yet; node -> op attribution happens here);
+  // captured (at start-up, outside any step; no GPU work yet; node -> op
+  // attribution happens here);
   // kReplay = the op ran inside a replayed graph (hooks fire in op order for
   // accounting only: no launch happens between begin and end).
   enum GraphMode : uint8_t { kEager = 0, kCapture = 1, kReplay = 2 };
@@ -52,11 +50,11 @@ struct OpInfo {
   int graph_kernels = -1;
 };
 
-// One replay of a captured CUDA graph: the ops recorded at capture, in order,
-// with graph == OpInfo::kReplay. The array lives as long as the graph (the
-// same pointer on every replay of that graph).
+// A captured CUDA graph, or one replay of it: the ops recorded at capture, in
+// order, with graph == OpInfo::kReplay and their kernel-node counts. The
+// array lives as long as the graph (the same pointer on every replay of it).
 struct GraphReplay {
-  int graph = -1;  // the engine's graph slot (decode batch size x sampling)
+  int graph = -1;  // the engine's graph index: 2 * decode bucket index + sampling
   const OpInfo* ops = nullptr;
   int num_ops = 0;
 };
@@ -80,7 +78,7 @@ struct KvStepStats {
 };
 
 struct AllocEvent {
-  std::string owner;  // "weights", "arena", "kv_pool", "cublas_workspace", "sampling", ...
+  std::string owner;  // "weights", "arena", "kv_pool", "cublas_workspace", "workspace", ...
   std::string name;
   uint64_t address = 0;
   uint64_t bytes = 0;
@@ -99,6 +97,11 @@ class Observer {
   virtual void on_layer_end(int layer) {}
   virtual void on_op_begin(const OpInfo&) {}
   virtual void on_op_end(const OpInfo&) {}
+  // A CUDA graph was captured: the engine captures its decode graphs at
+  // start-up, before the first step, with every op hooked as kCapture; this
+  // follows each graph's ops once, with g.ops' graph_kernels counted. Every
+  // later replay of g.graph reports the same ops.
+  virtual void on_graph_captured(const GraphReplay&) {}
   // A CUDA graph ran in this step (hooks fire after the launch, for
   // accounting only). The default replays the graph's layer and op hooks in
   // order; observers with a cheaper summary (timeline, alias tracker) or no

@@ -13,8 +13,15 @@ int StepPlan::rows() const {
   return n;
 }
 
-Scheduler::Scheduler(const EngineLimits& limits, KvBlockManager& kv)
-    : limits_(limits), kv_(kv) {
+bool StepPlan::copies_logits() const {
+  for (const auto* list : {&fresh, &paged})
+    for (const auto& c : *list)
+      if (c.seq->req.all_logits || c.seq->req.on_logits) return true;
+  return false;
+}
+
+Scheduler::Scheduler(const EngineLimits& limits, KvBlockManager& kv, std::vector<int> eos_token_ids)
+    : limits_(limits), kv_(kv), eos_token_ids_(std::move(eos_token_ids)) {
   for (int s = limits.max_seqs - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
@@ -117,7 +124,71 @@ StepPlan Scheduler::plan(int64_t step) {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+  list_logit_rows(plan);
   return plan;
+}
+
+void Scheduler::list_logit_rows(StepPlan& plan) const {
+  int base = 0;
+  for (const auto* list : {&plan.fresh, &plan.paged})
+    for (const ScheduledChunk& c : *list) {
+      if (c.seq->req.all_logits) {
+        for (int i = 0; i < c.count; ++i) plan.logit_rows.push_back({c.seq, base + i, c.start + i});
+      } else if (c.produces_token()) {
+        plan.logit_rows.push_back({c.seq, base + c.count - 1, c.start + c.count - 1});
+      }
+      base += c.count;
+    }
+}
+
+const char* Scheduler::stop_reason(const Sequence& s, bool forced) const {
+  const int32_t tok = s.tokens.back();
+  const bool eos = std::find(eos_token_ids_.begin(), eos_token_ids_.end(), tok) != eos_token_ids_.end();
+  if (s.req.stop_at_eos && !forced && eos) return "eos";
+  if (s.num_generated() >= s.req.max_new_tokens) return "length";
+  if (static_cast<int>(s.tokens.size()) >= limits_.max_context) return "context";
+  return "";
+}
+
+std::vector<RequestResult> Scheduler::postprocess(const StepPlan& plan, const StepTokens& out,
+                                                  int64_t step, double now_s) {
+  for (const auto* list : {&plan.fresh, &plan.paged})
+    for (const auto& c : *list) c.seq->cached = c.start + c.count;
+  std::vector<Sequence*> finished;
+  for (size_t i = 0; i < plan.logit_rows.size(); ++i) {
+    const LogitRow& lr = plan.logit_rows[i];
+    Sequence& s = *lr.seq;
+    if (s.req.on_logits && lr.position >= s.logits_delivered) {
+      LANTERN_ASSERT(out.logits != nullptr, "on_logits needs the step's logits on the host");
+      s.req.on_logits(s.id, lr.position, out.logits + i * static_cast<size_t>(out.vocab));
+      s.logits_delivered = lr.position + 1;
+    }
+    if (lr.position != static_cast<int>(s.tokens.size()) - 1) continue;  // not the last row yet
+    const int g = s.num_generated();
+    const bool forced = g < static_cast<int>(s.req.forced_tokens.size());
+    const int32_t tok = forced ? s.req.forced_tokens[g] : out.tokens[i];
+    s.tokens.push_back(tok);
+    if (s.first_token_s < 0) s.first_token_s = now_s;
+    if (s.req.on_token) s.req.on_token(s.id, tok);
+    s.finish_reason = stop_reason(s, forced);
+    if (!s.finish_reason.empty()) finished.push_back(&s);
+  }
+  std::vector<RequestResult> results;
+  for (Sequence* s : finished) {
+    std::unique_ptr<Sequence> done = finish(s, step);
+    RequestResult res;
+    res.id = done->id;
+    res.tag = done->req.tag;
+    res.prompt.assign(done->tokens.begin(), done->tokens.begin() + done->num_prompt);
+    res.tokens.assign(done->tokens.begin() + done->num_prompt, done->tokens.end());
+    res.finish_reason = done->finish_reason;
+    res.submit_s = done->submit_s;
+    res.first_token_s = done->first_token_s;
+    res.finish_s = now_s;
+    res.preemptions = done->preemptions;
+    results.push_back(std::move(res));
+  }
+  return results;
 }
 
 std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq, int64_t step) {

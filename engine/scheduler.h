@@ -1,10 +1,14 @@
 #pragma once
-// Scheduler: decides, each step, which sequences prefill (whole prompts or
-// chunks of them) and which decode, under the limits -- and never touches
-// CUDA. Admission control: a request stays queued until a slot, the step's
-// token budget and its KV blocks are available; when a decoding sequence
-// needs a block and none is free, the most recently admitted sequence is
-// preempted (its blocks freed) and later recomputed from its tokens.
+// Scheduler: owns a sequence's life from admission to release, and never
+// touches CUDA. plan() decides, each step, which sequences prefill (whole
+// prompts or chunks of them) and which decode, under the limits;
+// postprocess() takes the step's tokens (and logits), appends them, checks
+// the stops and releases finished sequences (as nano-vllm's
+// Scheduler.postprocess does). Admission control: a request stays queued
+// until a slot, the step's token budget and its KV blocks are available; when
+// a decoding sequence needs a block and none is free, the most recently
+// admitted sequence is preempted (its blocks freed) and later recomputed from
+// its tokens.
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -44,31 +48,57 @@ struct ScheduledChunk {
   }
 };
 
+// A row of the step whose logits are computed: the model returns one token
+// (and, when asked, one logits row) per LogitRow, in this order.
+struct LogitRow {
+  Sequence* seq = nullptr;
+  int row = 0;       // row in the step: fresh chunks' rows first, then paged chunks'
+  int position = 0;  // token position in its sequence
+};
+
 struct StepPlan {
   std::vector<ScheduledChunk> fresh;  // whole prompts / first chunks: prefill attention
   std::vector<ScheduledChunk> paged;  // decodes and later chunks: paged attention per row
   std::vector<Sequence*> preempted;   // moved back to the queue this step
+  std::vector<LogitRow> logit_rows;   // filled at the end of Scheduler::plan
   int rows() const;
   bool empty() const { return fresh.empty() && paged.empty(); }
+  bool copies_logits() const;  // some scheduled sequence wants logits on the host
+};
+
+// What the model produced for a plan: one token per LogitRow, and the logits
+// rows ([logit_rows][vocab] f32) when the plan copies logits, else null.
+struct StepTokens {
+  const int32_t* tokens = nullptr;
+  const float* logits = nullptr;
+  int vocab = 0;
 };
 
 class Scheduler {
  public:
-  Scheduler(const EngineLimits& limits, KvBlockManager& kv);
+  // `eos_token_ids`: tokens that end a sequence with stop_at_eos.
+  Scheduler(const EngineLimits& limits, KvBlockManager& kv, std::vector<int> eos_token_ids = {});
 
   void enqueue(std::unique_ptr<Sequence> seq);  // back of the queue
   StepPlan plan(int64_t step);
+  // After the model ran `plan`: marks the chunks cached, delivers logits to
+  // on_logits, appends one token (forced or sampled) to every sequence whose
+  // last row was computed (on_token), checks the stops (EOS unless forced,
+  // max_new_tokens, max_context) and finishes those sequences: slot and
+  // blocks released, results returned in finishing order, stamped `now_s`.
+  std::vector<RequestResult> postprocess(const StepPlan& plan, const StepTokens& out, int64_t step,
+                                         double now_s);
   // Sequence finished: frees its slot and blocks; returns ownership.
   std::unique_ptr<Sequence> finish(Sequence* seq, int64_t step);
 
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   bool idle() const { return waiting_.empty() && running_.empty(); }
-  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
 
  private:
   EngineLimits limits_;
   KvBlockManager& kv_;
+  std::vector<int> eos_token_ids_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int> free_slots_;
@@ -76,6 +106,9 @@ class Scheduler {
 
   bool preempt_one(const Sequence* keep, int64_t step, StepPlan& plan);
   int logit_rows(const ScheduledChunk& c) const;
+  void list_logit_rows(StepPlan& plan) const;
+  // The stop a sequence reached with its newest token, or "" to go on.
+  const char* stop_reason(const Sequence& s, bool forced) const;
 };
 
 }  // namespace lantern

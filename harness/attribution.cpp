@@ -83,18 +83,13 @@ void label_by_position(std::vector<runfmt::KernelRow>& rows, const Timeline& tim
     if (labelled && slot >= 0) template_of_slot.emplace(slot, members);
   }
   if (!any_unlabelled) return;
-  // Slot -> the ops captured into it: the kCapture launches of the step whose
-  // replay first used the slot (a step captures at most one graph).
+  // Slot -> the ops captured into it (the engine's start-up captures).
   const auto& launches = timeline.launches();
-  const auto& steps = timeline.steps();
   std::map<int, std::vector<int64_t>> capture_of_slot;
-  for (const ReplayRecord& r : timeline.replays()) {
-    if (r.step_index < 0 || capture_of_slot.count(r.graph)) continue;
-    const StepRecord& s = steps[r.step_index];
+  for (const CaptureRecord& c : timeline.captures()) {
     std::vector<int64_t> ops;
-    for (uint32_t l = s.first_launch; l < s.end_launch && l < launches.size(); ++l)
-      if (launches[l].graph == OpInfo::kCapture) ops.push_back(l);
-    if (!ops.empty()) capture_of_slot.emplace(r.graph, std::move(ops));
+    for (int k = 0; k < c.num_ops; ++k) ops.push_back(static_cast<int64_t>(c.first_launch) + k);
+    capture_of_slot[c.graph] = std::move(ops);
   }
   for (const auto& [corr, members] : replays) {
     const int slot = slot_of(members);

@@ -26,6 +26,9 @@ class ObserverSet : public Observer {
   void on_op_end(const OpInfo& op) override {
     for (auto it = observers_.rbegin(); it != observers_.rend(); ++it) (*it)->on_op_end(op);
   }
+  void on_graph_captured(const GraphReplay& g) override {
+    for (auto* o : observers_) o->on_graph_captured(g);
+  }
   void on_graph_replay(const GraphReplay& g) override {
     for (auto* o : observers_) o->on_graph_replay(g);
   }

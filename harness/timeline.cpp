@@ -1,5 +1,7 @@
 #include "harness/timeline.h"
 
+#include <algorithm>
+
 #include "kernels/base/errors.h"
 
 namespace lantern::harness {
@@ -26,7 +28,6 @@ void Timeline::on_step_begin(const StepInfo& s) {
   r.decode_seqs = s.num_decode_seqs;
   r.tokens = s.num_tokens;
   r.first_launch = r.end_launch = static_cast<uint32_t>(launches_.size());
-  r.captures_graph = s.captures_graph;
   steps_.push_back(r);
   in_step_ = true;
 }
@@ -106,21 +107,24 @@ void Timeline::on_graph_replay(const GraphReplay& g) {
   r.graph = g.graph;
   r.num_ops = g.num_ops;
   replays_.push_back(r);
-  if (!in_step_ || !steps_.back().captures_graph || !g.ops) return;
-  // The replay right after the step's capture: its ops are the step's
-  // kCapture ops, in order; keep the kernel-node counts the engine found.
-  std::vector<size_t> captured;
-  for (size_t i = steps_.back().first_launch; i < launches_.size(); ++i)
-    if (launches_[i].graph == OpInfo::kCapture) captured.push_back(i);
-  if (captured.size() != static_cast<size_t>(g.num_ops)) {
-    error(strformat("graph %d: %zu ops captured in step %lld, the replay reports %d", g.graph,
-                    captured.size(), static_cast<long long>(r.step), g.num_ops));
+}
+
+void Timeline::on_graph_captured(const GraphReplay& g) {
+  // The graph's ops are the last g.num_ops entries of the op log, hooked
+  // with kCapture just before; keep the kernel-node counts the engine found.
+  const size_t n = static_cast<size_t>(std::max(g.num_ops, 0));
+  bool ok = g.ops && n <= launches_.size();
+  for (size_t k = 0; ok && k < n; ++k) ok = launches_[launches_.size() - n + k].graph == OpInfo::kCapture;
+  if (!ok) {
+    error(strformat("graph %d: its %d ops were not the last ops hooked as captured", g.graph, g.num_ops));
     return;
   }
-  for (size_t k = 0; k < captured.size(); ++k) {
-    const int n = g.ops[k].graph_kernels;
-    launches_[captured[k]].graph_kernels = n >= 0 && n <= INT8_MAX ? static_cast<int8_t>(n) : -1;
+  const size_t first = launches_.size() - n;
+  for (size_t k = 0; k < n; ++k) {
+    const int c = g.ops[k].graph_kernels;
+    launches_[first + k].graph_kernels = c >= 0 && c <= INT8_MAX ? static_cast<int8_t>(c) : -1;
   }
+  captures_.push_back(CaptureRecord{g.graph, g.num_ops, static_cast<uint32_t>(first)});
 }
 
 }  // namespace lantern::harness

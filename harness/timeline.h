@@ -7,11 +7,12 @@
 //
 // Hot path: a clock read and a push_back per hook; names are kept as the
 // engine's `const char*` (stable string literals) and interned at the end.
-// CUDA graphs: ops recorded while a graph is captured are logged with mode
-// kCapture (their index labels the graph nodes they create); a replay of a
-// graph is one ReplayRecord (on_graph_replay), not one entry per op. Ops
-// hooked one by one with kReplay (observers driven by hand) are logged
-// without host timing.
+// CUDA graphs: ops recorded while a graph is captured (at the engine's
+// start-up) are logged with mode kCapture (their index labels the graph nodes
+// they create); on_graph_captured then names their graph (a CaptureRecord)
+// and gives them their kernel-node counts. A replay of a graph is one
+// ReplayRecord (on_graph_replay), not one entry per op. Ops hooked one by one
+// with kReplay (observers driven by hand) are logged without host timing.
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -27,7 +28,7 @@ struct StepRecord {
   const char* phase = "";
   int32_t prefill_seqs = 0, decode_seqs = 0, tokens = 0;
   uint32_t first_launch = 0, end_launch = 0;  // op-log range [first, end)
-  int32_t captures_graph = 0;                  // StepInfo::captures_graph
+  int32_t reserved = 0;
 };
 static_assert(sizeof(StepRecord) == 56);
 
@@ -48,7 +49,7 @@ struct OpLaunch {
   int32_t step_index = -1;            // index into steps(), -1 outside steps
   int16_t layer = -1;
   uint8_t graph = OpInfo::kEager;     // OpInfo::GraphMode: eager, capture or replay
-  int8_t graph_kernels = -1;          // kCapture: OpInfo::graph_kernels of the first replay (-1: unknown)
+  int8_t graph_kernels = -1;          // kCapture: OpInfo::graph_kernels told at capture (-1: unknown)
 };
 static_assert(sizeof(OpLaunch) == 64);
 static_assert(std::is_standard_layout_v<OpLaunch>);
@@ -65,6 +66,14 @@ struct ReplayRecord {
 };
 static_assert(sizeof(ReplayRecord) == 32);
 
+// One captured CUDA graph: its ops are the op-log entries [first_launch,
+// first_launch + num_ops), all kCapture.
+struct CaptureRecord {
+  int32_t graph = -1;  // GraphReplay::graph
+  int32_t num_ops = 0;
+  uint32_t first_launch = 0;
+};
+
 class Timeline : public Observer {
  public:
   explicit Timeline(uint64_t (*clock)());
@@ -75,6 +84,7 @@ class Timeline : public Observer {
   void on_layer_end(int layer) override;
   void on_op_begin(const OpInfo& op) override;
   void on_op_end(const OpInfo& op) override;
+  void on_graph_captured(const GraphReplay& g) override;
   void on_graph_replay(const GraphReplay& g) override;
 
   // The op-log index of the op now running, or -1 (read by the CUPTI
@@ -86,6 +96,7 @@ class Timeline : public Observer {
   const std::vector<LayerRecord>& layers() const { return layers_; }
   const std::vector<OpLaunch>& launches() const { return launches_; }
   const std::vector<ReplayRecord>& replays() const { return replays_; }
+  const std::vector<CaptureRecord>& captures() const { return captures_; }
   // Problems in the hook sequence (unbalanced begin/end), one line each.
   const std::vector<std::string>& errors() const { return errors_; }
 
@@ -95,6 +106,7 @@ class Timeline : public Observer {
   std::vector<LayerRecord> layers_;
   std::vector<OpLaunch> launches_;
   std::vector<ReplayRecord> replays_;
+  std::vector<CaptureRecord> captures_;
   std::vector<std::string> errors_;
   int64_t current_launch_ = -1;
   int64_t open_layer_ = -1;  // index into layers_

@@ -2,6 +2,8 @@
 // model: teacher-forced logits through prefill and decode, CUDA-graph decode
 // against eager decode, and a batched run under KV pressure.
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,7 +65,92 @@ TEST(EngineGpu, LogitsMatchTheCpuReferenceThroughPrefillAndDecode) {
   }
 }
 
-TEST(EngineGpu, GraphDecodeEqualsEagerDecodeAndBatchesUnderKvPressure) {
+std::vector<RequestResult> run_requests(Engine& e, const std::vector<Request>& reqs) {
+  for (const auto& r : reqs) e.submit(r);
+  e.run_until_idle();
+  auto res = e.take_finished();
+  std::sort(res.begin(), res.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  return res;
+}
+
+// Batches whose size is a graph bucket replay without padding: the same
+// kernels on the same rows as eager decode, so the same tokens.
+TEST(EngineGpu, GraphDecodeEqualsEagerDecodeAtBucketSizes) {
+  LANTERN_REQUIRE_GPU();
+  std::vector<Request> reqs;
+  for (int i = 0; i < 4; ++i) {  // admitted together, finished together: batch 4 throughout
+    Request r;
+    r.prompt = test::random_token_ids(7);
+    r.max_new_tokens = 24;
+    r.stop_at_eos = false;
+    reqs.push_back(r);
+  }
+  auto eager = make_engine(kernels::Backend::cuda, {}, false);
+  auto graphs = make_engine(kernels::Backend::cuda, {}, true);
+  auto a = run_requests(*eager, reqs), b = run_requests(*graphs, reqs);
+  ASSERT_EQ(a.size(), reqs.size());
+  ASSERT_EQ(b.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+}
+
+// Batches of every size (10 requests finishing one by one) replay padded
+// buckets: teacher-forced, the logits of every decoded position agree with
+// eager decode to bf16 rounding (a padded GEMM may tile differently), and
+// pad rows never leak into real ones (that would be an O(1) error).
+TEST(EngineGpu, PaddedGraphReplaysMatchEagerLogits) {
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
+  struct Replays : Observer {
+    int tokens = 0, padded = 0, replays = 0;
+    void on_step_begin(const StepInfo& s) override { tokens = s.num_tokens; }
+    void on_graph_replay(const GraphReplay& g) override {
+      ++replays;
+      padded += (1 << (g.graph / 2)) > tokens;  // buckets 1, 2, 4, 8, 16 (max_seqs 16)
+    }
+  } obs;
+  using Rows = std::map<std::pair<int64_t, int>, std::vector<float>>;
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> work;  // prompt, forced tokens
+  for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 9 * i), test::random_token_ids(10 + 3 * i));
+  auto run = [&work](Engine& e, Rows& rows) {
+    const int vocab = e.config().vocab_size;
+    for (size_t i = 0; i < work.size(); ++i) {
+      Request r;
+      r.prompt = work[i].first;
+      r.forced_tokens = work[i].second;
+      r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
+      r.stop_at_eos = false;
+      const int64_t tag = static_cast<int64_t>(i);
+      r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
+        rows[{tag, pos}].assign(row, row + vocab);
+      };
+      e.submit(r);
+    }
+    e.run_until_idle();
+    return e.take_finished().size();
+  };
+  Rows eager_rows, graph_rows;
+  auto eager = make_engine(kernels::Backend::cuda, {}, false);
+  ASSERT_EQ(run(*eager, eager_rows), 10u);
+  auto graphs = make_engine(kernels::Backend::cuda, {}, true, &obs);
+  ASSERT_EQ(run(*graphs, graph_rows), 10u);
+  ASSERT_EQ(graph_rows.size(), eager_rows.size());
+  double worst = 0;
+  size_t agree = 0;
+  for (const auto& [key, ref] : eager_rows) {
+    const auto& got = graph_rows[key];
+    ASSERT_EQ(got.size(), ref.size());
+    worst = std::max(worst, test::rel_l2(got, ref));
+    agree += std::max_element(got.begin(), got.end()) - got.begin() ==
+             std::max_element(ref.begin(), ref.end()) - ref.begin();
+  }
+  std::printf("[engine-gpu] %d graph replays, %d padded; %zu positions: worst rel-L2 %.2e vs eager, "
+              "top-1 agreement %zu\n",
+              obs.replays, obs.padded, eager_rows.size(), worst, agree);
+  EXPECT_GT(obs.padded, 0) << "the workload must replay padded buckets";
+  EXPECT_LT(worst, 2e-2);
+  EXPECT_GE(agree, eager_rows.size() * 95 / 100);
+}
+
+TEST(EngineGpu, GraphsFinishEveryRequestUnderKvPressure) {
   LANTERN_REQUIRE_GPU();
   std::vector<Request> reqs;
   for (int i = 0; i < 10; ++i) {
@@ -73,54 +160,68 @@ TEST(EngineGpu, GraphDecodeEqualsEagerDecodeAndBatchesUnderKvPressure) {
     r.stop_at_eos = false;
     reqs.push_back(r);
   }
-  auto run = [&](Engine& e) {
-    for (const auto& r : reqs) e.submit(r);
-    e.run_until_idle();
-    auto res = e.take_finished();
-    std::sort(res.begin(), res.end(), [](auto& a, auto& b) { return a.id < b.id; });
-    return res;
-  };
-  auto eager = make_engine(kernels::Backend::cuda, {}, false);
-  auto graphs = make_engine(kernels::Backend::cuda, {}, true);
-  auto a = run(*eager), b = run(*graphs);
-  ASSERT_EQ(a.size(), reqs.size());
-  ASSERT_EQ(b.size(), reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
-
   EngineLimits tight;
   tight.max_context = 128;
   tight.kv_num_blocks = 2 * (128 / 16) + 6;  // one full sequence and a bit: forces preemption
   auto small = make_engine(kernels::Backend::cuda, tight, true);
-  auto c = run(*small);
+  auto c = run_requests(*small, reqs);
   ASSERT_EQ(c.size(), reqs.size()) << "every request must finish";
   int preempted = 0;
   for (const auto& r : c) preempted += r.preemptions;
   EXPECT_GT(preempted, 0);
 }
 
-// StepInfo::captures_graph is true exactly for the step that captures a new
-// decode graph: the first decode step of each batch size.
-TEST(EngineGpu, StepsThatCaptureAGraphAreAnnounced) {
+// Decode graphs are captured at start-up, one per bucket (1, 2, 4, 8, 16 for
+// max_seqs 16) and head (argmax, sampling), before the first step: every op
+// hooked as captured, then on_graph_captured with its kernel-node counts.
+// Steps only replay: no capture inside a step, nothing instantiated mid-run.
+TEST(EngineGpu, GraphsAreCapturedAtStartUpAndStepsOnlyReplay) {
   LANTERN_REQUIRE_GPU_AND_HOOKS();
-  struct Steps : Observer {
-    std::vector<std::pair<std::string, bool>> steps;  // phase, captures_graph
-    int replays = 0;
-    void on_step_begin(const StepInfo& s) override { steps.emplace_back(s.phase, s.captures_graph); }
-    void on_graph_replay(const GraphReplay&) override { ++replays; }
+  struct Hooks : Observer {
+    bool in_step = false;
+    int steps = 0, captured_ops = 0, captured_in_steps = 0, unknown_counts = 0;
+    std::vector<GraphReplay> captures;
+    std::vector<std::pair<int, int>> replays;  // step, graph
+    void on_step_begin(const StepInfo&) override { in_step = true; }
+    void on_step_end(const StepInfo&) override {
+      in_step = false;
+      ++steps;
+    }
+    void on_op_begin(const OpInfo& op) override {
+      if (op.graph != OpInfo::kCapture) return;
+      ++captured_ops;
+      captured_in_steps += in_step;
+    }
+    void on_graph_captured(const GraphReplay& g) override {
+      captures.push_back(g);
+      for (int i = 0; i < g.num_ops; ++i) unknown_counts += g.ops[i].graph_kernels < 1;
+    }
+    void on_graph_replay(const GraphReplay& g) override { replays.emplace_back(steps, g.graph); }
   } obs;
   auto engine = make_engine(kernels::Backend::cuda, {}, true, &obs);
+  ASSERT_EQ(obs.captures.size(), 10u) << "5 buckets x (argmax, sample)";
+  const int ops_per_graph = 1 + 15 * engine->config().num_layers + 3;
+  for (size_t i = 0; i < obs.captures.size(); ++i) {
+    EXPECT_EQ(obs.captures[i].graph, static_cast<int>(i));
+    EXPECT_EQ(obs.captures[i].num_ops, ops_per_graph);
+  }
+  EXPECT_EQ(obs.captured_ops, 10 * ops_per_graph);
+  EXPECT_EQ(obs.unknown_counts, 0) << "every captured op's kernel nodes were counted";
+  const MemoryBudget& m = engine->memory_budget();
+  EXPECT_EQ(m.cuda_graph_count, 10);
+  EXPECT_EQ(m.kv_scratch_blocks, 1);
+  std::printf("[engine-gpu] 10 decode graphs take %.2f MiB\n%s", m.cuda_graphs / 1048576.0, m.table().c_str());
+
   Request r;
   r.prompt = test::random_token_ids(5);
   r.max_new_tokens = 6;  // step 0 prefills, steps 1..5 decode one row
   r.stop_at_eos = false;
   engine->submit(r);
   engine->run_until_idle();
-  ASSERT_EQ(obs.steps.size(), 6u);
-  EXPECT_EQ(obs.steps[0], (std::pair<std::string, bool>{"prefill", false}));
-  EXPECT_EQ(obs.steps[1], (std::pair<std::string, bool>{"decode", true}));
-  for (size_t i = 2; i < obs.steps.size(); ++i)
-    EXPECT_EQ(obs.steps[i], (std::pair<std::string, bool>{"decode", false})) << "step " << i;
-  EXPECT_EQ(obs.replays, 5) << "every decode step replays its graph, the capturing one too";
+  EXPECT_EQ(obs.steps, 6);
+  EXPECT_EQ(obs.captured_in_steps, 0);
+  const std::vector<std::pair<int, int>> want{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}};
+  EXPECT_EQ(obs.replays, want) << "every decode step replays bucket 1's argmax graph";
 }
 
 }  // namespace

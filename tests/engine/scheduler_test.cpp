@@ -77,20 +77,11 @@ SimResult simulate(const EngineLimits& lim, int layers, int num_blocks, int num_
       }
     for (const auto& c : plan.fresh) EXPECT_EQ(c.start, 0);
     EXPECT_LE(logit_rows, lim.logits_rows);
-    std::vector<Sequence*> done;
-    for (const auto* list : {&plan.fresh, &plan.paged})
-      for (const auto& c : *list) {
-        c.seq->cached = c.start + c.count;
-        if (c.produces_token()) {
-          c.seq->tokens.push_back(1);
-          if (c.seq->num_generated() >= c.seq->req.max_new_tokens ||
-              static_cast<int>(c.seq->tokens.size()) >= lim.max_context)
-            done.push_back(c.seq);
-        }
-      }
-    for (Sequence* s : done) {
-      auto owned = sched.finish(s, step);
-      EXPECT_EQ(owned->num_generated(), std::min(want[owned->id], lim.max_context - owned->num_prompt));
+    // The model's stand-in: token 1 for every logit row; postprocess appends
+    // it, checks the stops and releases finished sequences.
+    std::vector<int32_t> tokens(plan.logit_rows.size(), 1);
+    for (const RequestResult& r : sched.postprocess(plan, StepTokens{tokens.data(), nullptr, 0}, step, 0.0)) {
+      EXPECT_EQ(static_cast<int>(r.tokens.size()), std::min(want[r.id], lim.max_context - static_cast<int>(r.prompt.size())));
       ++res.finished;
     }
     ++res.steps;
@@ -129,6 +120,143 @@ TEST(Scheduler, PreemptsWhenThePoolRunsOutAndStillFinishesEverything) {
   EXPECT_GT(r.preemptions, 0) << "the workload was sized to force preemption";
   EXPECT_FALSE(obs.double_alloc);
   EXPECT_FALSE(obs.bad_free);
+}
+
+// ---- postprocess: one sequence at a time, the model replaced by fixed tokens.
+struct OneSequence {
+  EngineLimits lim;
+  KvBlockManager kv;
+  Scheduler sched;
+  int64_t step = 0;
+  explicit OneSequence(EngineLimits l, std::vector<int> eos = {2})
+      : lim(l), kv(64, l.kv_block_size, 2, l.max_seqs, (l.max_context + l.kv_block_size - 1) / l.kv_block_size),
+        sched(l, kv, std::move(eos)) {}
+  static EngineLimits limits(int max_context = 64) {
+    EngineLimits l;
+    l.max_batch_tokens = 32;
+    l.max_seqs = 2;
+    l.max_context = max_context;
+    l.kv_block_size = 4;
+    l.logits_rows = 32;
+    return l;
+  }
+  void submit(Request req) {
+    auto s = std::make_unique<Sequence>();
+    s->id = 7;
+    s->tokens = req.prompt;
+    s->num_prompt = static_cast<int>(req.prompt.size());
+    s->req = std::move(req);
+    sched.enqueue(std::move(s));
+  }
+  // Steps until the sequence finishes, the model answering `token` on every
+  // logit row (and logits rows of `vocab` floats whose first entry is the
+  // row's position). Returns the result; fails after 100 steps.
+  RequestResult run(int32_t token, int vocab = 3) {
+    for (; step < 100; ++step) {
+      StepPlan plan = sched.plan(step);
+      EXPECT_FALSE(plan.empty());
+      std::vector<int32_t> tokens(plan.logit_rows.size(), token);
+      std::vector<float> logits(plan.logit_rows.size() * vocab, 0.0f);
+      for (size_t i = 0; i < plan.logit_rows.size(); ++i) logits[i * vocab] = plan.logit_rows[i].position;
+      auto done = sched.postprocess(plan, StepTokens{tokens.data(), logits.data(), vocab}, step, step * 0.5);
+      if (!done.empty()) {
+        EXPECT_EQ(done.size(), 1u);
+        ++step;
+        return done[0];
+      }
+    }
+    ADD_FAILURE() << "the sequence never finished";
+    return {};
+  }
+};
+
+Request request(std::vector<int32_t> prompt, int max_new, bool stop_at_eos = true) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_new_tokens = max_new;
+  r.stop_at_eos = stop_at_eos;
+  return r;
+}
+
+TEST(SchedulerPostprocess, EosFinishesAndReleasesTheBlocks) {
+  OneSequence t(OneSequence::limits());
+  std::vector<int32_t> streamed;
+  Request r = request({5, 6, 7}, 10);
+  r.on_token = [&](int64_t id, int32_t tok) {
+    EXPECT_EQ(id, 7);
+    streamed.push_back(tok);
+  };
+  t.submit(std::move(r));
+  RequestResult res = t.run(2);  // token 2 is an EOS id
+  EXPECT_EQ(res.finish_reason, "eos");
+  EXPECT_EQ(res.tokens, (std::vector<int32_t>{2}));
+  EXPECT_EQ(res.prompt, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(streamed, (std::vector<int32_t>{2}));
+  EXPECT_EQ(res.first_token_s, 0.0);
+  EXPECT_EQ(res.finish_s, 0.0) << "finished in step 0 (the prefill produced the EOS)";
+  EXPECT_EQ(t.kv.free_blocks(), 64) << "every block back in the pool";
+  EXPECT_TRUE(t.sched.idle());
+}
+
+TEST(SchedulerPostprocess, LengthStopsAfterMaxNewTokensAndEosIsIgnoredWhenAsked) {
+  OneSequence t(OneSequence::limits());
+  t.submit(request({5, 6}, 4, /*stop_at_eos=*/false));
+  RequestResult res = t.run(2);  // EOS every step, but stop_at_eos is off
+  EXPECT_EQ(res.finish_reason, "length");
+  EXPECT_EQ(res.tokens, (std::vector<int32_t>(4, 2)));
+  EXPECT_EQ(res.first_token_s, 0.0);
+  EXPECT_EQ(res.finish_s, 1.5) << "prefill at step 0, three decodes";
+  EXPECT_EQ(t.kv.free_blocks(), 64);
+}
+
+TEST(SchedulerPostprocess, ContextStopsWhenTheSequenceFillsMaxContext) {
+  OneSequence t(OneSequence::limits(/*max_context=*/8));
+  t.submit(request({1, 1, 1, 1, 1}, 100));
+  RequestResult res = t.run(9);
+  EXPECT_EQ(res.finish_reason, "context");
+  EXPECT_EQ(res.prompt.size() + res.tokens.size(), 8u);
+  EXPECT_EQ(t.kv.free_blocks(), 64);
+}
+
+TEST(SchedulerPostprocess, ForcedTokensReplaceTheModelsAndNeverStopAtEos) {
+  OneSequence t(OneSequence::limits());
+  Request r = request({5, 6, 7}, 3);
+  r.forced_tokens = {2, 2};  // EOS ids, forced: not a stop
+  r.all_logits = true;
+  std::vector<int> positions;
+  r.on_logits = [&](int64_t, int position, const float* row) {
+    EXPECT_EQ(row[0], static_cast<float>(position)) << "the row of that position";
+    positions.push_back(position);
+  };
+  t.submit(std::move(r));
+  RequestResult res = t.run(2);  // the third token is the model's: an EOS
+  EXPECT_EQ(res.tokens, (std::vector<int32_t>{2, 2, 2}));
+  EXPECT_EQ(res.finish_reason, "eos");
+  EXPECT_EQ(positions, (std::vector<int>{0, 1, 2, 3, 4})) << "each position's logits once, in order";
+  EXPECT_EQ(t.kv.free_blocks(), 64);
+}
+
+TEST(SchedulerPostprocess, LogitRowsFollowTheRowOrderOfThePlan) {
+  OneSequence t(OneSequence::limits());
+  t.submit(request({5, 6, 7}, 5));
+  Request scored = request({8, 9}, 5);
+  scored.all_logits = true;
+  auto s = std::make_unique<Sequence>();
+  s->id = 8;
+  s->tokens = scored.prompt;
+  s->num_prompt = 2;
+  s->req = std::move(scored);
+  t.sched.enqueue(std::move(s));
+  StepPlan plan = t.sched.plan(0);
+  ASSERT_EQ(plan.fresh.size(), 2u);
+  ASSERT_EQ(plan.logit_rows.size(), 3u) << "the last row of the first prompt, every row of the scored one";
+  EXPECT_EQ(plan.logit_rows[0].row, 2);
+  EXPECT_EQ(plan.logit_rows[0].position, 2);
+  EXPECT_EQ(plan.logit_rows[1].row, 3);
+  EXPECT_EQ(plan.logit_rows[1].position, 0);
+  EXPECT_EQ(plan.logit_rows[2].row, 4);
+  EXPECT_EQ(plan.logit_rows[2].position, 1);
+  EXPECT_TRUE(plan.copies_logits());
 }
 
 TEST(KvBlockManager, TablesUpdatesAndFragmentation) {

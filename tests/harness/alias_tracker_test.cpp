@@ -187,8 +187,9 @@ TEST(AliasTracker, GraphCaptureIsSkippedAndReplaysAreChecked) {
   AliasTracker t;
   t.on_arena(a->arena);
   const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
-  testing::run_graph_step(t, *a, 0, 2, /*capture=*/true, graph);
-  testing::run_graph_step(t, *a, 1, 2, /*capture=*/false, graph);
+  testing::capture_seed_graph(t, *a, 2, graph);
+  testing::run_graph_step(t, 0, graph);
+  testing::run_graph_step(t, 1, graph);
   t.finish();
   // Only the replays count: 2 layers x 2 steps, and both steps share one
   // pattern (the captured ops did not double the first step).
@@ -202,8 +203,9 @@ TEST(AliasTracker, PureReplayStepsReuseTheGraphsPatternAndKeepCounting) {
   AliasTracker t;
   t.on_arena(a->arena);
   const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
-  testing::run_graph_step(t, *a, 0, 2, /*capture=*/true, graph);
-  for (int s = 1; s < 10; ++s) testing::run_graph_step(t, *a, s, 2, /*capture=*/false, graph);
+  testing::capture_seed_graph(t, *a, 2, graph);
+  testing::run_graph_step(t, 0, graph);
+  for (int s = 1; s < 10; ++s) testing::run_graph_step(t, s, graph);
   t.finish();
   EXPECT_EQ(t.violation_count(), 2 * 10) << "2 layers x 10 replayed steps";
   ASSERT_EQ(t.patterns().size(), 1u);
@@ -218,7 +220,8 @@ TEST(AliasTracker, ReplayPlusOtherOpsInOneStepIsAnalysedInFull) {
   AliasTracker t;
   t.on_arena(a->arena);
   const testing::RecordedGraph graph = testing::record_seed_graph(*a, 1);
-  testing::run_graph_step(t, *a, 0, 1, /*capture=*/true, graph);  // learns the pattern
+  testing::capture_seed_graph(t, *a, 1, graph);
+  testing::run_graph_step(t, 0, graph);  // learns the pattern
   // Step 1: the replay, then an eager op that clobbers x while nothing reads
   // it any more (clean), then one that reads logits (the replay's output).
   t.on_step_begin(testing::step_info(1, "decode", 2, 2));
@@ -231,7 +234,7 @@ TEST(AliasTracker, ReplayPlusOtherOpsInOneStepIsAnalysedInFull) {
   t.on_graph_replay(graph.replay());
   t.on_step_end(testing::step_info(2, "decode", 2, 2));
   // Step 3: a pure replay again reuses the learned pattern.
-  testing::run_graph_step(t, *a, 3, 1, /*capture=*/false, graph);
+  testing::run_graph_step(t, 3, graph);
   t.finish();
   auto patterns = t.patterns();
   ASSERT_EQ(patterns.size(), 3u);

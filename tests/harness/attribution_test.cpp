@@ -126,13 +126,17 @@ TEST(Attribution, GraphReplaysUseNodeOwnersAndTheReplayStep) {
 TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
   g_ns = 0;
   Timeline t(fake_clock);
-  // Step 5 captures ops 0 and 1 (nodes 501, 502) into graph slot 3 and
-  // replays it; steps 9 and 11 replay slot 3 again, after CUPTI was detached
-  // and re-attached: their node ids (601.., 701..) were never seen created.
-  t.on_step_begin(testing::step_info(5, "decode", 1, 1));
+  // At start-up ops 0 and 1 are captured (nodes 501, 502) into graph slot 3
+  // (kernel-node counts unknown); step 5 replays it; steps 9 and 11 replay
+  // slot 3 again, after CUPTI was detached and re-attached: their node ids
+  // (601.., 701..) were never seen created.
+  OpInfo uncounted[2];
+  for (OpInfo& o : uncounted) o.graph = OpInfo::kReplay;
   testing::seed_op(t, "rmsnorm_op", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture);
   testing::seed_op(t, "gemm_op", 0, kernels::Family::gemm, {}, {}, [] {}, 1e6, 1e9, OpInfo::kCapture);
-  t.on_graph_replay(GraphReplay{3, nullptr, 2});
+  t.on_graph_captured(GraphReplay{3, uncounted, 2});
+  t.on_step_begin(testing::step_info(5, "decode", 1, 1));
+  t.on_graph_replay(GraphReplay{3, uncounted, 2});
   t.on_step_end(testing::step_info(5, "decode", 1, 1));
   for (int s : {9, 11, 12, 13}) {
     t.on_step_begin(testing::step_info(s, "decode", 1, 1));
@@ -170,38 +174,35 @@ TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
 TEST(Attribution, ReplaysOfGraphsCapturedUnseenAreLabelledFromCaptureCounts) {
   g_ns = 0;
   Timeline t(fake_clock);
-  // Step 2 captures three ops into slot 1 while CUPTI is detached: the
-  // engine counted 1, 2 and 1 kernel nodes. Steps 6 and 7 replay slot 1
-  // under CUPTI (nodes never seen created, and no labelled replay exists).
-  // Slot 2 (step 8) was captured with one op whose count is unknown.
-  // The engine reports the counts with the replay's ops (found in the graph
-  // once the capture ended).
+  // At start-up three ops are captured into slot 1 while CUPTI is detached
+  // (or its node ids are lost): the engine counted 1, 2 and 1 kernel nodes
+  // and reports them with the graph's ops once the capture ended. Steps 6
+  // and 7 replay slot 1 under CUPTI (nodes never seen created, and no
+  // labelled replay exists). Slot 2 (step 8) was captured with one op whose
+  // count is unknown.
   OpInfo replay_ops[3];
   for (int k = 0; k < 3; ++k) {
     replay_ops[k].graph = OpInfo::kReplay;
     replay_ops[k].graph_kernels = k == 1 ? 2 : 1;
   }
-  StepInfo capture_step = testing::step_info(2, "decode", 1, 1);
-  capture_step.captures_graph = true;
-  t.on_step_begin(capture_step);
   testing::seed_op(t, "attn_norm", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
   testing::seed_op(t, "q_proj", 0, kernels::Family::gemm, {}, {}, [] {}, 4e6, 8e9, OpInfo::kCapture);
   testing::seed_op(t, "swiglu", 0, kernels::Family::swiglu, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture);
-  t.on_graph_replay(GraphReplay{1, replay_ops, 3});
-  t.on_step_end(testing::step_info(2, "decode", 1, 1));
+  t.on_graph_captured(GraphReplay{1, replay_ops, 3});
+  OpInfo unknown;
+  unknown.graph = OpInfo::kReplay;
+  testing::seed_op(t, "embed", -1, kernels::Family::embedding, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
+  t.on_graph_captured(GraphReplay{2, &unknown, 1});
   for (int s : {6, 7}) {
     t.on_step_begin(testing::step_info(s, "decode", 1, 1));
     t.on_graph_replay(GraphReplay{1, replay_ops, 3});
     t.on_step_end(testing::step_info(s, "decode", 1, 1));
   }
-  OpInfo unknown;
-  unknown.graph = OpInfo::kReplay;
-  StepInfo capture_step8 = testing::step_info(8, "decode", 2, 2);
-  capture_step8.captures_graph = true;
-  t.on_step_begin(capture_step8);
-  testing::seed_op(t, "embed", -1, kernels::Family::embedding, {}, {}, [] {}, 1e6, 0, OpInfo::kCapture);
+  t.on_step_begin(testing::step_info(8, "decode", 2, 2));
   t.on_graph_replay(GraphReplay{2, &unknown, 1});
   t.on_step_end(testing::step_info(8, "decode", 2, 2));
+  ASSERT_EQ(t.captures().size(), 2u);
+  EXPECT_EQ(t.captures()[1].first_launch, 3u);
   ASSERT_EQ(t.launches()[0].graph_kernels, 1);
   ASSERT_EQ(t.launches()[1].graph_kernels, 2);
   ASSERT_EQ(t.launches()[3].graph_kernels, -1);

@@ -131,20 +131,18 @@ TEST(CuptiGpu, GraphReplaysKeepOpLabelsAndLearnTheirStep) {
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto busy = [&] { ASSERT_EQ(lantern_test_busy_kernel(buf.p, 1 << 14, 100, stream), cudaSuccess); };
 
-  // As engine/model.cpp does: in the first step the ops are captured
-  // (hooks with kCapture), the graph is launched, and after every launch the
-  // replay's accounting hooks (kReplay) follow.
+  // As engine/model.cpp does: at start-up, outside any step, the ops are
+  // captured (hooks with kCapture); every step launches the graph, and the
+  // replay's accounting hooks (kReplay) follow the launch.
   cudaGraphExec_t exec = nullptr;
   cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  testing::seed_op(set, "captured_a", 2, Family::residual, {}, {}, busy, 1e6, 0, OpInfo::kCapture);
+  testing::seed_op(set, "captured_b", 2, Family::swiglu, {}, {}, busy, 1e6, 0, OpInfo::kCapture);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (int s = 10; s < 13; ++s) {
     set.on_step_begin(testing::step_info(s, "decode", 1, 1));
-    if (!exec) {
-      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      testing::seed_op(set, "captured_a", 2, Family::residual, {}, {}, busy, 1e6, 0, OpInfo::kCapture);
-      testing::seed_op(set, "captured_b", 2, Family::swiglu, {}, {}, busy, 1e6, 0, OpInfo::kCapture);
-      CUDA_OK(cudaStreamEndCapture(stream, &graph));
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    }
     CUDA_OK(cudaGraphLaunch(exec, stream));
     testing::seed_op(set, "captured_a", 2, Family::residual, {}, {}, [] {}, 1e6, 0, OpInfo::kReplay);
     testing::seed_op(set, "captured_b", 2, Family::swiglu, {}, {}, [] {}, 1e6, 0, OpInfo::kReplay);
@@ -329,7 +327,7 @@ TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
     steps.insert(k.step);
     if (k.graph_node != 0) {
       ++replayed;
-      EXPECT_GE(k.launch, 0) << "graph captured in an untraced step still labels its replays";
+      EXPECT_GE(k.launch, 0) << "graphs captured at start-up label their replays in sampled steps";
       EXPECT_FALSE(k.op.empty());
     }
   }
@@ -343,10 +341,10 @@ TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {
 }
 
 // Windows: CUPTI attached for steps 0-2, 6-8, 12-13 (3 of every 6) and
-// detached with cuptiFinalize in between. The decode graph is captured in
-// step 1; its replays in later windows must keep their op labels: by graph
-// node id if the ids survive a detach, else by position in the replay
-// (attribution.h). The test prints which one it was.
+// detached with cuptiFinalize in between. The decode graphs are captured at
+// start-up (attached); replays in later windows must keep their op labels:
+// by graph node id if the ids survive a detach, else by position in the
+// replay (attribution.h). The test prints which one it was.
 TEST(CuptiGpu, CuptiWindowsTraceOnlyWindowStepsAndKeepGraphLabels) {
   LANTERN_REQUIRE_GPU_AND_HOOKS();
   HarnessOptions o;
@@ -388,11 +386,12 @@ std::set<int64_t> kernel_steps(const runfmt::Run& run) {
   return steps;
 }
 
-// A graph captured while CUPTI is detached (windows 1:4: attached in steps
-// 0, 4, 8, 12; the decode graph is captured in step 1): its replays are
-// labelled from the engine's per-op kernel-node counts. The labels must be
-// the ones CUPTI's node ids give when it saw the capture (same model, same
-// prompt, CUPTI attached throughout).
+// Graphs whose node ids CUPTI never saw (windows 1:4: attached in steps 0,
+// 4, 8, 12, and no graph-node callbacks, as when the ids are lost): their
+// replays are labelled from the engine's per-op kernel-node counts told at
+// start-up capture (on_graph_captured). The labels must be the ones CUPTI's
+// node ids give when it saw the capture (same model, same prompt, CUPTI
+// attached throughout).
 void expect_capture_labels_match_node_labels(int num_seqs) {
   SCOPED_TRACE(strformat("%d sequences", num_seqs));
   auto submit = [num_seqs](Engine& engine, const ModelConfig& cfg) {
@@ -411,6 +410,7 @@ void expect_capture_labels_match_node_labels(int num_seqs) {
   HarnessOptions all = windows;
   all.cupti_config.window_period = 0;
   all.cupti_config.window_budget = 0;
+  windows.cupti_config.graph_node_callbacks = false;
   const std::string name = strformat("cupti-capture-%d", num_seqs);
   runfmt::Run w = record_tiny_cuda_run((name + "-detached").c_str(), 19, windows, num_seqs, submit);
   runfmt::Run a = record_tiny_cuda_run((name + "-attached").c_str(), 19, all, num_seqs, submit);
@@ -478,8 +478,8 @@ TEST(CuptiGpu, CuptiBudgetReopensWindowsWithinTheBudget) {
   const int kSteps = 200;
   runfmt::Run run = record_budget_run("cupti-budget-high", budget, kSteps);
   const auto& h = run.metrics["harness"];
-  // Windows are 8 steps long (the graph is captured in step 1, inside the
-  // first): every maximal run of traced steps has 8 steps, the last one may
+  // Windows are 8 steps long (the graphs are captured at start-up, before
+  // the first): every maximal run of traced steps has 8 steps, the last one may
   // be cut by the end of the run.
   const std::set<int64_t> traced = kernel_steps(run);
   const std::vector<int64_t> steps(traced.begin(), traced.end());

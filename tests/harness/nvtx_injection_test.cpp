@@ -207,13 +207,13 @@ TEST(NvtxObserver, GraphReplayHooksPushNoRanges) {
   auto a = testing::make_seed_arena();
   rec().start();
   const testing::RecordedGraph graph = testing::record_seed_graph(*a, 2);
-  testing::run_graph_step(nvtx, *a, 7, 2, /*capture=*/true, graph);
-  const size_t with_capture = rec().ranges.size();
+  testing::capture_seed_graph(nvtx, *a, 2, graph);
+  const size_t capture = rec().ranges.size();
   rec().ranges.clear();
-  testing::run_graph_step(nvtx, *a, 8, 2, /*capture=*/false, graph);
+  testing::run_graph_step(nvtx, 8, graph);
   rec().stop();
-  // Capture: step, phase, 2 layers and every op (host time of the capture).
-  EXPECT_EQ(with_capture, 2 + 2 + static_cast<size_t>(testing::seed_ops_per_step(2)));
+  // Capture (start-up, no step): 2 layers and every op (host time of the capture).
+  EXPECT_EQ(capture, 2 + static_cast<size_t>(testing::seed_ops_per_step(2)));
   // Replay: step and phase only; no empty layer or op ranges after the launch.
   ASSERT_EQ(rec().ranges.size(), 2u);
   EXPECT_EQ(rec().ranges[0].name, "step");

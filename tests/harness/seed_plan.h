@@ -1,14 +1,17 @@
 #pragma once
-// Test helper (header only): an arena laid out like the seed engine's
-// (engine/model.cpp) and a driver that replays one step of its forward pass
-// through an Observer: the same ops, in the same order, declaring the same
-// view reads and writes. `Plan` can plant a wrong alias.
+// Test helper (header only): the engine's own op table and activation layout
+// (engine/op_table.h) for a small model, and a driver that replays one step
+// of the forward pass through an Observer: the same ops, in the same order,
+// declaring the same view reads and writes as Model::forward. `Plan` can
+// plant a wrong alias into the layout.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/arena.h"
 #include "engine/observer.h"
+#include "engine/op_table.h"
 #include "kernels/registry.h"
 
 namespace lantern::harness::testing {
@@ -19,37 +22,36 @@ enum class Plan {
   k_over_q,      // WRONG: "k" shares "q"'s buffer (rope still reads q)
 };
 
-struct SeedArena {
+// The engine's arena layout and view ids (ActivationViews: a->x, a->q, ...).
+struct SeedArena : ActivationViews {
   Arena arena;
-  ViewId x, xn, q, attn_out, k, v, o_out, mlp_down, gate, up, mlp_act, logits_in, logits;
 };
+
+// A small model: hidden 64, 4 q heads and 1 kv head of 16, MLP 256, vocab 1000.
+inline ModelConfig seed_config(int layers = 2, int hidden = 64) {
+  ModelConfig c;
+  c.hidden_size = hidden;
+  c.intermediate_size = 4 * hidden;
+  c.num_layers = layers;
+  c.num_q_heads = 4;
+  c.num_kv_heads = 1;
+  c.head_dim = hidden / 4;
+  c.vocab_size = 1000;
+  return c;
+}
 
 inline std::unique_ptr<SeedArena> make_seed_arena(Plan plan = Plan::seed, size_t rows = 4,
                                                   size_t hidden = 64) {
   auto s = std::make_unique<SeedArena>();
-  Arena& a = s->arena;
-  const size_t act = 4 * rows * hidden, inter = 4 * act;
-  s->x = a.add_buffer_view("x", act, "[rows, hidden] f32");
-  s->xn = a.add_buffer_view("xn", act, "[rows, hidden] f32");
-  int q_attn = a.add_buffer("q_attn", act, "[rows, q_dim] f32");
-  s->q = a.add_view("q", q_attn);
-  s->attn_out = a.add_view("attn_out", q_attn);
-  if (plan == Plan::k_over_q) {
-    s->k = a.add_view("k", q_attn, 0, act / 4);
-    s->v = a.add_buffer_view("v", act / 4);
-  } else {
-    s->k = a.add_buffer_view("k", act / 4);
-    s->v = a.add_buffer_view("v", act / 4);
-  }
-  int o_down = a.add_buffer("o_down", act);
-  s->o_out = a.add_view("o_out", o_down);
-  s->mlp_down = a.add_view("mlp_down", o_down);
-  int gate = a.add_buffer("gate", inter);
-  s->gate = a.add_view("gate", gate);
-  s->up = plan == Plan::up_over_gate ? a.add_view("up", gate) : a.add_buffer_view("up", inter);
-  s->mlp_act = a.add_buffer_view("mlp_act", inter);
-  s->logits_in = a.add_buffer_view("logits_in", act);
-  s->logits = a.add_buffer_view("logits", 4 * rows * 1000);
+  const int r = static_cast<int>(rows);
+  std::vector<ViewDecl> layout = activation_layout(seed_config(2, static_cast<int>(hidden)), r, r, 4, 256);
+  auto move_view = [&](const char* view, const char* onto) {
+    auto it = std::find_if(layout.begin(), layout.end(), [&](const ViewDecl& d) { return d.view == view; });
+    it->buffer = onto;
+  };
+  if (plan == Plan::up_over_gate) move_view("up", "gate");
+  if (plan == Plan::k_over_q) move_view("k", "q_attn");
+  static_cast<ActivationViews&>(*s) = declare_activations(s->arena, layout);
   return s;
 }
 
@@ -88,43 +90,31 @@ inline StepInfo step_info(int64_t step, const char* phase, int seqs, int tokens)
   return s;
 }
 
-// One step of the seed's forward pass (model.cpp's op order). `body` runs
-// inside every op (e.g. a kernel launch); without it ops are empty.
-// Ops of one forward pass (no step hooks): `mode` marks them eager, captured
-// into a CUDA graph, or replayed from one (as engine/model.cpp reports them).
+// The engine's ops of one step (engine/op_table.h): `phase` "prefill" or
+// "decode", argmax head.
+inline std::vector<OpSpec> seed_ops(const ActivationViews& a, const char* phase, int layers) {
+  StepKind kind{std::string(phase) == "prefill" ? StepKind::prefill : StepKind::decode, StepKind::argmax};
+  return step_ops(layers, a, kind);
+}
+
+// One step of the engine's forward pass, hooked as Model::forward hooks it
+// (layer hooks around each layer's ops). `body` runs inside every op (e.g. a
+// kernel launch); without it ops are empty. No step hooks: `mode` marks the
+// ops eager, captured into a CUDA graph, or replayed from one.
 template <class Body>
 void run_seed_ops(Observer& obs, const SeedArena& a, const char* phase, int layers, Body&& body,
                   OpInfo::GraphMode mode = OpInfo::kEager) {
-  using kernels::Family;
-  auto op = [&](const char* name, int layer, Family f, std::vector<ViewId> r, std::vector<ViewId> w) {
-    seed_op(obs, name, layer, f, std::move(r), std::move(w), body, 1e6, 2e6, mode);
-  };
-  op("embed", -1, Family::embedding, {}, {a.x});
-  for (int l = 0; l < layers; ++l) {
-    obs.on_layer_begin(l);
-    op("attn_norm", l, Family::rmsnorm, {a.x}, {a.xn});
-    op("q_proj", l, Family::gemm, {a.xn}, {a.q});
-    op("k_proj", l, Family::gemm, {a.xn}, {a.k});
-    op("v_proj", l, Family::gemm, {a.xn}, {a.v});
-    op("rope", l, Family::rope, {a.q, a.k}, {a.q, a.k});
-    op("kv_write", l, Family::kv_write, {a.k, a.v}, {});
-    if (std::string(phase) == "prefill")
-      op("attention_prefill", l, Family::attention_prefill, {a.q, a.k, a.v}, {a.attn_out});
-    else
-      op("attention_decode", l, Family::attention_decode, {a.q}, {a.attn_out});
-    op("o_proj", l, Family::gemm, {a.attn_out}, {a.o_out});
-    op("attn_residual", l, Family::residual, {a.x, a.o_out}, {a.x});
-    op("mlp_norm", l, Family::rmsnorm, {a.x}, {a.xn});
-    op("gate_proj", l, Family::gemm, {a.xn}, {a.gate});
-    op("up_proj", l, Family::gemm, {a.xn}, {a.up});
-    op("swiglu", l, Family::swiglu, {a.gate, a.up}, {a.mlp_act});
-    op("down_proj", l, Family::gemm, {a.mlp_act}, {a.mlp_down});
-    op("mlp_residual", l, Family::residual, {a.x, a.mlp_down}, {a.x});
-    obs.on_layer_end(l);
+  int layer = -1;
+  for (const OpSpec& o : seed_ops(a, phase, layers)) {
+    if (o.layer != layer) {
+      if (layer >= 0) obs.on_layer_end(layer);
+      layer = o.layer;
+      if (layer >= 0) obs.on_layer_begin(layer);
+    }
+    seed_op(obs, o.name, o.layer, o.family, std::vector<ViewId>(o.reads.begin(), o.reads.begin() + o.num_reads),
+            std::vector<ViewId>(o.writes.begin(), o.writes.begin() + o.num_writes), body, 1e6, 2e6, mode);
   }
-  op("final_norm", -1, Family::rmsnorm, {a.x}, {a.logits_in});
-  op("lm_head", -1, Family::gemm, {a.logits_in}, {a.logits});
-  op("argmax", -1, Family::argmax, {a.logits}, {});
+  if (layer >= 0) obs.on_layer_end(layer);
 }
 
 template <class Body>
@@ -175,15 +165,19 @@ inline RecordedGraph record_seed_graph(const SeedArena& a, int layers) {
   return g;
 }
 
-// A decode step the way the engine runs it with CUDA graphs: the first time
-// (`capture`) the ops are recorded into a graph, which is then launched;
-// every time, one on_graph_replay hook follows the launch. `graph` must
-// outlive the observer's use of it (one per test, like the engine's graph).
-inline void run_graph_step(Observer& obs, const SeedArena& a, int64_t step, int layers, bool capture,
-                           const RecordedGraph& graph) {
+// The engine's start-up capture of a decode graph: its ops hooked with
+// kCapture outside any step, then on_graph_captured. `graph` must outlive
+// the observer's use of it (one per test, like the engine's graph).
+inline void capture_seed_graph(Observer& obs, const SeedArena& a, int layers, const RecordedGraph& graph) {
+  run_seed_ops(obs, a, "decode", layers, [] {}, OpInfo::kCapture);
+  obs.on_graph_captured(graph.replay());
+}
+
+// A decode step the way the engine runs it with CUDA graphs: the graph
+// (captured before) is launched, then one on_graph_replay hook follows.
+inline void run_graph_step(Observer& obs, int64_t step, const RecordedGraph& graph) {
   StepInfo info = step_info(step, "decode", 2, 2);
   obs.on_step_begin(info);
-  if (capture) run_seed_ops(obs, a, "decode", layers, [] {}, OpInfo::kCapture);
   obs.on_graph_replay(graph.replay());
   obs.on_step_end(info);
 }
@@ -193,7 +187,10 @@ inline void run_seed_step(Observer& obs, const SeedArena& a, int64_t step, const
   run_seed_step(obs, a, step, phase, layers, [] {});
 }
 
-// Ops per seed step with `layers` layers (embed + 15 per layer + 3 at the end).
-constexpr int seed_ops_per_step(int layers) { return 1 + 15 * layers + 3; }
+// Ops per step with `layers` layers, from the op table (embed + 15 per layer
+// + final_norm, lm_head, argmax).
+inline int seed_ops_per_step(int layers) {
+  return static_cast<int>(seed_ops(*make_seed_arena(), "decode", layers).size());
+}
 
 }  // namespace lantern::harness::testing

@@ -1,0 +1,159 @@
+// Model::forward: walks the op table for the step's kind and launches each op
+// through the registry. An op's kernel gets the arena views the table
+// declares for it (reads in order, then writes), so what the alias tracker
+// checks is what the kernels touch.
+#include <cmath>
+
+#include "kernels/base/errors.h"
+#include "engine/model.h"
+
+namespace lantern {
+
+using kernels::Family;
+
+namespace {
+
+OpInfo op_info(const OpSpec& o, const kernels::KernelEntry* e, kernels::Cost cost, OpInfo::GraphMode mode) {
+  OpInfo info;
+  info.graph = mode;
+  info.op = o.name;
+  info.layer = o.layer;
+  info.kernel = e;
+  info.cost = cost;
+  info.reads = o.reads.data();
+  info.num_reads = o.num_reads;
+  info.writes = o.writes.data();
+  info.num_writes = o.num_writes;
+  return info;
+}
+
+}  // namespace
+
+template <class Args>
+void Model::op(const OpSpec& o, const Args& args) {
+  constexpr Family f = kernels::FamilyOf<Args>::value;
+  const kernels::KernelEntry& e = kernels_.entry(f);
+  kernels::LaunchCtx ctx = dev_.ctx(workspace_, workspace_bytes_);
+#if LANTERN_INSTRUMENTATION
+  if (obs_ || capturing_) {
+    const OpInfo info = op_info(o, &e, e.cost(&args), capturing_ ? OpInfo::kCapture : OpInfo::kEager);
+    if (obs_) obs_->on_op_begin(info);
+    kernels::launch(e, args, ctx);
+    if (capturing_) {
+      captured_.push_back(info);
+      leaves_.push_back(capture_leaf());
+    }
+    if (obs_) obs_->on_op_end(info);
+    return;
+  }
+#endif
+  kernels::launch(e, args, ctx);
+}
+
+void Model::attention_mixed(const OpSpec& o, const kernels::AttentionPrefillArgs& prefill,
+                            const kernels::AttentionDecodeArgs& decode) {
+  const kernels::KernelEntry& pe = kernels_.entry(Family::attention_prefill);
+  const kernels::KernelEntry& de = kernels_.entry(Family::attention_decode);
+  kernels::LaunchCtx ctx = dev_.ctx(workspace_, workspace_bytes_);
+#if LANTERN_INSTRUMENTATION
+  if (obs_) {
+    kernels::Cost cp = pe.cost(&prefill), cd = de.cost(&decode);
+    const OpInfo info = op_info(o, &pe, kernels::Cost{cp.bytes + cd.bytes, cp.flops + cd.flops},
+                                OpInfo::kEager);  // mixed steps are never captured
+    obs_->on_op_begin(info);
+    kernels::launch(pe, prefill, ctx);
+    kernels::launch(de, decode, ctx);
+    obs_->on_op_end(info);
+    return;
+  }
+#endif
+  (void)o;
+  kernels::launch(pe, prefill, ctx);
+  kernels::launch(de, decode, ctx);
+}
+
+void Model::forward(const ForwardShape& s) {
+  int layer = -1;
+  for (const OpSpec& o : op_table_->ops(s.kind)) {
+    if (o.layer != layer) {
+      if (layer >= 0) LANTERN_OBSERVE(obs_, on_layer_end(layer));
+      layer = o.layer;
+      if (layer >= 0) LANTERN_OBSERVE(obs_, on_layer_begin(layer));
+    }
+    launch_op(o, s);
+  }
+  if (layer >= 0) LANTERN_OBSERVE(obs_, on_layer_end(layer));
+}
+
+void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
+  const int n = s.n, r = s.r, nf = s.nf;
+  const int H = cfg_.hidden_size, I = cfg_.intermediate_size, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
+  const float eps = cfg_.rms_norm_eps;
+  char* devm = static_cast<char*>(arena_.ptr(v_.meta));
+  auto M = [devm](size_t off) { return reinterpret_cast<int32_t*>(devm + off); };
+  auto in = [&](int i) { return arena_.ptr(o.reads[i]); };
+  auto out = [&](int i) { return arena_.ptr(o.writes[i]); };
+  const LayerWeights* lw = o.layer >= 0 ? &w_.layers[o.layer] : nullptr;
+  const size_t table_layer = static_cast<size_t>(limits_.max_seqs + 1) * max_blocks_per_seq_;
+  const kernels::KvCacheRef cache{kv_pool_, block_tables_ + (o.layer >= 0 ? o.layer : 0) * table_layer,
+                                  limits_.kv_block_size, max_blocks_per_seq_, cfg_.num_kv_heads,
+                                  cfg_.head_dim};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
+  auto prefill = [&] {
+    return kernels::AttentionPrefillArgs{in(0), in(1), in(2), out(0),
+                                         dev_.is_cuda() ? M(meta_.fresh_starts) : s.host_fresh_starts,
+                                         s.host_fresh_starts, s.num_fresh, s.max_fresh_len,
+                                         cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim, Q, KV, scale};
+  };
+  auto decode = [&] {  // the paged rows: after the nf fresh rows
+    const size_t skip = static_cast<size_t>(nf) * Q * act_bytes_;
+    return kernels::AttentionDecodeArgs{static_cast<char*>(in(0)) + skip, static_cast<char*>(out(0)) + skip,
+                                        M(meta_.slots) + nf, M(meta_.ctx_lens) + nf, cache, n - nf,
+                                        limits_.max_context, cfg_.num_q_heads, Q, scale};
+  };
+  auto gemm = [&](const void* w, int rows, int cols, int inner) {
+    op(o, kernels::GemmArgs{in(0), w, out(0), rows, cols, inner});
+  };
+  switch (o.kind) {
+    case OpKind::embed: return op(o, kernels::EmbeddingArgs{M(meta_.ids), w_.embed, out(0), n, H, cfg_.vocab_size});
+    case OpKind::attn_norm: return op(o, kernels::RmsnormArgs{in(0), lw->attn_norm, out(0), nullptr, n, H, eps});
+    case OpKind::q_proj: return gemm(lw->wq, n, Q, H);
+    case OpKind::k_proj: return gemm(lw->wk, n, KV, H);
+    case OpKind::v_proj: return gemm(lw->wv, n, KV, H);
+    case OpKind::rope:
+      return op(o, kernels::RopeArgs{out(0), out(1), M(meta_.positions), static_cast<const float*>(arena_.ptr(v_.inv_freq)),
+                                     n, cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim, Q, KV});
+    case OpKind::kv_write:
+      return op(o, kernels::KvWriteArgs{in(0), in(1), M(meta_.positions), M(meta_.slots), cache, n, KV});
+    case OpKind::attention_prefill: return op(o, prefill());
+    case OpKind::attention_decode: return op(o, decode());
+    case OpKind::attention_mixed: return attention_mixed(o, prefill(), decode());
+    case OpKind::o_proj: return gemm(lw->wo, n, H, Q);
+    case OpKind::attn_residual:
+    case OpKind::mlp_residual:
+      return op(o, kernels::ResidualArgs{out(0), in(1), static_cast<size_t>(n) * H});
+    case OpKind::mlp_norm: return op(o, kernels::RmsnormArgs{in(0), lw->mlp_norm, out(0), nullptr, n, H, eps});
+    case OpKind::gate_proj: return gemm(lw->w_gate, n, I, H);
+    case OpKind::up_proj: return gemm(lw->w_up, n, I, H);
+    case OpKind::swiglu: return op(o, kernels::SwigluArgs{in(0), in(1), out(0), n, I});
+    case OpKind::down_proj: return gemm(lw->w_down, n, H, I);
+    case OpKind::final_norm:
+      return op(o, kernels::RmsnormArgs{in(0), w_.final_norm, out(0), M(meta_.logit_rows), r, H, eps});
+    case OpKind::lm_head: {
+      kernels::GemmArgs head{in(0), w_.lm_head, out(0), r, cfg_.vocab_size, H};
+      head.c_f32 = true;
+      return op(o, head);
+    }
+    case OpKind::argmax:
+      return op(o, kernels::ArgmaxArgs{static_cast<const float*>(in(0)), M(meta_.out_tokens), r, cfg_.vocab_size});
+    case OpKind::sample:
+      return op(o, kernels::SampleArgs{static_cast<const float*>(in(0)),
+                                       reinterpret_cast<const float*>(devm + meta_.temperature), M(meta_.top_k),
+                                       reinterpret_cast<const float*>(devm + meta_.top_p),
+                                       reinterpret_cast<const uint64_t*>(devm + meta_.seeds), M(meta_.gen_index),
+                                       M(meta_.out_tokens), r, cfg_.vocab_size});
+  }
+  LANTERN_FAIL("op %s has no launcher", o.name);
+}
+
+}  // namespace lantern

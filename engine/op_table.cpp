@@ -1,0 +1,149 @@
+#include "engine/op_table.h"
+
+#include <map>
+
+#include "kernels/base/errors.h"
+
+namespace lantern {
+
+std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int logit_rows,
+                                        size_t act_bytes, size_t meta_bytes) {
+  const long T = rows, R = logit_rows, H = cfg.hidden_size, I = cfg.intermediate_size;
+  const long Q = cfg.q_dim(), KV = cfg.kv_dim();
+  const char* act = act_bytes == 2 ? "bf16" : "f32";
+  auto decl = [&](const char* view, const char* buffer, long r, long c) {
+    return ViewDecl{view, buffer, static_cast<size_t>(r) * c * act_bytes,
+                    strformat("[%ld, %ld] %s", r, c, act)};
+  };
+  return {
+      decl("x", "x", T, H),
+      decl("xn", "xn", T, H),
+      decl("q", "q_attn", T, Q),
+      decl("attn_out", "q_attn", T, Q),  // seed alias 1
+      decl("k", "k", T, KV),
+      decl("v", "v", T, KV),
+      decl("o_out", "o_down", T, H),
+      decl("mlp_down", "o_down", T, H),  // seed alias 2
+      decl("gate", "gate", T, I),
+      decl("up", "up", T, I),
+      decl("mlp_act", "mlp_act", T, I),
+      decl("logits_in", "logits_in", R, H),
+      ViewDecl{"logits", "logits", static_cast<size_t>(R) * cfg.vocab_size * 4,
+               strformat("[%ld, %d] f32", R, cfg.vocab_size)},
+      ViewDecl{"step_meta", "step_meta", meta_bytes, "ids, positions, slots, ... (int32)"},
+      ViewDecl{"rope_inv_freq", "rope_inv_freq", static_cast<size_t>(cfg.head_dim / 2) * 4,
+               strformat("[%d] f32", cfg.head_dim / 2)},
+  };
+}
+
+ActivationViews declare_activations(Arena& arena, const std::vector<ViewDecl>& layout) {
+  std::map<std::string, size_t> bytes;  // buffer -> its largest view
+  for (const ViewDecl& d : layout) bytes[d.buffer] = std::max(bytes[d.buffer], d.bytes);
+  std::map<std::string, int> buffer;
+  for (const ViewDecl& d : layout) {
+    auto it = buffer.find(d.buffer);
+    if (it == buffer.end()) it = buffer.emplace(d.buffer, arena.add_buffer(d.buffer, bytes[d.buffer], d.shape)).first;
+    arena.add_view(d.view, it->second, 0, d.bytes == bytes[d.buffer] ? 0 : d.bytes);
+  }
+  return find_activations(arena);
+}
+
+ActivationViews find_activations(const Arena& arena) {
+  ActivationViews v;
+  v.x = arena.find("x");
+  v.xn = arena.find("xn");
+  v.q = arena.find("q");
+  v.attn_out = arena.find("attn_out");
+  v.k = arena.find("k");
+  v.v = arena.find("v");
+  v.o_out = arena.find("o_out");
+  v.mlp_down = arena.find("mlp_down");
+  v.gate = arena.find("gate");
+  v.up = arena.find("up");
+  v.mlp_act = arena.find("mlp_act");
+  v.logits_in = arena.find("logits_in");
+  v.logits = arena.find("logits");
+  v.meta = arena.find("step_meta");
+  v.inv_freq = arena.find("rope_inv_freq");
+  return v;
+}
+
+namespace {
+
+OpSpec spec(OpKind kind, const char* name, kernels::Family family, int layer,
+            std::initializer_list<ViewId> reads, std::initializer_list<ViewId> writes) {
+  OpSpec o;
+  o.kind = kind;
+  o.name = name;
+  o.family = family;
+  o.layer = layer;
+  for (ViewId r : reads) o.reads[o.num_reads++] = r;
+  for (ViewId w : writes) o.writes[o.num_writes++] = w;
+  return o;
+}
+
+void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKind::Attention attention) {
+  using F = kernels::Family;
+  using K = OpKind;
+  ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
+  ops.push_back(spec(K::q_proj, "q_proj", F::gemm, l, {v.xn}, {v.q}));
+  ops.push_back(spec(K::k_proj, "k_proj", F::gemm, l, {v.xn}, {v.k}));
+  ops.push_back(spec(K::v_proj, "v_proj", F::gemm, l, {v.xn}, {v.v}));
+  ops.push_back(spec(K::rope, "rope", F::rope, l, {v.q, v.k}, {v.q, v.k}));
+  ops.push_back(spec(K::kv_write, "kv_write", F::kv_write, l, {v.k, v.v}, {}));
+  // Mixed step: fresh rows and paged rows read disjoint rows of q and write
+  // the same rows of attn_out, which aliases q. At view granularity two ops
+  // would look like "prefill overwrote q that decode still reads", so both
+  // launches form one "attention" op (reads q, k, v; writes attn_out).
+  switch (attention) {
+    case StepKind::prefill:
+      ops.push_back(spec(K::attention_prefill, "attention_prefill", F::attention_prefill, l,
+                         {v.q, v.k, v.v}, {v.attn_out}));
+      break;
+    case StepKind::decode:
+      ops.push_back(spec(K::attention_decode, "attention_decode", F::attention_decode, l, {v.q},
+                         {v.attn_out}));
+      break;
+    case StepKind::mixed:
+      ops.push_back(spec(K::attention_mixed, "attention", F::attention_prefill, l, {v.q, v.k, v.v},
+                         {v.attn_out}));
+      break;
+  }
+  ops.push_back(spec(K::o_proj, "o_proj", F::gemm, l, {v.attn_out}, {v.o_out}));
+  ops.push_back(spec(K::attn_residual, "attn_residual", F::residual, l, {v.x, v.o_out}, {v.x}));
+  ops.push_back(spec(K::mlp_norm, "mlp_norm", F::rmsnorm, l, {v.x}, {v.xn}));
+  ops.push_back(spec(K::gate_proj, "gate_proj", F::gemm, l, {v.xn}, {v.gate}));
+  ops.push_back(spec(K::up_proj, "up_proj", F::gemm, l, {v.xn}, {v.up}));
+  ops.push_back(spec(K::swiglu, "swiglu", F::swiglu, l, {v.gate, v.up}, {v.mlp_act}));
+  ops.push_back(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down}));
+  ops.push_back(spec(K::mlp_residual, "mlp_residual", F::residual, l, {v.x, v.mlp_down}, {v.x}));
+}
+
+}  // namespace
+
+std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind) {
+  using F = kernels::Family;
+  using K = OpKind;
+  std::vector<OpSpec> ops;
+  ops.push_back(spec(K::embed, "embed", F::embedding, -1, {}, {v.x}));
+  for (int l = 0; l < num_layers; ++l) add_layer(ops, l, v, kind.attention);
+  if (kind.head == StepKind::none) return ops;
+  // The final norm gathers the logit rows, so the LM head runs on r rows, not n.
+  ops.push_back(spec(K::final_norm, "final_norm", F::rmsnorm, -1, {v.x}, {v.logits_in}));
+  ops.push_back(spec(K::lm_head, "lm_head", F::gemm, -1, {v.logits_in}, {v.logits}));
+  if (kind.head == StepKind::sample)
+    ops.push_back(spec(K::sample, "sample", F::sample, -1, {v.logits}, {}));
+  else
+    ops.push_back(spec(K::argmax, "argmax", F::argmax, -1, {v.logits}, {}));
+  return ops;
+}
+
+OpTable::OpTable(int num_layers, const ActivationViews& v) {
+  for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
+    for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
+      StepKind k{a, h};
+      tables_[index(k)] = step_ops(num_layers, v, k);
+    }
+}
+
+}  // namespace lantern

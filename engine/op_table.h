@@ -1,0 +1,91 @@
+#pragma once
+// The op table: the ops of one engine step as data -- name, kernel family,
+// layer, and the arena views each reads and writes -- and the layout of the
+// activation arena those views live in. Model::forward runs this table (the
+// views an op declares are the buffers its kernel gets); the alias tracker,
+// the timeline and the harness tests read the same table. Building it needs
+// no CUDA and no device.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/arena.h"
+#include "engine/config.h"
+#include "kernels/registry.h"
+
+namespace lantern {
+
+// One view of the activation arena. Views that name the same buffer alias it
+// (the buffer is as large as its largest view; each view starts at its
+// offset 0).
+struct ViewDecl {
+  std::string view;
+  std::string buffer;
+  size_t bytes = 0;
+  std::string shape;  // human-readable, e.g. "[512, 2048] bf16"
+};
+
+// The seed engine's activation buffers for `rows` step rows and `logit_rows`
+// logits rows, with its two aliases: q / attn_out share buffer "q_attn",
+// o_out / mlp_down share buffer "o_down". `act_bytes`: 2 (bf16, cuda) or 4
+// (f32, cpu); `meta_bytes`: the step metadata block (model_meta.h).
+std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int logit_rows,
+                                        size_t act_bytes, size_t meta_bytes);
+
+// The view ids of the activation arena, by role.
+struct ActivationViews {
+  ViewId x, xn, q, attn_out, k, v, o_out, mlp_down, gate, up, mlp_act, logits_in, logits, meta,
+      inv_freq;
+};
+
+// Adds the layout's buffers (in first-use order) and views to `arena` (not
+// allocated yet) and returns the views by role.
+ActivationViews declare_activations(Arena& arena, const std::vector<ViewDecl>& layout);
+// The views of an arena declared so (e.g. the one Observer::on_arena shows).
+ActivationViews find_activations(const Arena& arena);
+
+enum class OpKind : uint8_t {
+  embed, attn_norm, q_proj, k_proj, v_proj, rope, kv_write, attention_prefill, attention_decode,
+  attention_mixed, o_proj, attn_residual, mlp_norm, gate_proj, up_proj, swiglu, down_proj,
+  mlp_residual, final_norm, lm_head, argmax, sample,
+};
+
+// One op of the forward pass: one registry launch (attention_mixed: the
+// prefill and the decode launch of a mixed step, reported as one op named
+// "attention" whose kernel is attention_prefill's).
+struct OpSpec {
+  OpKind kind = OpKind::embed;
+  const char* name = "";  // stable op name reported to observers
+  kernels::Family family = kernels::Family::embedding;
+  int layer = -1;         // -1 outside the layer loop
+  std::array<ViewId, 3> reads{};
+  int num_reads = 0;
+  std::array<ViewId, 2> writes{};
+  int num_writes = 0;
+};
+
+// Which ops a step runs: its attention (fresh rows only, paged rows only, or
+// both) and what it does with logits rows (none, argmax or sampling).
+struct StepKind {
+  enum Attention : uint8_t { prefill, decode, mixed } attention = decode;
+  enum Head : uint8_t { none, argmax, sample } head = argmax;
+};
+
+// The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
+// ops, then (head != none) final_norm, lm_head, argmax or sample.
+std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind);
+
+// step_ops for every kind, built once: the table Model::forward walks.
+class OpTable {
+ public:
+  OpTable(int num_layers, const ActivationViews& v);
+  const std::vector<OpSpec>& ops(StepKind kind) const { return tables_[index(kind)]; }
+
+ private:
+  static int index(StepKind k) { return 3 * k.attention + k.head; }
+  std::array<std::vector<OpSpec>, 9> tables_;
+};
+
+}  // namespace lantern

@@ -1,0 +1,118 @@
+// The op table (engine/op_table.h): the layout's aliases, the data flow of
+// every step kind, and that the CPU engine runs exactly the table's ops.
+#include "engine/op_table.h"
+
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace lantern {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.intermediate_size = 256;
+  c.num_layers = 3;
+  c.num_q_heads = 4;
+  c.num_kv_heads = 1;
+  c.head_dim = 16;
+  c.vocab_size = 1000;
+  return c;
+}
+
+TEST(OpTable, LayoutHasTheSeedsTwoAliasesAndNoOthers) {
+  Arena arena;
+  ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 2, 512));
+  std::map<int, std::set<std::string>> views_of_buffer;
+  for (const ArenaView& view : arena.views()) views_of_buffer[view.buffer].insert(view.name);
+  std::set<std::set<std::string>> shared;
+  for (const auto& [buffer, names] : views_of_buffer)
+    if (names.size() > 1) shared.insert(names);
+  EXPECT_EQ(shared, (std::set<std::set<std::string>>{{"q", "attn_out"}, {"o_out", "mlp_down"}}));
+  EXPECT_EQ(arena.views()[v.k].bytes, 8u * 16 * 2) << "[rows, kv_dim] bf16";
+  EXPECT_EQ(arena.views()[v.logits].bytes, 4u * 1000 * 4) << "[logit rows, vocab] f32";
+  EXPECT_EQ(arena.views()[v.meta].bytes, 512u);
+  EXPECT_EQ(find_activations(arena).mlp_act, v.mlp_act);
+}
+
+// Within a step every view an op reads was written by an earlier op of the
+// same step (the alias tracker's notion of a live value), for every kind.
+TEST(OpTable, EveryReadFollowsAWriteInEveryStepKind) {
+  Arena arena;
+  ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 4, 512));
+  OpTable table(3, v);
+  for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
+    for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
+      const auto& ops = table.ops(StepKind{a, h});
+      SCOPED_TRACE(testing::Message() << "attention " << int(a) << " head " << int(h));
+      EXPECT_EQ(ops.size(), 1u + 15 * 3 + (h == StepKind::none ? 0 : 3));
+      std::set<ViewId> written;
+      for (const OpSpec& o : ops) {
+        for (int i = 0; i < o.num_reads; ++i)
+          EXPECT_TRUE(written.count(o.reads[i])) << o.name << " (layer " << o.layer << ") reads "
+                                                 << arena.views()[o.reads[i]].name << " before any write";
+        for (int i = 0; i < o.num_writes; ++i) written.insert(o.writes[i]);
+      }
+      const char* attention = a == StepKind::prefill ? "attention_prefill"
+                              : a == StepKind::decode ? "attention_decode" : "attention";
+      EXPECT_STREQ(ops[7].name, attention);
+      EXPECT_EQ(ops[7].layer, 0);
+      if (h != StepKind::none) {
+        EXPECT_STREQ(ops.back().name, h == StepKind::sample ? "sample" : "argmax");
+      }
+    }
+}
+
+// What the CPU engine hooks in a prefill step and a decode step is the table.
+TEST(OpTable, TheEngineRunsTheTablesOps) {
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  struct Log : Observer {
+    const Arena* arena = nullptr;
+    std::vector<std::vector<std::string>> steps;
+    void on_arena(const Arena& a) override { arena = &a; }
+    void on_step_begin(const StepInfo&) override { steps.emplace_back(); }
+    void on_op_begin(const OpInfo& op) override {
+      std::string line = std::string(op.op) + "@" + std::to_string(op.layer) + ":";
+      for (int i = 0; i < op.num_reads; ++i) line += " r" + arena->views()[op.reads[i]].name;
+      for (int i = 0; i < op.num_writes; ++i) line += " w" + arena->views()[op.writes[i]].name;
+      steps.back().push_back(line);
+    }
+  } log;
+  const auto dir = test::synth_tiny("op-table-tiny", 3);
+  ModelConfig cfg = ModelConfig::load(dir);
+  EngineOptions opt;
+  opt.backend = kernels::Backend::cpu;
+  opt.limits.max_context = 64;
+  opt.observer = &log;
+  Engine engine(cfg, Weights::load(cfg, dir, kernels::Backend::cpu), opt);
+  Request r;
+  r.prompt = {1, 2, 3};
+  r.max_new_tokens = 2;
+  r.stop_at_eos = false;
+  engine.submit(r);
+  engine.run_until_idle();
+  ASSERT_EQ(log.steps.size(), 2u);
+  const ActivationViews v = find_activations(*log.arena);
+  auto expected = [&](StepKind::Attention a) {
+    std::vector<std::string> lines;
+    for (const OpSpec& o : step_ops(cfg.num_layers, v, StepKind{a, StepKind::argmax})) {
+      std::string line = std::string(o.name) + "@" + std::to_string(o.layer) + ":";
+      for (int i = 0; i < o.num_reads; ++i) line += " r" + log.arena->views()[o.reads[i]].name;
+      for (int i = 0; i < o.num_writes; ++i) line += " w" + log.arena->views()[o.writes[i]].name;
+      lines.push_back(line);
+    }
+    return lines;
+  };
+  EXPECT_EQ(log.steps[0], expected(StepKind::prefill));
+  EXPECT_EQ(log.steps[1], expected(StepKind::decode));
+}
+
+}  // namespace
+}  // namespace lantern
