@@ -61,7 +61,9 @@ runfmt::Run sample_run() {
   k.pct_roofline = 4.651162790697675;
   k.graph_node = 1234567890123ull;
   k.correlation = 42;
-  k.launch_config = {132, 2, 1, 256, 1, 1, 1024, 49152, 102400, 48, 0};
+  k.launch_config = {.grid_x = 132, .grid_y = 2, .grid_z = 1, .block_x = 256, .block_y = 1,
+                     .block_z = 1, .static_smem = 1024, .dynamic_smem = 49152,
+                     .smem_config = 102400, .regs_per_thread = 48};
   k.occupancy = Occupancy{2, 0.25, 0.5, "smem"};
   KernelRow host = k;
   host.launch = -1;
