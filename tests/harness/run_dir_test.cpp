@@ -239,6 +239,29 @@ TEST(RunDir, SummaryGroupsOpsWithRates) {
   EXPECT_TRUE(prefill_only.empty());
 }
 
+// A group shows the launch configuration with the most time, and says how
+// many it had; host rows have none.
+TEST(RunDir, SummaryShowsTheLaunchWithTheMostTime) {
+  runfmt::Run r = sample_run();
+  KernelRow other = r.kernels[0];
+  other.launch_config.grid_x = 7;
+  other.occupancy = Occupancy{1, 0.01, 0.05, "grid"};
+  other.dur_us = 1.0;  // less than the first row's 7.5 us
+  r.kernels.push_back(other);
+  auto ops = summarize(r.kernels, GroupBy::op);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].launch_configs, 2);
+  EXPECT_EQ(ops[0].launch_config, r.kernels[0].launch_config);
+  EXPECT_EQ(ops[0].occupancy, r.kernels[0].occupancy);
+  other.dur_us = 100.0;
+  r.kernels.back() = other;
+  ops = summarize(r.kernels, GroupBy::op);
+  EXPECT_EQ(ops[0].launch_config.grid_x, 7);
+  EXPECT_EQ(ops[0].occupancy->limit, "grid");
+  EXPECT_EQ(ops[1].launch_configs, 0) << "host rows";
+  EXPECT_FALSE(ops[1].launch_config.known());
+}
+
 class RunDirErrors : public ::testing::Test {
  protected:
   std::filesystem::path dir;
