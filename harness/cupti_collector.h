@@ -6,8 +6,11 @@
 // with their correlation ids, external correlation records, CUDA graph node
 // ids (resource callbacks at capture and instantiation) and, on request, NVTX
 // markers. CUPTI fills buffers asynchronously; they are parsed on CUPTI's
-// thread in the buffer-completed callback, off the engine's hot path. Dropped
-// records are counted (cuptiActivityGetNumDroppedRecords) and reported.
+// thread in the buffer-completed callback, off the engine's hot path
+// (cupti_records.h). Kernel records keep grid, block, registers and shared
+// memory; with every device's SM limits, read at start (device_limits.h),
+// they give each kernel's occupancy (runfmt/occupancy.h). Dropped records are
+// counted (cuptiActivityGetNumDroppedRecords) and reported.
 //
 // Schedules (CuptiOptions): by default CUPTI is attached only for short
 // windows of steps and detached (cuptiFinalize) in between, within a budget
