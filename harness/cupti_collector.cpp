@@ -176,44 +176,46 @@ std::string CuptiOptions::schedule() const {
   return "all steps";
 }
 
+// Stamps every record with the harness clock so host and GPU share one axis;
+// failing that, measures the offset between the two clocks.
+void CuptiCollector::use_harness_clock() {
+  CUptiResult r = options_.harness_clock ? cuptiActivityRegisterTimestampCallback(harness_timestamp)
+                                         : CUPTI_ERROR_NOT_SUPPORTED;
+  if (r == CUPTI_SUCCESS) return;
+  uint64_t cupti_now = 0;
+  LANTERN_CUPTI(cuptiGetTimestamp(&cupti_now));
+  const int64_t offset = static_cast<int64_t>(clock_ns()) - static_cast<int64_t>(cupti_now);
+  with_parser([&](CuptiRecordParser& p) { p.set_clock_offset(offset); });
+  if (options_.harness_clock)
+    add_error(strformat("cuptiActivityRegisterTimestampCallback failed (%s): CUPTI times shifted "
+                        "by a measured offset instead",
+                        cupti_error_string(r)));
+}
+
+// Graph nodes created or cloned while an op is captured belong to that op.
+void CuptiCollector::subscribe_graph_nodes() {
+  CUpti_SubscriberHandle subscriber = nullptr;
+  LANTERN_CUPTI(cuptiSubscribe(&subscriber, resource_callback, this));
+  subscriber_ = subscriber;
+  LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
+  LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+}
+
 void CuptiCollector::attach() {
   const uint64_t t0 = clock_ns();
   try {
     g_buffer_bytes = options_.buffer_bytes;
-    // Stamp every record with the harness clock so host and GPU share one axis.
-    CUptiResult r = options_.harness_clock ? cuptiActivityRegisterTimestampCallback(harness_timestamp)
-                                           : CUPTI_ERROR_NOT_SUPPORTED;
-    if (r != CUPTI_SUCCESS) {
-      uint64_t cupti_now = 0;
-      LANTERN_CUPTI(cuptiGetTimestamp(&cupti_now));
-      const int64_t offset = static_cast<int64_t>(clock_ns()) - static_cast<int64_t>(cupti_now);
-      with_parser([&](CuptiRecordParser& p) { p.set_clock_offset(offset); });
-      if (options_.harness_clock) {
-        add_error(strformat("cuptiActivityRegisterTimestampCallback failed (%s): "
-                                            "CUPTI times shifted by a measured offset instead",
-                                            cupti_error_string(r)));
-      }
-    }
-    {
-      // Best effort: without it CUPTI zeroes each (already zero) buffer again.
-      uint8_t zeroed = 1;
-      size_t bytes = sizeof zeroed;
-      (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
-    }
+    use_harness_clock();
+    // Best effort: without it CUPTI zeroes each (already zero) buffer again.
+    uint8_t zeroed = 1;
+    size_t bytes = sizeof zeroed;
+    (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
     LANTERN_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-    if (options_.graph_node_callbacks) {
-      CUpti_SubscriberHandle subscriber = nullptr;
-      LANTERN_CUPTI(cuptiSubscribe(&subscriber, resource_callback, this));
-      subscriber_ = subscriber;
-      LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
-      LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
-    }
-    {
-      // Records of earlier attachments are all parsed (detach flushed them).
-      with_parser([](CuptiRecordParser& p) { p.new_attachment(); });
-    }
+    if (options_.graph_node_callbacks) subscribe_graph_nodes();
+    // Records of earlier attachments are all parsed (detach flushed them).
+    with_parser([](CuptiRecordParser& p) { p.new_attachment(); });
     enable_activities(true, /*sampling=*/false);
     if (options_.markers) LANTERN_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
   } catch (...) {
@@ -237,9 +239,8 @@ void CuptiCollector::stop() {
   if (attached_) detach();
   g_collector.store(nullptr);
   if (op_pushes_ != 0 || step_pushes_ != 0) {
-    add_error(strformat("unbalanced external correlation pushes at stop "
-                                        "(ops %d, steps %d)",
-                                        op_pushes_, step_pushes_));
+    add_error(strformat("unbalanced external correlation pushes at stop (ops %d, steps %d)",
+                        op_pushes_, step_pushes_));
   }
 }
 
@@ -256,7 +257,7 @@ void CuptiCollector::detach() {
   lap(toggle_parts_.sync_ns);
   if (sync != cudaSuccess) {
     add_error(strformat("cudaDeviceSynchronize before the CUPTI flush failed: %s",
-                                        cudaGetErrorString(sync)));
+                        cudaGetErrorString(sync)));
   }
   LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   lap(toggle_parts_.flush_ns);
@@ -273,9 +274,9 @@ void CuptiCollector::detach() {
   // H200, docs/harness.md § Overhead) until CUPTI is finalized. The device
   // is synchronised and every buffer flushed above, as cuptiFinalize needs.
   if (CUptiResult r = cuptiFinalize(); r != CUPTI_SUCCESS) {
-    add_error(strformat("cuptiFinalize failed: %s (CUPTI stays attached; later "
-                                        "CUDA work in this process may run slower)",
-                                        cupti_error_string(r)));
+    add_error(strformat("cuptiFinalize failed: %s (CUPTI stays attached; later CUDA work in "
+                        "this process may run slower)",
+                        cupti_error_string(r)));
   }
   lap(toggle_parts_.finalize_ns);
   ++toggle_parts_.detaches;
@@ -366,7 +367,7 @@ bool CuptiCollector::enter_window(const StepInfo& s) {
         window_failed_ = true;
         traced = false;
         add_error(strformat("CUPTI window at step %lld: %s; no kernel records after it",
-                                            static_cast<long long>(s.step), e.what()));
+                            static_cast<long long>(s.step), e.what()));
       }
     });
   }

@@ -127,6 +127,8 @@ class CuptiCollector : public Observer {
   uint64_t last_attach_ns_ = 0, last_detach_ns_ = 0;  // set by attach() / detach(): the next window's cost
   void attach();
   void detach();
+  void use_harness_clock();
+  void subscribe_graph_nodes();
   uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
   GpuRecords::ToggleParts toggle_parts_;
   void enable_activities(bool on, bool sampling);

@@ -111,10 +111,9 @@ void CuptiRecordParser::add_kernel(const CUpti_ActivityKernel10& k) {
 }
 
 void CuptiRecordParser::add_memcpy(const CUpti_ActivityMemcpy6& m) {
-  static const char* const kCopyNames[] = {"memcpy",      "memcpy HtoD", "memcpy DtoH",
-                                           "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
-                                           "memcpy AtoD", "memcpy DtoA", "memcpy DtoD",
-                                           "memcpy HtoH", "memcpy PtoP"};
+  static const char* const kCopyNames[] = {
+      "memcpy",      "memcpy HtoD", "memcpy DtoH", "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
+      "memcpy AtoD", "memcpy DtoA", "memcpy DtoD", "memcpy HtoH", "memcpy PtoP"};
   GpuActivity a = gpu_activity(GpuActivityKind::memcpy, m);
   a.bytes = m.bytes;
   a.copy_kind = m.copyKind;
@@ -134,7 +133,8 @@ void CuptiRecordParser::add_api_call(CUpti_ActivityKind kind, const CUpti_Activi
   c.start_ns = to_harness_clock(api.start);
   c.end_ns = to_harness_clock(api.end);
   c.correlation = correlation(api.correlationId);
-  auto [t, added] = thread_index_.emplace(api.threadId, static_cast<uint32_t>(thread_index_.size()));
+  auto [t, added] =
+      thread_index_.emplace(api.threadId, static_cast<uint32_t>(thread_index_.size()));
   c.thread = t->second;
   c.name = api_name(kind, api.cbid);
   records_.api_calls.push_back(c);

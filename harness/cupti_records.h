@@ -45,7 +45,7 @@ class CuptiRecordParser {
   int64_t clock_offset_ns_ = 0;
   uint32_t correlation_base_ = 0, max_correlation_ = 0;
   std::unordered_map<std::string, uint32_t> name_index_;
-  std::unordered_map<uint32_t, uint32_t> thread_index_;            // CUPTI thread id -> index
+  std::unordered_map<uint32_t, uint32_t> thread_index_;          // CUPTI thread id -> index
   std::unordered_map<std::string, uint32_t> kernel_name_index_;  // mangled -> names index
   std::unordered_map<uint64_t, uint32_t> api_name_index_;        // kind << 32 | cbid -> index
 

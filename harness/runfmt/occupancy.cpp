@@ -8,7 +8,9 @@ namespace lantern::runfmt {
 
 namespace {
 
-int64_t round_up(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
+int64_t round_up(int64_t x, int64_t unit) {
+  return (x + unit - 1) / unit * unit;
+}
 
 int clamp_limit(int64_t blocks) {
   return static_cast<int>(std::min<int64_t>(blocks, BlockLimits::kNoLimit));
@@ -16,7 +18,8 @@ int clamp_limit(int64_t blocks) {
 
 int regs_limit(const LaunchConfig& launch, const SmLimits& sm, int64_t warps_per_block) {
   if (launch.regs_per_thread == 0) return BlockLimits::kNoLimit;
-  const int64_t regs_per_warp = round_up(int64_t{launch.regs_per_thread} * sm.warp_size, sm.reg_alloc_unit);
+  const int64_t regs_per_warp =
+      round_up(int64_t{launch.regs_per_thread} * sm.warp_size, sm.reg_alloc_unit);
   // The hardware checks a block's registers as if its warps filled every
   // sub-partition evenly.
   const int64_t block_regs = regs_per_warp * round_up(warps_per_block, sm.sub_partitions);
@@ -26,9 +29,9 @@ int regs_limit(const LaunchConfig& launch, const SmLimits& sm, int64_t warps_per
 }
 
 int smem_limit(const LaunchConfig& launch, const SmLimits& sm) {
-  const int64_t per_block = round_up(int64_t{launch.static_smem} + launch.dynamic_smem +
-                                         sm.smem_reserved_per_block,
-                                     sm.smem_alloc_unit);
+  const int64_t per_block =
+      round_up(int64_t{launch.static_smem} + launch.dynamic_smem + sm.smem_reserved_per_block,
+               sm.smem_alloc_unit);
   if (per_block == 0) return BlockLimits::kNoLimit;
   return clamp_limit(sm.smem_per_sm / per_block);
 }

@@ -31,10 +31,10 @@ namespace lantern::runfmt {
 struct LaunchConfig {
   int32_t grid_x = 0, grid_y = 0, grid_z = 0;     // blocks
   int32_t block_x = 0, block_y = 0, block_z = 0;  // threads per block
-  int32_t static_smem = 0;    // bytes per block declared in the kernel (__shared__)
-  int32_t dynamic_smem = 0;   // bytes per block requested at launch
-  uint32_t smem_config = 0;   // bytes of shared memory the driver configured on the SM
-                              // for this launch (the carveout, sharedMemoryExecuted)
+  int32_t static_smem = 0;   // bytes per block declared in the kernel (__shared__)
+  int32_t dynamic_smem = 0;  // bytes per block requested at launch
+  uint32_t smem_config = 0;  // bytes of shared memory the driver configured on the SM
+                             // for this launch (the carveout, sharedMemoryExecuted)
   uint16_t regs_per_thread = 0;
   uint16_t reserved = 0;
 
@@ -98,7 +98,7 @@ struct Occupancy {
   // smaller than one wave it is averaged over all SMs (a 1-block grid on 132
   // SMs occupies 1/132 of one SM's share).
   double occupancy = 0;
-  double waves = 0;       // grid blocks / (blocks_per_sm × SMs)
+  double waves = 0;  // grid blocks / (blocks_per_sm × SMs)
   // What bounds it: "regs", "smem", "threads", "blocks" (ties joined by '+',
   // in that order), or "grid" when the grid is smaller than one wave.
   std::string limit;
