@@ -115,7 +115,10 @@ TEST(Occupancy, AGridSmallerThanOneWaveIsTheLimit) {
   EXPECT_DOUBLE_EQ(o->waves, 1.0);
   // Grid and block dimensions multiply: 4x4x2 blocks of 8x8x4 threads.
   LaunchConfig c = launch(4, 8, 64);
-  c.grid_y = 4, c.grid_z = 2, c.block_y = 8, c.block_z = 4;
+  c.grid_y = 4;
+  c.grid_z = 2;
+  c.block_y = 8;
+  c.block_z = 4;
   o = occupancy(c, sm90_limits());
   EXPECT_EQ(o->blocks_per_sm, 4);
   EXPECT_DOUBLE_EQ(o->waves, 32.0 / 528);
