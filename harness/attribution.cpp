@@ -160,6 +160,9 @@ std::vector<runfmt::KernelRow> attribute_gpu_kernels(const GpuRecords& gpu, cons
     r.dur_us = a->end_ns >= a->start_ns ? static_cast<double>(a->end_ns - a->start_ns) / 1000.0 : 0;
     r.graph_node = a->graph_node;
     r.correlation = a->correlation;
+    r.launch_config = a->launch;
+    if (auto sm = gpu.sm_limits.find(a->device); sm != gpu.sm_limits.end())
+      r.occupancy = runfmt::occupancy(a->launch, sm->second);
     int64_t launch = -1;
     if (auto it = gpu.launch_of_correlation.find(a->correlation); it != gpu.launch_of_correlation.end())
       launch = it->second;

@@ -1,11 +1,10 @@
 #include "harness/cupti_collector.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include <cuda_runtime_api.h>
 #include <cupti.h>
@@ -13,6 +12,8 @@
 #include "kernels/base/errors.h"
 #include "harness/clock.h"
 #include "harness/cupti_check.h"
+#include "harness/cupti_records.h"
+#include "harness/device_limits.h"
 
 namespace lantern::harness {
 
@@ -45,16 +46,6 @@ void CUPTIAPI resource_callback(void* user, CUpti_CallbackDomain domain, CUpti_C
   static_cast<CuptiCollector*>(user)->handle_graph_callback(cbid, data);
 }
 
-std::string demangle(const char* name) {
-  if (!name) return "?";
-  int status = 0;
-  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  if (status != 0 || !out) return name;
-  std::string s(out);
-  std::free(out);
-  return s;
-}
-
 const CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
@@ -64,8 +55,14 @@ const CUpti_ActivityKind kApiKinds[] = {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIV
 
 // ------------------------------------------------------------------ collector
 CuptiCollector::CuptiCollector(const Timeline* timeline, CuptiOptions options)
-    : timeline_(timeline), options_(options) {
+    : timeline_(timeline), options_(options), parser_(std::make_unique<CuptiRecordParser>()) {
   LANTERN_ASSERT(timeline_ != nullptr, "CuptiCollector needs the session's timeline");
+}
+
+template <class Fn>
+void CuptiCollector::with_parser(Fn&& fn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fn(*parser_);
 }
 
 CuptiCollector::~CuptiCollector() {
@@ -77,32 +74,34 @@ CuptiCollector::~CuptiCollector() {
   }
 }
 
-uint32_t CuptiCollector::cupti_version() {
-  uint32_t v = 0;
-  LANTERN_CUPTI(cuptiGetVersion(&v));
-  return v;
+namespace {
+
+void check_options(const CuptiOptions& o) {
+  LANTERN_CHECK(o.sample_kinds == "all" || o.sample_kinds == "kernel" ||
+                    o.sample_kinds == "kernel+memory",
+                "CUPTI sample kinds must be all, kernel or kernel+memory, got '%s'",
+                o.sample_kinds.c_str());
+  LANTERN_CHECK(o.kernel_kind == "concurrent" || o.kernel_kind == "graph" ||
+                    o.kernel_kind == "none",
+                "CUPTI kernel kind must be concurrent, graph or none, got '%s'",
+                o.kernel_kind.c_str());
+  LANTERN_CHECK(o.window_period == 0 ||
+                    (o.window_steps > 0 && o.window_steps <= o.window_period),
+                "CUPTI windows need 0 < steps <= period, got %d of %d", o.window_steps,
+                o.window_period);
+  LANTERN_CHECK(o.window_budget <= 0 || o.window_period > 0 ||
+                    (o.window_steps > 0 && o.window_budget < 1),
+                "CUPTI budget windows need steps > 0 and a budget below 100 %%, got %d steps, %g",
+                o.window_steps, o.window_budget);
+  LANTERN_CHECK(o.window_period == 0 || o.kernel_every <= 1,
+                "CUPTI windows and --cupti-every sampling exclude each other");
 }
+
+}  // namespace
 
 void CuptiCollector::start() {
   LANTERN_ASSERT(!active_, "CUPTI collector started twice");
-  LANTERN_CHECK(options_.sample_kinds == "all" || options_.sample_kinds == "kernel" ||
-                    options_.sample_kinds == "kernel+memory",
-                "CUPTI sample kinds must be all, kernel or kernel+memory, got '%s'",
-                options_.sample_kinds.c_str());
-  LANTERN_CHECK(options_.kernel_kind == "concurrent" || options_.kernel_kind == "graph" ||
-                    options_.kernel_kind == "none",
-                "CUPTI kernel kind must be concurrent, graph or none, got '%s'",
-                options_.kernel_kind.c_str());
-  LANTERN_CHECK(options_.window_period == 0 ||
-                    (options_.window_steps > 0 && options_.window_steps <= options_.window_period),
-                "CUPTI windows need 0 < steps <= period, got %d of %d", options_.window_steps,
-                options_.window_period);
-  LANTERN_CHECK(options_.window_budget <= 0 || options_.window_period > 0 ||
-                    (options_.window_steps > 0 && options_.window_budget < 1),
-                "CUPTI budget windows need steps > 0 and a budget below 100 %%, got %d steps, %g",
-                options_.window_steps, options_.window_budget);
-  LANTERN_CHECK(options_.window_period == 0 || options_.kernel_every <= 1,
-                "CUPTI windows and --cupti-every sampling exclude each other");
+  check_options(options_);
   CuptiCollector* expected = nullptr;
   LANTERN_CHECK(g_collector.compare_exchange_strong(expected, this),
                 "only one CUPTI collector can run per process");
@@ -115,6 +114,30 @@ void CuptiCollector::start() {
   }
   active_ = true;
   window_left_ = options_.window_steps;
+  record_sm_limits();
+}
+
+// Every device's SM limits, for the occupancy of the kernels recorded on it
+// (CUPTI's deviceId is the CUDA device ordinal). A failure costs only the
+// occupancy columns.
+void CuptiCollector::record_sm_limits() {
+  std::map<uint32_t, runfmt::SmLimits> limits;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  for (int d = 0; d < count; ++d) {
+    try {
+      limits[static_cast<uint32_t>(d)] = device_sm_limits(d);
+    } catch (const Error& e) {
+      add_error(strformat("SM limits of device %d unknown, no occupancy for its kernels: %s", d,
+                          e.what()));
+    }
+  }
+  (void)cudaGetLastError();  // a failed query must not surface in the engine's next check
+  with_parser([&](CuptiRecordParser& p) { p.records().sm_limits = std::move(limits); });
+}
+
+void CuptiCollector::add_error(std::string message) {
+  with_parser([&](CuptiRecordParser& p) { p.add_error(std::move(message)); });
 }
 
 std::string CuptiOptions::schedule() const {
@@ -125,52 +148,46 @@ std::string CuptiOptions::schedule() const {
   return "all steps";
 }
 
-uint32_t CuptiCollector::correlation(uint32_t id) {
-  const uint32_t c = id == 0 ? 0 : correlation_base_ + id;
-  max_correlation_ = std::max(max_correlation_, c);
-  return c;
+// Stamps every record with the harness clock so host and GPU share one axis;
+// failing that, measures the offset between the two clocks.
+void CuptiCollector::use_harness_clock() {
+  CUptiResult r = options_.harness_clock ? cuptiActivityRegisterTimestampCallback(harness_timestamp)
+                                         : CUPTI_ERROR_NOT_SUPPORTED;
+  if (r == CUPTI_SUCCESS) return;
+  uint64_t cupti_now = 0;
+  LANTERN_CUPTI(cuptiGetTimestamp(&cupti_now));
+  const int64_t offset = static_cast<int64_t>(clock_ns()) - static_cast<int64_t>(cupti_now);
+  with_parser([&](CuptiRecordParser& p) { p.set_clock_offset(offset); });
+  if (options_.harness_clock)
+    add_error(strformat("cuptiActivityRegisterTimestampCallback failed (%s): CUPTI times shifted "
+                        "by a measured offset instead",
+                        cupti_error_string(r)));
+}
+
+// Graph nodes created or cloned while an op is captured belong to that op.
+void CuptiCollector::subscribe_graph_nodes() {
+  CUpti_SubscriberHandle subscriber = nullptr;
+  LANTERN_CUPTI(cuptiSubscribe(&subscriber, resource_callback, this));
+  subscriber_ = subscriber;
+  LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
+  LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
 }
 
 void CuptiCollector::attach() {
   const uint64_t t0 = clock_ns();
   try {
     g_buffer_bytes = options_.buffer_bytes;
-    // Stamp every record with the harness clock so host and GPU share one axis.
-    CUptiResult r = options_.harness_clock ? cuptiActivityRegisterTimestampCallback(harness_timestamp)
-                                           : CUPTI_ERROR_NOT_SUPPORTED;
-    if (r != CUPTI_SUCCESS) {
-      uint64_t cupti_now = 0;
-      LANTERN_CUPTI(cuptiGetTimestamp(&cupti_now));
-      clock_offset_ns_ = static_cast<int64_t>(clock_ns()) - static_cast<int64_t>(cupti_now);
-      clock_offset_needed_ = true;
-      if (options_.harness_clock) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        records_.errors.push_back(strformat("cuptiActivityRegisterTimestampCallback failed (%s): "
-                                            "CUPTI times shifted by a measured offset instead",
-                                            cupti_error_string(r)));
-      }
-    }
-    {
-      // Best effort: without it CUPTI zeroes each (already zero) buffer again.
-      uint8_t zeroed = 1;
-      size_t bytes = sizeof zeroed;
-      (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
-    }
+    use_harness_clock();
+    // Best effort: without it CUPTI zeroes each (already zero) buffer again.
+    uint8_t zeroed = 1;
+    size_t bytes = sizeof zeroed;
+    (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
     LANTERN_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-    if (options_.graph_node_callbacks) {
-      CUpti_SubscriberHandle subscriber = nullptr;
-      LANTERN_CUPTI(cuptiSubscribe(&subscriber, resource_callback, this));
-      subscriber_ = subscriber;
-      LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
-      LANTERN_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                        CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
-    }
-    {
-      // Records of earlier attachments are all parsed (detach flushed them).
-      std::lock_guard<std::mutex> lock(mutex_);
-      correlation_base_ = max_correlation_;
-    }
+    if (options_.graph_node_callbacks) subscribe_graph_nodes();
+    // Records of earlier attachments are all parsed (detach flushed them).
+    with_parser([](CuptiRecordParser& p) { p.new_attachment(); });
     enable_activities(true, /*sampling=*/false);
     if (options_.markers) LANTERN_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
   } catch (...) {
@@ -194,10 +211,8 @@ void CuptiCollector::stop() {
   if (attached_) detach();
   g_collector.store(nullptr);
   if (op_pushes_ != 0 || step_pushes_ != 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    records_.errors.push_back(strformat("unbalanced external correlation pushes at stop "
-                                        "(ops %d, steps %d)",
-                                        op_pushes_, step_pushes_));
+    add_error(strformat("unbalanced external correlation pushes at stop (ops %d, steps %d)",
+                        op_pushes_, step_pushes_));
   }
 }
 
@@ -213,9 +228,8 @@ void CuptiCollector::detach() {
   cudaError_t sync = cudaDeviceSynchronize();
   lap(toggle_parts_.sync_ns);
   if (sync != cudaSuccess) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    records_.errors.push_back(strformat("cudaDeviceSynchronize before the CUPTI flush failed: %s",
-                                        cudaGetErrorString(sync)));
+    add_error(strformat("cudaDeviceSynchronize before the CUPTI flush failed: %s",
+                        cudaGetErrorString(sync)));
   }
   LANTERN_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   lap(toggle_parts_.flush_ns);
@@ -232,10 +246,9 @@ void CuptiCollector::detach() {
   // H200, docs/harness.md § Overhead) until CUPTI is finalized. The device
   // is synchronised and every buffer flushed above, as cuptiFinalize needs.
   if (CUptiResult r = cuptiFinalize(); r != CUPTI_SUCCESS) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    records_.errors.push_back(strformat("cuptiFinalize failed: %s (CUPTI stays attached; later "
-                                        "CUDA work in this process may run slower)",
-                                        cupti_error_string(r)));
+    add_error(strformat("cuptiFinalize failed: %s (CUPTI stays attached; later CUDA work in "
+                        "this process may run slower)",
+                        cupti_error_string(r)));
   }
   lap(toggle_parts_.finalize_ns);
   ++toggle_parts_.detaches;
@@ -244,13 +257,8 @@ void CuptiCollector::detach() {
 
 GpuRecords CuptiCollector::take() {
   LANTERN_ASSERT(!active_, "take() before stop()");
-  std::lock_guard<std::mutex> lock(mutex_);
-  GpuRecords out = std::move(records_);
-  records_ = GpuRecords{};
-  name_index_.clear();
-  thread_index_.clear();
-  kernel_name_index_.clear();
-  api_name_index_.clear();
+  GpuRecords out;
+  with_parser([&](CuptiRecordParser& p) { out = p.take(); });
   out.kernel_every = options_.kernel_every;
   out.window_steps = options_.window_steps;
   out.window_period = options_.window_period;
@@ -330,9 +338,8 @@ bool CuptiCollector::enter_window(const StepInfo& s) {
         // windows, say why, and run on without CUPTI.
         window_failed_ = true;
         traced = false;
-        std::lock_guard<std::mutex> lock(mutex_);
-        records_.errors.push_back(strformat("CUPTI window at step %lld: %s; no kernel records after it",
-                                            static_cast<long long>(s.step), e.what()));
+        add_error(strformat("CUPTI window at step %lld: %s; no kernel records after it",
+                            static_cast<long long>(s.step), e.what()));
       }
     });
   }
@@ -373,159 +380,17 @@ void CuptiCollector::on_op_end(const OpInfo& op) {
 }
 
 // ------------------------------------------------------------------ CUPTI's thread
-uint32_t CuptiCollector::intern(const std::string& name) {
-  auto [it, inserted] = name_index_.emplace(name, static_cast<uint32_t>(records_.names.size()));
-  if (inserted) records_.names.push_back(name);
-  return it->second;
-}
-
-uint64_t CuptiCollector::to_harness_clock(uint64_t cupti_ns) const {
-  if (!clock_offset_needed_) return cupti_ns;
-  return static_cast<uint64_t>(static_cast<int64_t>(cupti_ns) + clock_offset_ns_);
-}
-
-uint32_t CuptiCollector::kernel_name(const char* mangled) {
-  if (!mangled) return intern("?");
-  auto it = kernel_name_index_.find(mangled);
-  if (it != kernel_name_index_.end()) return it->second;
-  const uint32_t index = intern(demangle(mangled));
-  kernel_name_index_.emplace(mangled, index);
-  return index;
-}
-
-uint32_t CuptiCollector::api_name(uint32_t kind, uint32_t cbid) {
-  const uint64_t key = static_cast<uint64_t>(kind) << 32 | cbid;
-  auto it = api_name_index_.find(key);
-  if (it != api_name_index_.end()) return it->second;
-  const char* name = nullptr;
-  CUpti_CallbackDomain domain = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                                    : CUPTI_CB_DOMAIN_DRIVER_API;
-  if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) name = "?";
-  const uint32_t index = intern(name);
-  api_name_index_.emplace(key, index);
-  return index;
-}
-
 void CuptiCollector::handle_buffer(uint8_t* buffer, size_t valid_bytes, void* context,
                                    uint32_t stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  CUpti_Activity* record = nullptr;
-  while (valid_bytes > 0) {
-    CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_bytes, &record);
-    if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
-    if (r != CUPTI_SUCCESS) {
-      records_.errors.push_back(strformat("cuptiActivityGetNextRecord failed: %s",
-                                          cupti_error_string(r)));
-      break;
-    }
-    ++records_.records;
-    switch (record->kind) {
-      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      case CUPTI_ACTIVITY_KIND_KERNEL: {
-        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        GpuActivity a = gpu_activity(GpuActivityKind::kernel, *k);
-        a.name = kernel_name(k->name);
-        records_.activities.push_back(a);
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
-        ++records_.graph_launches;
-        break;
-      case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        GpuActivity a = gpu_activity(GpuActivityKind::memcpy, *m);
-        a.bytes = m->bytes;
-        a.copy_kind = m->copyKind;
-        static const char* const kCopyNames[] = {"memcpy", "memcpy HtoD", "memcpy DtoH",
-                                                 "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
-                                                 "memcpy AtoD", "memcpy DtoA", "memcpy DtoD",
-                                                 "memcpy HtoH", "memcpy PtoP"};
-        a.name = intern(m->copyKind < sizeof kCopyNames / sizeof kCopyNames[0]
-                            ? kCopyNames[m->copyKind]
-                            : "memcpy");
-        records_.activities.push_back(a);
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        GpuActivity a = gpu_activity(GpuActivityKind::memset, *m);
-        a.bytes = m->bytes;
-        a.name = intern("memset");
-        records_.activities.push_back(a);
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_RUNTIME:
-      case CUPTI_ACTIVITY_KIND_DRIVER: {
-        const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-        ApiCall c;
-        c.start_ns = to_harness_clock(api->start);
-        c.end_ns = to_harness_clock(api->end);
-        c.correlation = correlation(api->correlationId);
-        auto [t, added] = thread_index_.emplace(api->threadId,
-                                                static_cast<uint32_t>(thread_index_.size()));
-        c.thread = t->second;
-        c.name = api_name(record->kind, api->cbid);
-        records_.api_calls.push_back(c);
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-        const auto* x = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
-        if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 && x->externalId > 0)
-          records_.launch_of_correlation[correlation(x->correlationId)] = static_cast<int64_t>(x->externalId) - 1;
-        else if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1 && x->externalId > 0)
-          records_.step_of_correlation[correlation(x->correlationId)] = static_cast<int64_t>(x->externalId) - 1;
-        break;
-      }
-      case CUPTI_ACTIVITY_KIND_MARKER: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(record);
-        MarkerRecord mk;
-        mk.t_ns = to_harness_clock(m->timestamp);
-        mk.id = m->id;
-        mk.start = (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0 ||
-                   (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) != 0;
-        mk.name = m->name ? m->name : "";
-        mk.domain = m->domain ? m->domain : "";
-        records_.markers.push_back(std::move(mk));
-        break;
-      }
-      default:
-        break;
-    }
-  }
-  size_t dropped = 0;
-  CUptiResult r = cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), stream, &dropped);
-  if (r == CUPTI_SUCCESS)
-    records_.dropped_records += dropped;
-  else
-    records_.errors.push_back(strformat("cuptiActivityGetNumDroppedRecords failed: %s",
-                                        cupti_error_string(r)));
+  with_parser([&](CuptiRecordParser& p) {
+    p.parse_buffer(buffer, valid_bytes, static_cast<CUcontext>(context), stream);
+  });
 }
 
 void CuptiCollector::handle_graph_callback(uint32_t cbid, const void* resource_data) {
-  const auto* rd = static_cast<const CUpti_ResourceData*>(resource_data);
-  const auto* graph = static_cast<const CUpti_GraphData*>(rd ? rd->resourceDescriptor : nullptr);
-  if (!graph) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  uint64_t node = 0;
-  CUptiResult r = cuptiGetGraphNodeId(graph->node, &node);
-  if (r != CUPTI_SUCCESS) {
-    records_.errors.push_back(strformat("cuptiGetGraphNodeId failed: %s", cupti_error_string(r)));
-    return;
-  }
-  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
-    // Node created while an op is being captured: the op owns it.
-    const int64_t launch = timeline_->current_launch();
-    if (launch >= 0) records_.launch_of_graph_node[node] = launch;
-  } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
-    uint64_t original = 0;
-    r = cuptiGetGraphNodeId(graph->originalNode, &original);
-    if (r != CUPTI_SUCCESS) {
-      records_.errors.push_back(strformat("cuptiGetGraphNodeId failed: %s", cupti_error_string(r)));
-      return;
-    }
-    auto it = records_.launch_of_graph_node.find(original);
-    if (it != records_.launch_of_graph_node.end()) records_.launch_of_graph_node[node] = it->second;
-  }
+  // Resource callbacks run on the thread that creates the node: the engine's.
+  const int64_t launch = timeline_->current_launch();
+  with_parser([&](CuptiRecordParser& p) { p.graph_node_event(cbid, resource_data, launch); });
 }
 
 }  // namespace lantern::harness

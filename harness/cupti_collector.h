@@ -6,8 +6,11 @@
 // with their correlation ids, external correlation records, CUDA graph node
 // ids (resource callbacks at capture and instantiation) and, on request, NVTX
 // markers. CUPTI fills buffers asynchronously; they are parsed on CUPTI's
-// thread in the buffer-completed callback, off the engine's hot path. Dropped
-// records are counted (cuptiActivityGetNumDroppedRecords) and reported.
+// thread in the buffer-completed callback, off the engine's hot path
+// (cupti_records.h). Kernel records keep grid, block, registers and shared
+// memory; with every device's SM limits, read at start (device_limits.h),
+// they give each kernel's occupancy (runfmt/occupancy.h). Dropped records are
+// counted (cuptiActivityGetNumDroppedRecords) and reported.
 //
 // Schedules (CuptiOptions): by default CUPTI is attached only for short
 // windows of steps and detached (cuptiFinalize) in between, within a budget
@@ -21,15 +24,17 @@
 // naming the call and the CUPTI error.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "engine/observer.h"
 #include "harness/gpu_records.h"
 #include "harness/timeline.h"
 
 namespace lantern::harness {
+
+class CuptiRecordParser;
 
 struct CuptiOptions {
   bool api = true;       // runtime API records (needed for correlation)
@@ -104,9 +109,6 @@ class CuptiCollector : public Observer {
   // Everything collected (call after stop()).
   GpuRecords take();
 
-  // The CUPTI library's API version (cuptiGetVersion), e.g. 130001.
-  static uint32_t cupti_version();
-
   // Called from CUPTI's C callbacks.
   void handle_buffer(uint8_t* buffer, size_t valid_bytes, void* context, uint32_t stream);
   void handle_graph_callback(uint32_t cbid, const void* resource_data);
@@ -115,8 +117,6 @@ class CuptiCollector : public Observer {
   const Timeline* timeline_;
   CuptiOptions options_;
   bool active_ = false;
-  bool clock_offset_needed_ = false;
-  int64_t clock_offset_ns_ = 0;  // harness clock - CUPTI clock, when CUPTI could not use ours
   void* subscriber_ = nullptr;
   int op_pushes_ = 0, step_pushes_ = 0;
   bool activities_on_ = false;  // the activity kinds are enabled (sampled step)
@@ -125,12 +125,10 @@ class CuptiCollector : public Observer {
   int window_left_ = 0;         // steps left in the open window
   uint64_t first_step_ns_ = 0;  // harness clock at the first step (budget windows)
   uint64_t last_attach_ns_ = 0, last_detach_ns_ = 0;  // set by attach() / detach(): the next window's cost
-  // CUPTI numbers correlation ids from 1 again after a detach (cuptiFinalize):
-  // ids of later attachments are shifted past the largest id seen before.
-  uint32_t correlation_base_ = 0, max_correlation_ = 0;
-  uint32_t correlation(uint32_t id);  // under mutex_
   void attach();
   void detach();
+  void use_harness_clock();
+  void subscribe_graph_nodes();
   uint64_t sampled_steps_ = 0, skipped_steps_ = 0, toggles_ = 0, toggle_ns_ = 0;
   GpuRecords::ToggleParts toggle_parts_;
   void enable_activities(bool on, bool sampling);
@@ -141,32 +139,13 @@ class CuptiCollector : public Observer {
   template <class Switch>
   void timed_switch(Switch&& fn);  // runs fn, counted in toggles_ / toggle_ns_
 
-  std::mutex mutex_;  // guards records_ and the maps below (CUPTI's thread writes them)
-  GpuRecords records_;
-  std::unordered_map<std::string, uint32_t> name_index_;
-  std::unordered_map<uint32_t, uint32_t> thread_index_;
-  // Parsing stays cheap (a detach flushes on the engine's thread): kernel
-  // names are demangled once per mangled name, API names looked up once.
-  std::unordered_map<std::string, uint32_t> kernel_name_index_;  // mangled -> names index
-  std::unordered_map<uint64_t, uint32_t> api_name_index_;        // kind << 32 | cbid -> index
-  uint32_t intern(const std::string& name);
-  uint32_t kernel_name(const char* mangled);
-  uint32_t api_name(uint32_t kind, uint32_t cbid);
-  uint64_t to_harness_clock(uint64_t cupti_ns) const;
-  // The fields kernel, memcpy and memset records share.
-  template <class Record>
-  GpuActivity gpu_activity(GpuActivityKind kind, const Record& r) {
-    GpuActivity a;
-    a.kind = kind;
-    a.start_ns = to_harness_clock(r.start);
-    a.end_ns = to_harness_clock(r.end);
-    a.graph_node = r.graphNodeId;
-    a.graph_id = r.graphId;
-    a.correlation = correlation(r.correlationId);
-    a.stream = r.streamId;
-    a.device = r.deviceId;
-    return a;
-  }
+  void record_sm_limits();
+  void add_error(std::string message);  // into the records' errors, under mutex_
+
+  std::mutex mutex_;  // guards parser_ (CUPTI's thread parses buffers)
+  std::unique_ptr<CuptiRecordParser> parser_;
+  template <class Fn>
+  void with_parser(Fn&& fn);  // fn(*parser_) under mutex_
 };
 
 }  // namespace lantern::harness

@@ -3,10 +3,13 @@
 // calls, correlation maps and NVTX markers, as plain data (no CUPTI types),
 // so attribution and trace building are testable without a GPU.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
+
+#include "harness/runfmt/occupancy.h"
 
 namespace lantern::harness {
 
@@ -24,8 +27,9 @@ struct GpuActivity {
   GpuActivityKind kind = GpuActivityKind::kernel;
   uint8_t copy_kind = 0;              // CUpti_ActivityMemcpyKind for memcpy
   uint16_t reserved = 0;
+  runfmt::LaunchConfig launch;        // kernels: grid, block, registers, shared memory
 };
-static_assert(sizeof(GpuActivity) == 56);
+static_assert(sizeof(GpuActivity) == 96);
 static_assert(std::is_standard_layout_v<GpuActivity>);
 
 struct ApiCall {
@@ -57,6 +61,9 @@ struct GpuRecords {
   std::unordered_map<uint32_t, int64_t> step_of_correlation;
   // CUDA graph node id -> op-log index of the op that captured it
   std::unordered_map<uint64_t, int64_t> launch_of_graph_node;
+  // CUDA device -> its SM limits, read when CUPTI started (device_limits.h);
+  // with a kernel's LaunchConfig they give its occupancy.
+  std::map<uint32_t, runfmt::SmLimits> sm_limits;
   uint64_t records = 0;          // activity records parsed
   uint64_t dropped_records = 0;  // reported by cuptiActivityGetNumDroppedRecords
   // Kernel-record sampling (--cupti-every N) or windows: steps with kernel

@@ -15,8 +15,11 @@ namespace lantern::harness {
 std::pair<int, int> parse_profile_steps(const std::string& text);
 
 // Options from parsed "--key value" pairs and "--flag"s (keys include the
-// dashes): --record, --name, --profile-steps, --harness on|off, --no-nvtx,
-// --no-cupti, --no-alias, --no-kv, --no-memory, --no-roofline.
+// dashes): --record DIR, --name NAME, --profile-steps A:B, --harness on|off,
+// the CUPTI schedule (at most one of --cupti-budget PCT, --cupti-all-steps,
+// --cupti-every N, --cupti-window W:P; default: budget windows), and the
+// switches --no-nvtx, --no-cupti, --no-alias, --no-kv, --no-memory,
+// --no-roofline. Throws lantern::Error naming the option on a bad value.
 HarnessOptions harness_options_from(const std::map<std::string, std::string>& values,
                                     const std::set<std::string>& flags);
 

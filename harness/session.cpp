@@ -11,6 +11,7 @@
 #include "harness/attribution.h"
 #include "harness/clock.h"
 #include "harness/cupti_collector.h"
+#include "harness/device_limits.h"
 #include "harness/kv_recorder.h"
 #include "harness/manifest.h"
 #include "harness/memory_recorder.h"
@@ -55,6 +56,16 @@ runfmt::OutputRow output_row(const RequestResult& r, const std::string& text,
                  : 0.0;
   o.preemptions = r.preemptions;
   return o;
+}
+
+// manifest gpu.sm_limits: null when the attributes cannot be read.
+nlohmann::json sm_limits_json(int device) {
+  try {
+    return runfmt::to_json(device_sm_limits(device));
+  } catch (const Error&) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -159,184 +170,221 @@ void Session::finish(const EngineSummary& summary) {
   write(summary, /*complete=*/true);
 }
 
-void Session::write(const EngineSummary& summary, bool complete) {
-  const kernels::Backend backend = backend_known_ ? backend_ : summary.backend;
-  const bool cuda = backend == kernels::Backend::cuda;
-  problems_.clear();
-
-  // 1. Stop collecting.
+// What write() gathers, step by step, before it writes the run directory.
+struct Session::Collected {
+  kernels::Backend backend = kernels::Backend::cpu;
+  bool cuda = false;
   GpuRecords gpu;
-  bool have_gpu = false;
+  bool have_gpu = false;  // CUPTI collected
+  nlohmann::json gpu_json = nullptr, roofline_json = nullptr;
+  std::string gpu_error, roofline_error;
+  Roofline roofline;
+  std::vector<runfmt::KernelRow> rows;
+  AttributionStats attribution;
+  runfmt::MemoryMap memory_map;
+  runfmt::KvData kv_data;
+  std::vector<runfmt::OutputRow> outputs;
+};
+
+void Session::write(const EngineSummary& summary, bool complete) {
+  Collected c;
+  c.backend = backend_known_ ? backend_ : summary.backend;
+  c.cuda = c.backend == kernels::Backend::cuda;
+  problems_.clear();
+  stop_collection(summary, c);
+  if (c.cuda && recording()) describe_gpu(complete, c);
+  build_kernel_rows(c);
+  gather_memory_and_kv(c);
+  collect_problems(c);
+  nlohmann::json metrics = metrics_json(summary, c);
+  if (options_.print_summary)
+    for (const std::string& p : problems_) std::fprintf(stderr, "lantern harness: %s\n", p.c_str());
+  if (!recording()) return;
+  write_files(c, metrics, manifest_json(summary, complete, c));
+}
+
+// 1. Stop collecting.
+void Session::stop_collection(const EngineSummary& summary, Collected& c) {
   if (cupti_ && cupti_->active()) {
     cupti_->stop();
-    gpu = cupti_->take();
-    have_gpu = true;
+    c.gpu = cupti_->take();
+    c.have_gpu = true;
   }
   if (alias_) alias_->finish();
   if (kv_) {
     if (summary.kv_block_size > 0) kv_->set_block_size(summary.kv_block_size);
     if (summary.kv_blocks > 0) kv_->set_total_blocks(summary.kv_blocks);
   }
+  std::lock_guard<std::mutex> lock(outputs_mutex_);
+  c.outputs = outputs_;
+}
 
-  // 2. Roofline (cuda runs that record; after CUPTI stopped so the probes stay out of the run).
-  nlohmann::json roofline_json = nullptr, gpu_json = nullptr;
-  std::string roofline_error, gpu_error;
-  Roofline roofline;
-  if (cuda && recording()) {
+// 2. The GPU and its roofline (cuda runs that record; after CUPTI stopped so
+// the probes stay out of the run).
+void Session::describe_gpu(bool complete, Collected& c) {
+  try {
     int device = 0;
-    try {
-      cudaError_t err = cudaGetDevice(&device);
-      LANTERN_CHECK(err == cudaSuccess, "cudaGetDevice failed: %s", cudaGetErrorString(err));
-      gpu_json = gpu_info(device);
-    } catch (const Error& e) {
-      gpu_error = e.what();
-    }
-    if (options_.roofline && complete) {
-      try {
-        RooflineResult r = measure_roofline();
-        roofline_json = r.to_json();
-        roofline.copy_gb_per_s = r.copy_gb_per_s;
-        roofline.gemm_tflop_per_s = r.gemm_tflop_per_s;
-      } catch (const Error& e) {
-        roofline_error = e.what();
-        problems_.push_back(std::string("roofline probes failed: ") + e.what());
-      }
-    }
+    cudaError_t err = cudaGetDevice(&device);
+    LANTERN_CHECK(err == cudaSuccess, "cudaGetDevice failed: %s", cudaGetErrorString(err));
+    c.gpu_json = gpu_info(device);
+    c.gpu_json["sm_limits"] = sm_limits_json(device);
+  } catch (const Error& e) {
+    c.gpu_error = e.what();
   }
+  if (!options_.roofline || !complete) return;
+  try {
+    RooflineResult r = measure_roofline();
+    c.roofline_json = r.to_json();
+    c.roofline.copy_gb_per_s = r.copy_gb_per_s;
+    c.roofline.gemm_tflop_per_s = r.gemm_tflop_per_s;
+  } catch (const Error& e) {
+    c.roofline_error = e.what();
+    problems_.push_back(std::string("roofline probes failed: ") + e.what());
+  }
+}
 
-  // 3. Kernel rows.
-  std::vector<runfmt::KernelRow> rows;
-  AttributionStats attribution;
-  if (have_gpu && timeline_)
-    rows = attribute_gpu_kernels(gpu, *timeline_, roofline, origin_ns_, &attribution);
-  else if (!cuda && timeline_)
-    rows = host_kernel_rows(*timeline_, roofline, origin_ns_);
+// 3. Kernel rows: CUPTI kernels attributed to ops, or host-timed ops (cpu).
+void Session::build_kernel_rows(Collected& c) {
+  if (c.have_gpu && timeline_)
+    c.rows = attribute_gpu_kernels(c.gpu, *timeline_, c.roofline, origin_ns_, &c.attribution);
+  else if (!c.cuda && timeline_)
+    c.rows = host_kernel_rows(*timeline_, c.roofline, origin_ns_);
+}
 
-  // 4. Memory map, alias report, KV data.
-  runfmt::MemoryMap memory_map;
-  if (memory_) memory_->fill(memory_map, origin_ns_);
-  if (alias_) alias_->fill(memory_map);
-  runfmt::KvData kv_data;
-  if (kv_) kv_data = kv_->data(origin_ns_);
+// 4. Memory map, alias report, KV data.
+void Session::gather_memory_and_kv(Collected& c) {
+  if (memory_) memory_->fill(c.memory_map, origin_ns_);
+  if (alias_) alias_->fill(c.memory_map);
+  if (kv_) c.kv_data = kv_->data(origin_ns_);
+}
 
-  // 5. Problems: never silent.
-  for (const runfmt::AliasIssue& v : memory_map.violations)
+// 5. Problems: never silent.
+void Session::collect_problems(const Collected& c) {
+  for (const runfmt::AliasIssue& v : c.memory_map.violations)
     problems_.push_back(strformat("alias violation (%lld occurrences): %s",
                                   static_cast<long long>(v.occurrences), v.message.c_str()));
-  for (const std::string& e : memory_map.errors) problems_.push_back(e);
-  for (const std::string& e : kv_data.errors) problems_.push_back("kv: " + e);
+  for (const std::string& e : c.memory_map.errors) problems_.push_back(e);
+  for (const std::string& e : c.kv_data.errors) problems_.push_back("kv: " + e);
   if (timeline_)
     for (const std::string& e : timeline_->errors()) problems_.push_back("hook sequence: " + e);
-  if (gpu.dropped_records > 0)
+  if (c.gpu.dropped_records > 0)
     problems_.push_back(strformat("CUPTI dropped %llu activity records: kernel timings are "
                                   "incomplete",
-                                  static_cast<unsigned long long>(gpu.dropped_records)));
-  for (const std::string& e : gpu.errors) problems_.push_back("cupti: " + e);
+                                  static_cast<unsigned long long>(c.gpu.dropped_records)));
+  for (const std::string& e : c.gpu.errors) problems_.push_back("cupti: " + e);
+}
 
-  // 6. Metrics.
-  std::vector<runfmt::OutputRow> outputs;
-  {
-    std::lock_guard<std::mutex> lock(outputs_mutex_);
-    outputs = outputs_;
-  }
-  nlohmann::json metrics = compute_metrics(outputs, timeline_.get());
+namespace {
+
+// metrics.json harness.cupti_*: what CUPTI collected and what its schedule cost.
+void add_cupti_metrics(nlohmann::json& h, const GpuRecords& gpu) {
+  const GpuRecords::ToggleParts& t = gpu.toggle_parts;
+  h["cupti_records"] = gpu.records;
+  h["cupti_dropped_records"] = gpu.dropped_records;
+  h["cupti_kernel_every"] = gpu.kernel_every;
+  h["cupti_window"] = nlohmann::json::array({gpu.window_steps, gpu.window_period});
+  h["cupti_schedule"] = gpu.schedule;
+  h["cupti_graph_launches"] = gpu.graph_launches;
+  h["cupti_sampled_steps"] = gpu.sampled_steps;
+  h["cupti_skipped_steps"] = gpu.skipped_steps;
+  h["cupti_kernel_toggles"] = gpu.kernel_toggles;
+  h["cupti_kernel_toggle_ms"] = gpu.kernel_toggle_ns / 1e6;
+  h["cupti_attach_detach"] = {{"attaches", t.attaches},          {"detaches", t.detaches},
+                              {"attach_ms", t.attach_ns / 1e6},  {"sync_ms", t.sync_ns / 1e6},
+                              {"flush_ms", t.flush_ns / 1e6},    {"disable_ms", t.disable_ns / 1e6},
+                              {"finalize_ms", t.finalize_ns / 1e6}};
+  h["cupti_errors"] = gpu.errors;
+}
+
+}  // namespace
+
+// 6. Metrics.
+nlohmann::json Session::metrics_json(const EngineSummary& summary, const Collected& c) const {
+  nlohmann::json metrics = compute_metrics(c.outputs, timeline_.get());
   metrics["memory"] = {{"budget", summary.memory_budget},
-                       {"peak_device_bytes", memory_map.peak_device_bytes},
-                       {"kv_total_blocks", kv_data.total_blocks},
-                       {"kv_peak_used_blocks", kv_data.peak_used_blocks},
-                       {"kv_peak_step", kv_data.peak_step}};
-  metrics["harness"] = {{"alias_violations", memory_map.violation_count},
-                        {"alias_warnings", memory_map.warning_count},
-                        {"kv_errors", kv_data.errors.size()},
-                        {"kv_leaked_blocks", kv_data.leaked_blocks.size()},
-                        {"memory_errors", memory_map.errors.size()},
-                        {"cupti_records", gpu.records},
-                        {"cupti_dropped_records", gpu.dropped_records},
-                        {"cupti_kernel_every", gpu.kernel_every},
-                        {"cupti_window", nlohmann::json::array({gpu.window_steps, gpu.window_period})},
-                        {"cupti_schedule", gpu.schedule},
-                        {"cupti_graph_launches", gpu.graph_launches},
-                        {"cupti_sampled_steps", gpu.sampled_steps},
-                        {"cupti_skipped_steps", gpu.skipped_steps},
-                        {"cupti_kernel_toggles", gpu.kernel_toggles},
-                        {"cupti_kernel_toggle_ms", gpu.kernel_toggle_ns / 1e6},
-                        {"cupti_attach_detach",
-                         {{"attaches", gpu.toggle_parts.attaches},
-                          {"detaches", gpu.toggle_parts.detaches},
-                          {"attach_ms", gpu.toggle_parts.attach_ns / 1e6},
-                          {"sync_ms", gpu.toggle_parts.sync_ns / 1e6},
-                          {"flush_ms", gpu.toggle_parts.flush_ns / 1e6},
-                          {"disable_ms", gpu.toggle_parts.disable_ns / 1e6},
-                          {"finalize_ms", gpu.toggle_parts.finalize_ns / 1e6}}},
-                        {"cupti_errors", gpu.errors},
-                        {"kernels", rows.size()},
-                        {"unattributed_kernels", attribution.unattributed},
-                        {"kernels_labelled_by_position", attribution.by_position},
-                        {"kernels_labelled_by_capture", attribution.by_capture},
-                        {"ops", timeline_ ? timeline_->launches().size() : 0},
-                        {"graph_replays", timeline_ ? timeline_->replays().size() : 0}};
+                       {"peak_device_bytes", c.memory_map.peak_device_bytes},
+                       {"kv_total_blocks", c.kv_data.total_blocks},
+                       {"kv_peak_used_blocks", c.kv_data.peak_used_blocks},
+                       {"kv_peak_step", c.kv_data.peak_step}};
+  nlohmann::json h = {{"alias_violations", c.memory_map.violation_count},
+                      {"alias_warnings", c.memory_map.warning_count},
+                      {"kv_errors", c.kv_data.errors.size()},
+                      {"kv_leaked_blocks", c.kv_data.leaked_blocks.size()},
+                      {"memory_errors", c.memory_map.errors.size()},
+                      {"kernels", c.rows.size()},
+                      {"unattributed_kernels", c.attribution.unattributed},
+                      {"kernels_labelled_by_position", c.attribution.by_position},
+                      {"kernels_labelled_by_capture", c.attribution.by_capture},
+                      {"ops", timeline_ ? timeline_->launches().size() : 0},
+                      {"graph_replays", timeline_ ? timeline_->replays().size() : 0}};
+  add_cupti_metrics(h, c.gpu);
+  metrics["harness"] = std::move(h);
   metrics["steps"]["engine_steps"] = summary.steps;
+  return metrics;
+}
 
-  if (options_.print_summary)
-    for (const std::string& p : problems_) std::fprintf(stderr, "lantern harness: %s\n", p.c_str());
-  if (!recording()) return;
+// 8. Manifest (7, the trace, is built in write_files).
+nlohmann::json Session::manifest_json(const EngineSummary& summary, bool complete,
+                                      const Collected& c) const {
+  const bool on = options_.enabled;
+  nlohmann::json harness = {
+      {"enabled", on},
+      {"nvtx", on && options_.nvtx},
+      {"cupti", on && options_.cupti},
+      {"cupti_active", c.have_gpu},
+      {"cupti_error", cupti_error_},
+      {"cupti_every", std::max(1, options_.cupti_config.kernel_every)},
+      {"cupti_schedule", options_.cupti_config.schedule()},
+      {"alias", on && options_.alias},
+      {"kv", on && options_.kv},
+      {"memory", on && options_.memory},
+      {"timeline", timeline_ != nullptr},
+      {"kernel_timing", c.have_gpu ? "cupti" : (!c.cuda && timeline_ ? "host" : "none")},
+      {"profile_steps", options_.profile_first >= 0
+                            ? nlohmann::json::array({options_.profile_first, options_.profile_last})
+                            : nlohmann::json(nullptr)}};
+  nlohmann::json manifest = {{"name", options_.name},
+                             {"created_utc", created_utc_},
+                             {"complete", complete},
+                             {"backend", kernels::backend_name(c.backend)},
+                             {"git", git_info()},
+                             {"build", build_info()},
+                             {"host", host_info()},
+                             {"gpu", c.gpu_json},
+                             {"versions", library_versions(c.cuda)},
+                             {"harness", std::move(harness)},
+                             {"roofline", c.roofline_json},
+                             {"config", config_.is_null() ? summary.describe : config_},
+                             {"command", command_}};
+  if (!c.gpu_error.empty()) manifest["gpu_error"] = c.gpu_error;
+  if (!c.roofline_error.empty()) manifest["roofline_error"] = c.roofline_error;
+  return manifest;
+}
 
-  // 7. Trace.
+// 7. Trace, 9. files: the manifest last, so its presence means the rest is there.
+void Session::write_files(const Collected& c, const nlohmann::json& metrics,
+                          const nlohmann::json& manifest) {
   TraceSources sources;
   sources.origin_ns = origin_ns_;
   sources.timeline = timeline_.get();
-  sources.gpu_kernels = have_gpu ? &rows : nullptr;
-  sources.gpu = have_gpu ? &gpu : nullptr;
-  sources.kv = kv_ ? &kv_data : nullptr;
+  sources.gpu_kernels = c.have_gpu ? &c.rows : nullptr;
+  sources.gpu = c.have_gpu ? &c.gpu : nullptr;
+  sources.kv = kv_ ? &c.kv_data : nullptr;
   sources.memory = memory_ ? &memory_->samples() : nullptr;
-  if (gpu_json.is_object()) sources.gpu_name = gpu_json.value("name", "");
+  if (c.gpu_json.is_object()) sources.gpu_name = c.gpu_json.value("name", "");
   TraceStats trace_stats;
   std::vector<runfmt::TraceEvent> trace = build_trace(sources, &trace_stats);
 
-  // 8. Manifest.
-  nlohmann::json manifest = {
-      {"name", options_.name},
-      {"created_utc", created_utc_},
-      {"complete", complete},
-      {"backend", kernels::backend_name(backend)},
-      {"git", git_info()},
-      {"build", build_info()},
-      {"host", host_info()},
-      {"gpu", gpu_json},
-      {"versions", library_versions(cuda)},
-      {"harness",
-       {{"enabled", options_.enabled},
-        {"nvtx", options_.enabled && options_.nvtx},
-        {"cupti", options_.enabled && options_.cupti},
-        {"cupti_active", have_gpu},
-        {"cupti_error", cupti_error_},
-        {"cupti_every", std::max(1, options_.cupti_config.kernel_every)},
-        {"cupti_schedule", options_.cupti_config.schedule()},
-        {"alias", options_.enabled && options_.alias},
-        {"kv", options_.enabled && options_.kv},
-        {"memory", options_.enabled && options_.memory},
-        {"timeline", timeline_ != nullptr},
-        {"kernel_timing", have_gpu ? "cupti" : (!cuda && timeline_ ? "host" : "none")},
-        {"profile_steps", options_.profile_first >= 0
-                              ? nlohmann::json::array({options_.profile_first, options_.profile_last})
-                              : nlohmann::json(nullptr)}}},
-      {"roofline", roofline_json},
-      {"config", config_.is_null() ? summary.describe : config_},
-      {"command", command_}};
-  if (!gpu_error.empty()) manifest["gpu_error"] = gpu_error;
-  if (!roofline_error.empty()) manifest["roofline_error"] = roofline_error;
-
-  // 9. Files.
   runfmt::RunWriter writer(options_.record_dir);
   writer.write_trace(trace, {{"run", options_.name},
                              {"time_unit", "us"},
                              {"trimmed_gpu_overlaps", trace_stats.trimmed_overlaps}});
-  writer.write_kernels(rows);
-  writer.write_memory(memory_map);
-  writer.write_kv(kv_data);
-  writer.write_outputs(outputs);
+  writer.write_kernels(c.rows);
+  writer.write_memory(c.memory_map);
+  writer.write_kv(c.kv_data);
+  writer.write_outputs(c.outputs);
   writer.write_metrics(metrics);
-  writer.write_manifest(manifest);  // last: a manifest means every other file is there
+  writer.write_manifest(manifest);
   if (options_.print_summary)
     std::fprintf(stderr, "lantern harness: recorded run '%s' in %s (%zu problems)\n",
                  options_.name.c_str(), options_.record_dir.c_str(), problems_.size());

@@ -135,7 +135,17 @@ class Session {
   bool finished_ = false;
 
   void start_cupti();
+  // write(): the numbered steps of recording a run (session.cpp).
+  struct Collected;
   void write(const EngineSummary& summary, bool complete);
+  void stop_collection(const EngineSummary& summary, Collected& c);
+  void describe_gpu(bool complete, Collected& c);
+  void build_kernel_rows(Collected& c);
+  void gather_memory_and_kv(Collected& c);
+  void collect_problems(const Collected& c);
+  nlohmann::json metrics_json(const EngineSummary& summary, const Collected& c) const;
+  nlohmann::json manifest_json(const EngineSummary& summary, bool complete, const Collected& c) const;
+  void write_files(const Collected& c, const nlohmann::json& metrics, const nlohmann::json& manifest);
 };
 
 }  // namespace lantern::harness

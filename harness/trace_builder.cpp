@@ -105,39 +105,50 @@ void trim_stream_overlaps(std::vector<TraceEvent>& events, size_t first, TraceSt
   }
 }
 
-}  // namespace
+// Grid, block, registers, shared memory and the occupancy they imply.
+void add_launch_args(nlohmann::json& args, const runfmt::KernelRow& r) {
+  const runfmt::LaunchConfig& c = r.launch_config;
+  if (!c.known()) return;
+  args["grid"] = {c.grid_x, c.grid_y, c.grid_z};
+  args["block"] = {c.block_x, c.block_y, c.block_z};
+  args["regs_per_thread"] = c.regs_per_thread;
+  args["static_smem_bytes"] = c.static_smem;
+  args["dynamic_smem_bytes"] = c.dynamic_smem;
+  if (!r.occupancy) return;
+  args["blocks_per_sm"] = r.occupancy->blocks_per_sm;
+  args["occupancy"] = r.occupancy->occupancy;
+  args["waves"] = r.occupancy->waves;
+  args["occupancy_limit"] = r.occupancy->limit;
+}
 
-std::vector<TraceEvent> build_trace(const TraceSources& src, TraceStats* stats_out) {
-  TraceStats stats;
-  std::vector<TraceEvent> out;
-  const uint64_t origin = src.origin_ns;
-  out.push_back(runfmt::process_name_event(track::kHostPid, "lantern host"));
-  out.push_back(runfmt::thread_name_event(track::kHostPid, track::kEngineTid, "engine"));
-  out.push_back(runfmt::process_name_event(track::kCounterPid, "lantern counters"));
-  if (src.timeline) host_ranges(*src.timeline, origin, out);
+TraceEvent kernel_event(const runfmt::KernelRow& r) {
+  TraceEvent e;
+  e.ph = 'X';
+  e.name = r.kernel;
+  e.cat = "kernel";
+  e.pid = track::kGpuPid;
+  e.tid = r.stream;
+  e.ts_us = r.start_us;
+  e.dur_us = r.dur_us;
+  e.args = {{"op", r.op},         {"layer", r.layer},          {"step", r.step},
+            {"family", r.family}, {"variant", r.variant_name}, {"bytes", r.bytes},
+            {"flops", r.flops},   {"correlation", r.correlation}};
+  if (r.gb_per_s) e.args["gb_per_s"] = *r.gb_per_s;
+  if (r.tflop_per_s) e.args["tflop_per_s"] = *r.tflop_per_s;
+  if (r.pct_roofline) e.args["pct_roofline"] = *r.pct_roofline;
+  if (r.graph_node) e.args["graph_node"] = r.graph_node;
+  add_launch_args(e.args, r);
+  return e;
+}
 
-  // GPU: kernels (from attributed rows), copies and memsets, API calls.
+// Kernels (attributed rows), copies and memsets: one track per stream.
+void gpu_tracks(const TraceSources& src, std::vector<TraceEvent>& out, TraceStats& stats) {
   std::set<int> streams;
-  const size_t gpu_first = out.size();
+  const size_t first = out.size();
   if (src.gpu_kernels) {
     for (const runfmt::KernelRow& r : *src.gpu_kernels) {
-      TraceEvent e;
-      e.ph = 'X';
-      e.name = r.kernel;
-      e.cat = "kernel";
-      e.pid = track::kGpuPid;
-      e.tid = r.stream;
-      e.ts_us = r.start_us;
-      e.dur_us = r.dur_us;
-      e.args = {{"op", r.op},         {"layer", r.layer},       {"step", r.step},
-                {"family", r.family}, {"variant", r.variant_name}, {"bytes", r.bytes},
-                {"flops", r.flops},   {"correlation", r.correlation}};
-      if (r.gb_per_s) e.args["gb_per_s"] = *r.gb_per_s;
-      if (r.tflop_per_s) e.args["tflop_per_s"] = *r.tflop_per_s;
-      if (r.pct_roofline) e.args["pct_roofline"] = *r.pct_roofline;
-      if (r.graph_node) e.args["graph_node"] = r.graph_node;
+      out.push_back(kernel_event(r));
       streams.insert(r.stream);
-      out.push_back(std::move(e));
     }
   }
   if (src.gpu) {
@@ -148,37 +159,36 @@ std::vector<TraceEvent> build_trace(const TraceSources& src, TraceStats* stats_o
       if (a.graph_node) args["graph_node"] = a.graph_node;
       out.push_back(complete(name, a.kind == GpuActivityKind::memcpy ? "memcpy" : "memset",
                              track::kGpuPid, static_cast<int>(a.stream), a.start_ns,
-                             std::max(a.end_ns, a.start_ns), origin, std::move(args)));
+                             std::max(a.end_ns, a.start_ns), src.origin_ns, std::move(args)));
       streams.insert(static_cast<int>(a.stream));
     }
   }
-  trim_stream_overlaps(out, gpu_first, stats);
-  if (!streams.empty()) {
-    out.push_back(runfmt::process_name_event(
-        track::kGpuPid, src.gpu_name.empty() ? std::string("GPU") : "GPU: " + src.gpu_name));
-    for (int s : streams)
-      out.push_back(runfmt::thread_name_event(track::kGpuPid, s, strformat("stream %d", s)));
-  }
-  if (src.gpu) {
-    std::set<uint32_t> threads;
-    for (const ApiCall& c : src.gpu->api_calls) {
-      const std::string& name = c.name < src.gpu->names.size() ? src.gpu->names[c.name] : "?";
-      out.push_back(complete(name, "cuda_api", track::kHostPid,
-                             track::kCudaApiTid0 + static_cast<int>(c.thread), c.start_ns,
-                             std::max(c.end_ns, c.start_ns), origin,
-                             {{"correlation", c.correlation}}));
-      threads.insert(c.thread);
-    }
-    for (uint32_t t : threads)
-      out.push_back(runfmt::thread_name_event(track::kHostPid, track::kCudaApiTid0 + static_cast<int>(t),
-                                              strformat("CUDA API (thread %u)", t)));
-  }
+  trim_stream_overlaps(out, first, stats);
+  if (streams.empty()) return;
+  out.push_back(runfmt::process_name_event(
+      track::kGpuPid, src.gpu_name.empty() ? std::string("GPU") : "GPU: " + src.gpu_name));
+  for (int s : streams) out.push_back(runfmt::thread_name_event(track::kGpuPid, s, strformat("stream %d", s)));
+}
 
-  // Counter tracks.
+// CUDA runtime/driver API calls: one track per host thread.
+void api_tracks(const GpuRecords& gpu, uint64_t origin, std::vector<TraceEvent>& out) {
+  std::set<uint32_t> threads;
+  for (const ApiCall& c : gpu.api_calls) {
+    const std::string& name = c.name < gpu.names.size() ? gpu.names[c.name] : "?";
+    out.push_back(complete(name, "cuda_api", track::kHostPid,
+                           track::kCudaApiTid0 + static_cast<int>(c.thread), c.start_ns,
+                           std::max(c.end_ns, c.start_ns), origin, {{"correlation", c.correlation}}));
+    threads.insert(c.thread);
+  }
+  for (uint32_t t : threads)
+    out.push_back(runfmt::thread_name_event(track::kHostPid, track::kCudaApiTid0 + static_cast<int>(t),
+                                            strformat("CUDA API (thread %u)", t)));
+}
+
+void counter_tracks(const TraceSources& src, std::vector<TraceEvent>& out) {
   if (src.kv) {
     for (const runfmt::KvStepRecord& s : src.kv->steps) {
-      out.push_back(counter("kv blocks", s.t_us,
-                            {{"used", s.used_blocks}, {"free", s.free_blocks}}));
+      out.push_back(counter("kv blocks", s.t_us, {{"used", s.used_blocks}, {"free", s.free_blocks}}));
       if (s.wasted_token_slots >= 0)
         out.push_back(counter("kv fragmentation", s.t_us,
                               {{"wasted_slots", s.wasted_token_slots},
@@ -187,10 +197,24 @@ std::vector<TraceEvent> build_trace(const TraceSources& src, TraceStats* stats_o
   }
   if (src.memory) {
     for (const MemoryRecorder::Sample& m : *src.memory) {
-      out.push_back(counter("device memory", us(m.t_ns, origin), {{"bytes", m.device_bytes}}));
-      out.push_back(counter("host memory", us(m.t_ns, origin), {{"bytes", m.host_bytes}}));
+      out.push_back(counter("device memory", us(m.t_ns, src.origin_ns), {{"bytes", m.device_bytes}}));
+      out.push_back(counter("host memory", us(m.t_ns, src.origin_ns), {{"bytes", m.host_bytes}}));
     }
   }
+}
+
+}  // namespace
+
+std::vector<TraceEvent> build_trace(const TraceSources& src, TraceStats* stats_out) {
+  TraceStats stats;
+  std::vector<TraceEvent> out;
+  out.push_back(runfmt::process_name_event(track::kHostPid, "lantern host"));
+  out.push_back(runfmt::thread_name_event(track::kHostPid, track::kEngineTid, "engine"));
+  out.push_back(runfmt::process_name_event(track::kCounterPid, "lantern counters"));
+  if (src.timeline) host_ranges(*src.timeline, src.origin_ns, out);
+  gpu_tracks(src, out, stats);
+  if (src.gpu) api_tracks(*src.gpu, src.origin_ns, out);
+  counter_tracks(src, out);
   if (stats_out) *stats_out = stats;
   return out;
 }

@@ -3,7 +3,8 @@
 //   pid 1 (host)      tid 1: step > phase > layer > op ranges (host clock;
 //                     ops replayed from a CUDA graph have no host range)
 //                     tid 100+n: CUDA runtime/driver API calls of host thread n
-//   pid 2 (GPU)       tid = CUDA stream: kernels (with op, layer, step, rates),
+//   pid 2 (GPU)       tid = CUDA stream: kernels (with op, layer, step, rates,
+//                     grid, block, registers, shared memory, occupancy),
 //                     memcpy and memset
 //   pid 3 (counters)  "kv blocks", "kv fragmentation", "device memory",
 //                     "host memory"

@@ -86,6 +86,24 @@ void print_header(const Run& run) {
   }
 }
 
+// grid, block, regs/thread, shared memory per block and occupancy (limit) of
+// the launch configuration that took most of the row's time; '*': the row's
+// kernels ran with more than one configuration.
+std::string launch_columns(const runfmt::TimeSummary& s) {
+  const runfmt::LaunchConfig& c = s.launch_config;
+  if (!c.known()) return strformat("%-11s %-9s %4s %6s %-15s", "-", "-", "-", "-", "-");
+  const double smem = static_cast<double>(c.static_smem) + c.dynamic_smem;
+  const std::string occupancy =
+      s.occupancy ? strformat("%.1f%% %s", 100 * s.occupancy->occupancy, s.occupancy->limit.c_str())
+                  : "-";
+  return strformat("%-11s %-9s %4d %6s %-15.15s",
+                   (runfmt::dims_text(c.grid_x, c.grid_y, c.grid_z) + (s.launch_configs > 1 ? "*" : ""))
+                       .c_str(),
+                   runfmt::dims_text(c.block_x, c.block_y, c.block_z).c_str(), c.regs_per_thread,
+                   smem < 1024 ? strformat("%.0f", smem).c_str() : strformat("%.1fK", smem / 1024).c_str(),
+                   occupancy.c_str());
+}
+
 void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, size_t top) {
   auto rows = runfmt::summarize(run.kernels, by, phase);
   const char* source = run.kernels.empty() ? "none" : run.kernels.front().source.c_str();
@@ -95,16 +113,21 @@ void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, siz
     std::printf("  (no kernel records)\n");
     return;
   }
-  std::printf("  %-28s %-28s %8s %10s %6s %10s %9s %9s %7s\n", "name", "family.variant", "calls",
-              "total ms", "share", "mean us", "GB/s", "TFLOP/s", "%roof");
+  std::printf("  %-28s %-28s %8s %10s %6s %10s %9s %9s %7s  %-11s %-9s %4s %6s %-15s\n", "name",
+              "family.variant", "calls", "total ms", "share", "mean us", "GB/s", "TFLOP/s", "%roof",
+              "grid", "block", "regs", "smem", "occupancy");
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const runfmt::TimeSummary& s = rows[i];
     std::string fv = s.family.empty() ? "-" : s.family + "." + s.variant_name;
-    std::printf("  %-28.28s %-28.28s %8lld %10.3f %5.1f%% %10.2f %9s %9s %7s\n", s.key.c_str(),
+    std::printf("  %-28.28s %-28.28s %8lld %10.3f %5.1f%% %10.2f %9s %9s %7s  %s\n", s.key.c_str(),
                 fv.c_str(), static_cast<long long>(s.rows), s.total_us / 1e3, 100 * s.share,
                 s.mean_us, opt_num(s.gb_per_s, "%.1f").c_str(),
-                opt_num(s.tflop_per_s, "%.2f").c_str(), opt_num(s.pct_roofline, "%.1f").c_str());
+                opt_num(s.tflop_per_s, "%.2f").c_str(), opt_num(s.pct_roofline, "%.1f").c_str(),
+                launch_columns(s).c_str());
   }
+  if (std::any_of(rows.begin(), rows.end(), [](const auto& s) { return s.launch_config.known(); }))
+    std::printf("  (grid, block, regs/thread, smem/block, occupancy and its limit: the launch with the "
+                "most time; * more than one launch configuration)\n");
 }
 
 void print_alias(const Run& run) {

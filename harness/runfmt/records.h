@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/runfmt/occupancy.h"
+
 namespace lantern::runfmt {
 
 // ------------------------------------------------------------------ trace.json
@@ -65,6 +67,11 @@ struct KernelRow {
   std::optional<double> pct_roofline;  // roofline time / actual time * 100
   uint64_t graph_node = 0;  // CUDA graph node id (0: not launched from a graph)
   uint32_t correlation = 0; // CUPTI correlation id
+  // Grid, block, registers and shared memory as CUPTI recorded the launch
+  // (zero on host rows), and the theoretical occupancy they imply on the
+  // recorded device (occupancy.h); nullopt when either is unknown.
+  LaunchConfig launch_config;
+  std::optional<Occupancy> occupancy;
 
   bool operator==(const KernelRow&) const = default;
 };

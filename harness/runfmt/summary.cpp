@@ -6,11 +6,31 @@
 
 namespace lantern::runfmt {
 
+namespace {
+
+void set_main_launch(TimeSummary& s,
+                     const std::map<LaunchConfig, std::pair<double, const KernelRow*>>& configs) {
+  s.launch_configs = static_cast<int>(configs.size());
+  const KernelRow* main = nullptr;
+  double most = -1;
+  for (const auto& [config, time_row] : configs)
+    if (time_row.first > most) {
+      most = time_row.first;
+      main = time_row.second;
+    }
+  if (!main) return;
+  s.launch_config = main->launch_config;
+  s.occupancy = main->occupancy;
+}
+
+}  // namespace
+
 std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy by,
                                    const std::string& phase) {
   struct Acc {
     TimeSummary s;
     double roofline_us = 0, roofline_covered_us = 0;
+    std::map<LaunchConfig, std::pair<double, const KernelRow*>> configs;  // -> (time, a row)
   };
   std::map<std::tuple<std::string, std::string, std::string>, Acc> groups;
   double total = 0;
@@ -36,6 +56,11 @@ std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy b
       a.roofline_us += *r.pct_roofline / 100.0 * r.dur_us;
       a.roofline_covered_us += r.dur_us;
     }
+    if (r.launch_config.known()) {
+      auto& [time, row] = a.configs[r.launch_config];
+      time += r.dur_us;
+      row = &r;
+    }
     total += r.dur_us;
   }
   std::vector<TimeSummary> out;
@@ -46,6 +71,7 @@ std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy b
     if (s.total_us > 0 && s.bytes > 0) s.gb_per_s = s.bytes / (s.total_us * 1e-6) / 1e9;
     if (s.total_us > 0 && s.flops > 0) s.tflop_per_s = s.flops / (s.total_us * 1e-6) / 1e12;
     if (a.roofline_covered_us > 0) s.pct_roofline = a.roofline_us / a.roofline_covered_us * 100.0;
+    set_main_launch(s, a.configs);
     out.push_back(std::move(s));
   }
   std::sort(out.begin(), out.end(), [](const TimeSummary& a, const TimeSummary& b) {

@@ -17,6 +17,12 @@ struct TimeSummary {
   double share = 0;           // of the total time of the rows summarised
   double bytes = 0, flops = 0;
   std::optional<double> gb_per_s, tflop_per_s, pct_roofline;
+  // The launch configuration that took most of the group's time and its
+  // occupancy (unknown on host rows), and how many distinct configurations
+  // the group's kernels had (decode and prefill often differ).
+  LaunchConfig launch_config;
+  std::optional<Occupancy> occupancy;
+  int launch_configs = 0;
 };
 
 enum class GroupBy { op, kernel };

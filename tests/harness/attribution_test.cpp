@@ -24,6 +24,35 @@ GpuActivity kernel(uint64_t start, uint64_t end, uint32_t corr, uint32_t name, u
   return a;
 }
 
+// The launch configuration travels from the CUPTI record to the row, with
+// the occupancy it implies on the kernel's device (none without its limits).
+TEST(Attribution, RowsCarryLaunchConfigAndOccupancyOfTheirDevice) {
+  g_ns = 0;
+  Timeline t(fake_clock);
+  GpuRecords g;
+  g.names = {"k"};
+  GpuActivity on_h200 = kernel(100'000, 101'000, 1, 0);
+  // 64 regs x 256 threads: 4 blocks/SM by registers
+  on_h200.launch = {.grid_x = 66, .grid_y = 1, .grid_z = 1, .block_x = 256, .block_y = 1,
+                    .block_z = 1, .static_smem = 1024, .dynamic_smem = 4096,
+                    .smem_config = 32768, .regs_per_thread = 64};
+  GpuActivity on_unknown = on_h200;
+  on_unknown.device = 3;
+  on_unknown.start_ns = 102'000;
+  on_unknown.end_ns = 103'000;
+  g.activities = {on_h200, on_unknown};
+  g.sm_limits[0] = runfmt::sm90_limits(132);
+  auto rows = attribute_gpu_kernels(g, t, Roofline{}, 0);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].launch_config, on_h200.launch);
+  ASSERT_TRUE(rows[0].occupancy.has_value());
+  EXPECT_EQ(rows[0].occupancy->blocks_per_sm, 4);
+  EXPECT_EQ(rows[0].occupancy->limit, "grid");  // 66 blocks < 4 x 132
+  EXPECT_DOUBLE_EQ(rows[0].occupancy->occupancy, 66.0 / 132 * 8 / 64);
+  EXPECT_EQ(rows[1].launch_config, on_h200.launch);
+  EXPECT_FALSE(rows[1].occupancy.has_value()) << "device 3 has no recorded limits";
+}
+
 TEST(Attribution, KernelsFindTheirOpsStepsAndRates) {
   g_ns = 0;
   Timeline t(fake_clock);

@@ -26,6 +26,18 @@ cudaError_t lantern_test_busy_kernel(float* out, int n, int spins, cudaStream_t 
   return cudaGetLastError();
 }
 
+// What the runtime says about the busy kernel at `block` threads: resident
+// blocks per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor) and registers
+// per thread (cudaFuncGetAttributes), to check CUPTI's records against.
+cudaError_t lantern_test_busy_kernel_occupancy(int block, int* blocks_per_sm, int* regs_per_thread) {
+  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, busy_kernel, block, 0);
+  if (err != cudaSuccess) return err;
+  cudaFuncAttributes attr{};
+  err = cudaFuncGetAttributes(&attr, busy_kernel);
+  *regs_per_thread = attr.numRegs;
+  return err;
+}
+
 TEST(BusyKernel, ComputesItsRecurrence) {
   LANTERN_REQUIRE_GPU();
   const int n = 1000, spins = 50;

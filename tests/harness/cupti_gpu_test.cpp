@@ -27,6 +27,7 @@
 #include "tests/test_util.h"
 
 cudaError_t lantern_test_busy_kernel(float* out, int n, int spins, cudaStream_t stream);
+cudaError_t lantern_test_busy_kernel_occupancy(int block, int* blocks_per_sm, int* regs_per_thread);
 
 namespace lantern::harness {
 namespace {
@@ -39,6 +40,52 @@ struct DeviceBuffer {
   explicit DeviceBuffer(size_t n) { cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)); }
   ~DeviceBuffer() { cudaFree(p); }
 };
+
+// The busy kernel's rows carry the launch lantern_test_busy_kernel made
+// (n threads in 128-thread blocks, no shared memory), CUPTI's register count
+// equals cudaFuncGetAttributes', and the occupancy computed from the limits
+// recorded at start equals the runtime's own calculator.
+void expect_busy_launches(const GpuRecords& g, const std::vector<runfmt::KernelRow>& rows, int n) {
+  ASSERT_TRUE(g.sm_limits.count(0)) << "device 0's SM limits recorded at start";
+  const runfmt::SmLimits& sm = g.sm_limits.at(0);
+  EXPECT_TRUE(sm.valid());
+  int device_sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&device_sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  EXPECT_EQ(sm.sm_count, device_sms);
+  int runtime_blocks = 0, runtime_regs = 0;
+  ASSERT_EQ(lantern_test_busy_kernel_occupancy(128, &runtime_blocks, &runtime_regs), cudaSuccess);
+  const runfmt::KernelRow* first = nullptr;
+  for (const runfmt::KernelRow& r : rows) {
+    if (r.kernel.find("busy_kernel") == std::string::npos) continue;
+    if (!first) first = &r;
+    const runfmt::LaunchConfig& c = r.launch_config;
+    EXPECT_EQ(c.grid_x, (n + 127) / 128);
+    EXPECT_EQ(c.grid_y, 1);
+    EXPECT_EQ(c.grid_z, 1);
+    EXPECT_EQ(c.block_x, 128);
+    EXPECT_EQ(c.block_y, 1);
+    EXPECT_EQ(c.block_z, 1);
+    EXPECT_GT(c.regs_per_thread, 0);
+    EXPECT_EQ(c.regs_per_thread, runtime_regs) << "CUPTI vs cudaFuncGetAttributes";
+    EXPECT_EQ(c.static_smem, 0);
+    EXPECT_EQ(c.dynamic_smem, 0);
+    ASSERT_TRUE(r.occupancy.has_value());
+    EXPECT_EQ(r.occupancy->blocks_per_sm, runtime_blocks)
+        << "vs cudaOccupancyMaxActiveBlocksPerMultiprocessor";
+    EXPECT_GT(r.occupancy->occupancy, 0);
+    EXPECT_LE(r.occupancy->occupancy, 1);
+    const double wave = static_cast<double>(runtime_blocks) * sm.sm_count;
+    EXPECT_DOUBLE_EQ(r.occupancy->waves, c.grid_blocks() / wave);
+    EXPECT_EQ(r.occupancy->limit == "grid", c.grid_blocks() < wave) << r.occupancy->limit;
+  }
+  ASSERT_TRUE(first != nullptr) << "no busy_kernel rows";
+  ASSERT_TRUE(first->occupancy.has_value());
+  std::printf("[occupancy] busy_kernel grid %d x block 128: %d regs, %d blocks/SM, occupancy %.3f "
+              "(%s), %.3f waves; SM limits: %d SMs, %d regs, %lld B smem\n",
+              first->launch_config.grid_x, runtime_regs, runtime_blocks, first->occupancy->occupancy,
+              first->occupancy->limit.c_str(), first->occupancy->waves, sm.sm_count, sm.regs_per_sm,
+              static_cast<long long>(sm.smem_per_sm));
+}
 
 TEST(CuptiGpu, KernelsAreAttributedToOpsAndSteps) {
   LANTERN_REQUIRE_GPU();
@@ -116,6 +163,7 @@ TEST(CuptiGpu, KernelsAreAttributedToOpsAndSteps) {
   EXPECT_EQ(gemm->family, "gemm");
   EXPECT_TRUE(gemm->tflop_per_s.has_value());
   EXPECT_FALSE(g.api_calls.empty());
+  expect_busy_launches(g, rows, 1 << 16);
 }
 
 TEST(CuptiGpu, GraphReplaysKeepOpLabelsAndLearnTheirStep) {
@@ -233,7 +281,18 @@ TEST(CuptiGpu, SessionRecordsACudaRun) {
     EXPECT_EQ(k.source, "cupti");
     EXPECT_GE(k.launch, 0);
     EXPECT_TRUE(k.pct_roofline.has_value()) << k.op;
+    // Through kernels.csv: the busy kernel's launch and its occupancy.
+    EXPECT_EQ(k.launch_config.grid_x, (1 << 16) / 128) << k.kernel;
+    EXPECT_EQ(k.launch_config.block_x, 128) << k.kernel;
+    EXPECT_GT(k.launch_config.regs_per_thread, 0) << k.kernel;
+    ASSERT_TRUE(k.occupancy.has_value()) << k.kernel;
+    EXPECT_GT(k.occupancy->occupancy, 0);
+    EXPECT_LE(k.occupancy->occupancy, 1);
   }
+  auto sm = runfmt::sm_limits_from_json(run.manifest.json["gpu"]["sm_limits"]);
+  ASSERT_TRUE(sm.has_value()) << run.manifest.json["gpu"].dump();
+  EXPECT_TRUE(sm->valid());
+  EXPECT_EQ(sm->sm_count, run.manifest.json["gpu"]["sm_count"].get<int>());
   EXPECT_EQ(run.memory.violation_count, 0);
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
   const bool gpu_track = std::any_of(run.trace.begin(), run.trace.end(), [](const runfmt::TraceEvent& e) {
@@ -307,6 +366,18 @@ TEST(CuptiGpu, EngineRunOnCudaIsRecordedAndClean) {
   EXPECT_EQ(run.metrics["harness"]["unattributed_kernels"], 0);
   EXPECT_EQ(graphs_attributed, from_graphs) << "graph-replayed kernels keep op and step";
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
+  // Every kernel, eager, cuBLAS or replayed from a graph, has its launch
+  // configuration and an occupancy in (0, 1].
+  std::map<std::string, int> limits;
+  for (const auto& k : run.kernels) {
+    EXPECT_TRUE(k.launch_config.known()) << k.kernel;
+    ASSERT_TRUE(k.occupancy.has_value()) << k.kernel;
+    EXPECT_GT(k.occupancy->blocks_per_sm, 0) << k.kernel;
+    EXPECT_GT(k.occupancy->occupancy, 0) << k.kernel;
+    EXPECT_LE(k.occupancy->occupancy, 1) << k.kernel;
+    limits[k.occupancy->limit] += 1;
+  }
+  for (const auto& [limit, n] : limits) std::printf("[engine-cuda] occupancy limit %s: %d kernels\n", limit.c_str(), n);
 }
 
 TEST(CuptiGpu, CuptiEveryNTracesPrefillAndEveryNthDecodeStepOnly) {

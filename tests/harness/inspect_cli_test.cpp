@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/runfmt/kernels_csv.h"
 #include "harness/session.h"
 #include "tests/harness/seed_plan.h"
 #include "tests/test_util.h"
@@ -116,6 +118,28 @@ TEST_F(InspectCli, SampledKernelTimingsAreSaid) {
   auto [status, out] = lantern("inspect " + dir.string());
   EXPECT_EQ(status, 0) << out;
   EXPECT_THAT(out, HasSubstr("kernel timings sampled (CUPTI schedule: every 4): 3 of 12 steps traced"));
+}
+
+// CUDA runs' kernels.csv carries launch configurations (CPU runs have none):
+// the top table shows grid, block, registers, shared memory and occupancy.
+TEST_F(InspectCli, TopTableShowsLaunchConfigAndOccupancy) {
+  auto dir = record("launch", testing::Plan::seed, 1);
+  std::stringstream csv;
+  csv << std::ifstream(dir / "kernels.csv").rdbuf();
+  auto rows = runfmt::parse_kernels_csv(csv.str());
+  ASSERT_FALSE(rows.empty());
+  for (runfmt::KernelRow& k : rows) {
+    k.launch_config = {.grid_x = 64, .grid_y = 2, .grid_z = 1, .block_x = 256, .block_y = 1,
+                       .block_z = 1, .static_smem = 2048, .dynamic_smem = 1024,
+                       .regs_per_thread = 64};
+    k.occupancy = runfmt::occupancy(k.launch_config, runfmt::sm90_limits());
+  }
+  runfmt::write_kernels_csv(dir / "kernels.csv", rows);
+  auto [status, out] = lantern("inspect " + dir.string());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("grid        block     regs   smem occupancy"));
+  // 128 blocks of 8 warps, 4 per SM by registers: less than one wave on 132 SMs.
+  EXPECT_THAT(out, HasSubstr("64x2        256         64   3.0K 12.1% grid"));
 }
 
 TEST_F(InspectCli, BadRunDirectoryIsAOneLineError) {

@@ -146,6 +146,39 @@ TEST(TraceJson, WrittenTraceParsesNestsAndUsesMicroseconds) {
   EXPECT_EQ(step0->args["step"], 0);
 }
 
+TEST(TraceJson, KernelEventsCarryLaunchConfigAndOccupancy) {
+  runfmt::KernelRow k;
+  k.kernel = "gemv";
+  k.source = "cupti";
+  k.stream = 7;
+  k.dur_us = 2;
+  k.launch_config = {.grid_x = 64, .grid_y = 2, .grid_z = 1, .block_x = 128, .block_y = 1,
+                     .block_z = 1, .static_smem = 2048, .regs_per_thread = 40};
+  k.occupancy = runfmt::occupancy(k.launch_config, runfmt::sm90_limits());
+  runfmt::KernelRow host = k;
+  host.launch_config = {};
+  host.occupancy.reset();
+  std::vector<runfmt::KernelRow> rows = {k, host};
+  TraceSources src;
+  src.gpu_kernels = &rows;
+  std::vector<TraceEvent> events = build_trace(src);
+  std::vector<const TraceEvent*> kernels;
+  for (const TraceEvent& e : events)
+    if (e.cat == "kernel") kernels.push_back(&e);
+  ASSERT_EQ(kernels.size(), 2u);
+  const nlohmann::json& a = kernels[0]->args;
+  EXPECT_EQ(a["grid"], nlohmann::json::array({64, 2, 1}));
+  EXPECT_EQ(a["block"], nlohmann::json::array({128, 1, 1}));
+  EXPECT_EQ(a["regs_per_thread"], 40);
+  EXPECT_EQ(a["static_smem_bytes"], 2048);
+  EXPECT_EQ(a["dynamic_smem_bytes"], 0);
+  EXPECT_EQ(a["blocks_per_sm"], k.occupancy->blocks_per_sm);
+  EXPECT_EQ(a["occupancy"], k.occupancy->occupancy);
+  EXPECT_EQ(a["occupancy_limit"], k.occupancy->limit);
+  EXPECT_FALSE(kernels[1]->args.contains("grid")) << "no launch config, no launch args";
+  EXPECT_FALSE(kernels[1]->args.contains("occupancy"));
+}
+
 TEST(TraceJson, GraphReplaysHaveNoHostRanges) {
   g_ns = 0;
   Timeline timeline(fake_clock);

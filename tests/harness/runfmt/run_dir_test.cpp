@@ -61,6 +61,10 @@ runfmt::Run sample_run() {
   k.pct_roofline = 4.651162790697675;
   k.graph_node = 1234567890123ull;
   k.correlation = 42;
+  k.launch_config = {.grid_x = 132, .grid_y = 2, .grid_z = 1, .block_x = 256, .block_y = 1,
+                     .block_z = 1, .static_smem = 1024, .dynamic_smem = 49152,
+                     .smem_config = 102400, .regs_per_thread = 48};
+  k.occupancy = Occupancy{2, 0.25, 0.5, "smem"};
   KernelRow host = k;
   host.launch = -1;
   host.op = "";
@@ -69,6 +73,8 @@ runfmt::Run sample_run() {
   host.tflop_per_s.reset();
   host.pct_roofline.reset();
   host.graph_node = 0;
+  host.launch_config = {};
+  host.occupancy.reset();
   r.kernels = {k, host};
 
   MemoryMap& m = r.memory;
@@ -182,6 +188,36 @@ TEST(RunDir, WriterReaderRoundTrip) {
   EXPECT_EQ(no_trace.kernels, r.kernels);
 }
 
+// Format 1.0 wrote no launch columns: its rows read with an unknown launch
+// configuration and no occupancy; every other field as before.
+TEST(RunDir, KernelsCsvOfFormat10ReadsWithoutLaunchColumns) {
+  runfmt::Run r = sample_run();
+  auto dir = test::scratch_dir("rundir-kernels-1.0");
+  write_kernels_csv(dir / "kernels.csv", r.kernels);
+  std::ifstream in(dir / "kernels.csv");
+  std::string text, line;
+  const size_t v10_columns = 21;  // launch .. correlation
+  while (std::getline(in, line)) {
+    size_t cut = 0;
+    for (size_t commas = 0; cut < line.size(); ++cut) {
+      if (line[cut] == '"') cut = line.find('"', cut + 1);  // quotes pair up, "" escapes too
+      if (line[cut] == ',' && ++commas == v10_columns) break;
+    }
+    text += line.substr(0, cut) + "\n";
+  }
+  const std::string header = text.substr(0, text.find('\n'));
+  ASSERT_EQ(header.substr(header.size() - 12), ",correlation") << header;
+  auto rows = parse_kernels_csv(text);
+  ASSERT_EQ(rows.size(), r.kernels.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    KernelRow expected = r.kernels[i];
+    expected.launch_config = {};
+    expected.occupancy.reset();
+    EXPECT_EQ(rows[i], expected) << i;
+    EXPECT_FALSE(rows[i].launch_config.known());
+  }
+}
+
 TEST(RunDir, SummaryGroupsOpsWithRates) {
   runfmt::Run r = sample_run();
   KernelRow second = r.kernels[0];
@@ -201,6 +237,29 @@ TEST(RunDir, SummaryGroupsOpsWithRates) {
   EXPECT_DOUBLE_EQ(ops[0].share + ops[1].share, 1.0);
   auto prefill_only = summarize(r.kernels, GroupBy::kernel, "decode");
   EXPECT_TRUE(prefill_only.empty());
+}
+
+// A group shows the launch configuration with the most time, and says how
+// many it had; host rows have none.
+TEST(RunDir, SummaryShowsTheLaunchWithTheMostTime) {
+  runfmt::Run r = sample_run();
+  KernelRow other = r.kernels[0];
+  other.launch_config.grid_x = 7;
+  other.occupancy = Occupancy{1, 0.01, 0.05, "grid"};
+  other.dur_us = 1.0;  // less than the first row's 7.5 us
+  r.kernels.push_back(other);
+  auto ops = summarize(r.kernels, GroupBy::op);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].launch_configs, 2);
+  EXPECT_EQ(ops[0].launch_config, r.kernels[0].launch_config);
+  EXPECT_EQ(ops[0].occupancy, r.kernels[0].occupancy);
+  other.dur_us = 100.0;
+  r.kernels.back() = other;
+  ops = summarize(r.kernels, GroupBy::op);
+  EXPECT_EQ(ops[0].launch_config.grid_x, 7);
+  EXPECT_EQ(ops[0].occupancy->limit, "grid");
+  EXPECT_EQ(ops[1].launch_configs, 0) << "host rows";
+  EXPECT_FALSE(ops[1].launch_config.known());
 }
 
 class RunDirErrors : public ::testing::Test {
@@ -278,7 +337,8 @@ TEST_F(RunDirErrors, MalformedCsvRow) {
   std::getline(in, header);
   put("kernels.csv", header + "\n1,2,3\n");
   EXPECT_THAT(error(), HasSubstr("kernels.csv: row 1 has 3 fields"));
-  put("kernels.csv", header + "\n" + std::string(20, ',').replace(0, 0, "x") + "\n");
+  const std::string commas(kernel_csv_columns().size() - 1, ',');
+  put("kernels.csv", header + "\n" + "x" + commas + "\n");
   EXPECT_THAT(error(), HasSubstr("kernels.csv: row 1: column launch is not an integer: 'x'"));
 }
 
