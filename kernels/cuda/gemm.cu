@@ -16,11 +16,13 @@
 //   running across tiles); k % 2048 == 0, else variant 2. Measured slower than
 //   variant 2 (the per-tile block barrier drains the only block's pipeline), so
 //   it is not the default; kept as the recorded experiment.
+// Variants 4 (gemv_split) and 5 (gemv_pdl): kernels/cuda/gemm_skinny.cu.
 #include <algorithm>
 
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_cuda.h"
 
 namespace lantern::kernels {
 namespace {
@@ -243,7 +245,18 @@ void gemm_gemv_stream(const GemmArgs& a, const LaunchCtx& ctx) {
   CUDA_CHECK_LAST("gemv_stream_kernel");
 }
 
+void gemm_gemv_split(const GemmArgs& a, const LaunchCtx& ctx) {
+  gemm_skinny_launch(a, ctx, false);
+}
+void gemm_gemv_pdl(const GemmArgs& a, const LaunchCtx& ctx) {
+  gemm_skinny_launch(a, ctx, true);
+}
+
 }  // namespace
+
+void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {
+  gemm_cublas(a, ctx);
+}
 
 void register_gemm_cuda(Registry& r) {
   r.add(make_entry<GemmArgs, gemm_cublas, gemm_cost<2>>(
@@ -261,6 +274,16 @@ void register_gemm_cuda(Registry& r) {
       // Passes its GPU test on the H200 but is slower than gemv_mma (docs/performance.md):
       // left unverified so that Registry::best keeps gemv_mma as the default.
       /*verified=*/false));
+  r.add(make_entry<GemmArgs, gemm_gemv_split, gemm_cost<2>>(
+      4, "gemv_split", Backend::cuda,
+      "m <= 16: gemv_mma's fragments with split-k over a thread-block cluster (DSMEM reduce) when "
+      "the grid is under one block per SM, all of a warp's loads in flight; cuBLAS above",
+      /*verified=*/true));
+  r.add(make_entry<GemmArgs, gemm_gemv_pdl, gemm_cost<2>>(
+      5, "gemv_pdl", Backend::cuda,
+      "gemv_split launched with programmatic dependent launch: weight loads issued before "
+      "waiting for the previous kernel, dependents triggered early",
+      /*verified=*/true));
 }
 
 }  // namespace lantern::kernels
