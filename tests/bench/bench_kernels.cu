@@ -356,7 +356,7 @@ void register_all() {
       });
   });
   for_cuda(Family::sample, [](const KernelEntry& e) {
-    for (int b : {1, 8, 64})
+    for (int b : {1, 8, 64, 256})
       for (int top_k : {50, 0})
         add(vname(e) + "/b=" + std::to_string(b) + "/top_k=" + std::to_string(top_k),
             [&e, b, top_k](benchmark::State& st) {
