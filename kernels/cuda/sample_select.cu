@@ -67,6 +67,27 @@ __device__ __forceinline__ uint64_t fixed_weight(const RowCtx& c, float l) {
   return __double2ull_rn(double(sampling::weight(l, c.max_logit, c.temp)) * kFixedScale);
 }
 
+// Calls f(logit, id) for this thread's share of the row. kUnroll coalesced loads
+// are issued before any is used: one thread's loop would otherwise wait a full
+// memory latency per logit (the atomics in f keep the compiler from hoisting).
+constexpr int kUnroll = 16;
+template <class F>
+__device__ __forceinline__ void for_each_logit(const RowCtx& c, F f) {
+  for (int base = 0; base < c.vocab; base += kThreads * kUnroll) {
+    float v[kUnroll];
+#pragma unroll
+    for (int q = 0; q < kUnroll; ++q) {
+      const int i = base + q * kThreads + int(threadIdx.x);
+      v[q] = i < c.vocab ? __ldg(c.x + i) : 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < kUnroll; ++q) {
+      const int i = base + q * kThreads + int(threadIdx.x);
+      if (i < c.vocab) f(v[q], i);
+    }
+  }
+}
+
 // ---- block reductions / scans over 64-bit values (kThreads threads)
 __device__ uint64_t warp_sum_u64(uint64_t v) {
 #pragma unroll
@@ -153,18 +174,16 @@ __device__ Hit bisect_in_bin(Shared& s, const RowCtx& c, int bin, uint64_t targe
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
     uint64_t part = 0;
-    for (int i = threadIdx.x; i < c.vocab; i += kThreads) {
-      const float l = c.x[i];
+    for_each_logit(c, [&](float l, int i) {
       if (bin_of(c, l) == bin && sort_key(l, i) <= mid) part += kByCount ? 1 : fixed_weight(c, l);
-    }
+    });
     const uint64_t sum = base + block_sum_u64(part, s.scratch);
     if (sum > target) hi = mid; else lo = mid + 1;
   }
   uint64_t part = 0;
-  for (int i = threadIdx.x; i < c.vocab; i += kThreads) {
-    const float l = c.x[i];
+  for_each_logit(c, [&](float l, int i) {
     if (bin_of(c, l) == bin && sort_key(l, i) <= lo) part += fixed_weight(c, l);
-  }
+  });
   const uint64_t mass = s.mass_before[bin] + block_sum_u64(part, s.scratch);
   return Hit{int32_t(uint32_t(lo)), mass};
 }
@@ -179,15 +198,15 @@ __device__ bool gather_bin(Shared& s, const RowCtx& c, int bin) {
   __syncthreads();
   if (threadIdx.x == 0) s.n_in_bin = 0;
   __syncthreads();
-  for (int i = threadIdx.x; i < c.vocab; i += kThreads) {
-    const float l = c.x[i];
+  for_each_logit(c, [&](float l, int i) {
     if (bin_of(c, l) == bin) s.keys[atomicAdd(&s.n_in_bin, 1)] = sort_key(l, i);
-  }
+  });
   __syncthreads();
   // Rank by counting: the bin's keys are distinct (they carry the id).
   for (int j = threadIdx.x; j < n; j += kThreads) {
     const uint64_t key = s.keys[j];
     int before = 0;
+#pragma unroll 8
     for (int q = 0; q < n; ++q) before += s.keys[q] < key;
     s.sorted[before] = key;
   }
@@ -261,10 +280,10 @@ __global__ void __launch_bounds__(kThreads)
   RowCtx c{logits + size_t(row) * vocab, vocab, 0.0f, temperature[row]};
   // 1. argmax as the max of (orderable << 32 | ~id): NaN lowest, lower id first.
   uint64_t best = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const uint64_t v = (uint64_t(orderable(c.x[i])) << 32) | uint32_t(~uint32_t(i));
+  for_each_logit(c, [&](float l, int i) {
+    const uint64_t v = (uint64_t(orderable(l)) << 32) | uint32_t(~uint32_t(i));
     best = v > best ? v : best;
-  }
+  });
   best = block_max_u64(best, s.scratch);
   const int32_t argmax = int32_t(~uint32_t(best));
   c.max_logit = c.x[argmax];
@@ -277,13 +296,12 @@ __global__ void __launch_bounds__(kThreads)
   s.mass_before[threadIdx.x] = 0;
   if (threadIdx.x == 0) s.resolved_bin = -1;
   __syncthreads();
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const float l = c.x[i];
+  for_each_logit(c, [&](float l, int) {
     const int b = bin_of(c, l);
     atomicAdd(&s.count_before[b], 1u);
     const unsigned long long w = fixed_weight(c, l);
     if (w) atomicAdd(reinterpret_cast<unsigned long long*>(&s.mass_before[b]), w);
-  }
+  });
   __syncthreads();
   uint64_t total_count, total_mass;
   const uint64_t cb = block_exclusive_scan_u64(s.count_before[threadIdx.x], s.scratch, &total_count);
