@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 #include "harness/cupti_check.h"
 
 namespace lantern::harness {

@@ -9,7 +9,7 @@ namespace lantern::harness {
 runfmt::SmLimits device_sm_limits(int device) {
   auto attr = [device](cudaDeviceAttr a) {
     int v = 0;
-    LANTERN_CUDA(cudaDeviceGetAttribute(&v, a, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, a, device));
     return v;
   };
   runfmt::SmLimits sm;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/common.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::runfmt {
 

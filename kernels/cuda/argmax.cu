@@ -149,7 +149,7 @@ void register_argmax_cuda(Registry& r) {
   r.add(make_entry<ArgmaxArgs, argmax_seed, argmax_cost<2>>(
       1, "seed", Backend::cuda,
       "the seed's: copy logits to the host, scan there, copy ids back (two syncs)",
-      kPreferred));
+      kTestedOnly));
   r.add(make_entry<ArgmaxArgs, argmax_2pass, argmax_cost<2>>(
       2, "gpu_2pass", Backend::cuda,
       "GPU: 4096-logit chunks reduced per block (float4 loads), one warp per row finishes",

@@ -15,6 +15,10 @@
 //   kernel combines the splits' (max, sum, partial output). The split count aims
 //   at ~4 blocks per multiprocessor. head_dim 32/64/128/256 and group <= 8; other
 //   shapes fall back to variant 1.
+// Variant 4 (split_k_ctx): variant 3 whose blocks size their split from the
+//   sequence's real context (max(64, ceil(ctx / splits)) keys) instead of
+//   max_context / splits, so a short context in an engine configured for long
+//   ones still uses every split; launched with programmatic dependent launch.
 // Variant 3 (split_k_fused): variant 2 without the second launch: each block
 //   bumps an arrival counter per (sequence, kv head) after writing its partial
 //   (threadfence-reduction pattern) and the last one combines the splits. The
@@ -168,12 +172,25 @@ __global__ void __launch_bounds__(kSplitThreads)
   __shared__ float sm_m[kSplitWarps][G], sm_l[kSplitWarps][G];
   __shared__ __align__(16) float sm_o[kSplitWarps][G][HD];
 
+  trigger_dependents();    // a PDL-launched o_proj GEMV may start streaming its weights now
+  grid_dependency_wait();  // variant 4 (PDL): q and the cache are written by earlier kernels
   const int split = blockIdx.x, kv_head = blockIdx.y, i = blockIdx.z;
   const int n_splits = gridDim.x, n_q_heads = n_kv_heads * group;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int sub = lane % kLanesPerKey, slot = lane / kLanesPerKey;
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
-  const int begin = split * split_len, end = min(ctx, begin + split_len);
+  // split_len <= 0 (variant 4): splits sized from this sequence's real context,
+  // so a short context still spreads over every split's block (the grid is sized
+  // for max_context once, which keeps it fixed for graph capture).
+  const int len = split_len > 0 ? split_len : max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
+  const int begin = split * len, end = min(ctx, begin + len);
+  // Variant 4 with the fused combine: only the splits that hold keys take part
+  // (n_eff of them; every block computes the same number from ctx). The others
+  // exit at once -- no partials written, no arrival counted -- and a context
+  // that fits one split is written directly, with no combine at all.
+  const bool skip_empty = kFused && split_len <= 0;
+  const int n_eff = skip_empty ? max(1, (ctx + len - 1) / len) : n_splits;
+  if (split >= n_eff) return;
   const int32_t* table = block_tables + size_t(seq_slots[i]) * max_blocks_per_seq;
   const size_t row_elems = size_t(n_kv_heads) * HD;
   const size_t half_block = size_t(block_size) * row_elems;
@@ -302,7 +319,7 @@ __global__ void __launch_bounds__(kSplitThreads)
       merge_state(mm, ll, oo, sm_m[w][g], sm_l[w][g], ow);
     }
     const int head = kv_head * group + g;
-    if (n_splits == 1) {
+    if (n_eff == 1) {
       const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
 #pragma unroll
       for (int e = 0; e < 8; ++e) oo[e] *= inv;
@@ -321,21 +338,21 @@ __global__ void __launch_bounds__(kSplitThreads)
     __shared__ bool is_last;
     __shared__ float split_w[G][kMaxSplits];
     __shared__ float inv_sum[G];
-    if (n_splits == 1) return;
+    if (n_eff == 1) return;
     __threadfence();
     __syncthreads();
     unsigned* counter = &g_split_counters[size_t(i) * n_kv_heads + kv_head];
-    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == unsigned(n_splits - 1);
+    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == unsigned(n_eff - 1);
     __syncthreads();
     if (!is_last) return;
     __threadfence();
     for (int g = warp; g < group; g += kSplitWarps) {
       const size_t idx0 = (size_t(i) * n_q_heads + kv_head * group + g) * n_splits;
       float mx = -INFINITY;
-      for (int s = lane; s < n_splits; s += kWarp) mx = fmaxf(mx, __ldcg(&part_ml[idx0 + s]).x);
+      for (int s = lane; s < n_eff; s += kWarp) mx = fmaxf(mx, __ldcg(&part_ml[idx0 + s]).x);
       mx = warp_max(mx);
       float l_sum = 0.0f;
-      for (int s = lane; s < n_splits; s += kWarp) {
+      for (int s = lane; s < n_eff; s += kWarp) {
         const float2 ml = __ldcg(&part_ml[idx0 + s]);
         const float wgt = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);
         split_w[g][s] = wgt;
@@ -350,7 +367,7 @@ __global__ void __launch_bounds__(kSplitThreads)
       const size_t idx0 = (size_t(i) * n_q_heads + kv_head * group + g) * n_splits;
       float acc = 0.0f;
 #pragma unroll 8
-      for (int s = 0; s < n_splits; ++s) acc += __ldcg(&part_o[(idx0 + s) * HD + d]) * split_w[g][s];
+      for (int s = 0; s < n_eff; ++s) acc += __ldcg(&part_o[(idx0 + s) * HD + d]) * split_w[g][s];
       out[size_t(i) * q_stride + size_t(kv_head * group + g) * HD + d] = __float2bfloat16(acc * inv_sum[g]);
     }
     if (threadIdx.x == 0) *counter = 0u;
@@ -415,34 +432,42 @@ size_t decode_split_workspace(const WorkspaceShape& s) {
 
 template <int HD, int G>
 void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
-                  float* part_o, float2* part_ml, bool fused) {
+                  float* part_o, float2* part_ml, bool fused, bool pdl) {
   constexpr int U = G >= 8 ? 2 : 4;  // loads in flight per lane, bounded by registers
   const KvCacheRef& c = a.cache;
   const dim3 grid(splits, c.n_kv_heads, a.b);
   auto kernel = fused ? decode_split_kernel<HD, G, U, true> : decode_split_kernel<HD, G, U, false>;
-  kernel<<<grid, kSplitThreads, 0, ctx.stream>>>(
-      static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml, a.seq_slots,
-      a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables, c.block_size,
-      c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads, a.q_stride, a.max_context,
-      split_len, a.scale * 1.4426950408889634f);
+  launch_kernel(pdl, kernel, grid, dim3(kSplitThreads), 0, ctx.stream,
+                static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
+                a.seq_slots, a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables,
+                c.block_size, c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads,
+                a.q_stride, a.max_context, split_len, a.scale * 1.4426950408889634f);
   CUDA_CHECK_LAST("decode_split_kernel");
 }
 
 template <int HD>
 void dispatch_group(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
-                    float* part_o, float2* part_ml, bool fused) {
+                    float* part_o, float2* part_ml, bool fused, bool pdl) {
   switch (pow2_group(a.n_q_heads / a.cache.n_kv_heads)) {
-    case 1: return launch_split<HD, 1>(a, ctx, splits, split_len, part_o, part_ml, fused);
-    case 2: return launch_split<HD, 2>(a, ctx, splits, split_len, part_o, part_ml, fused);
-    case 4: return launch_split<HD, 4>(a, ctx, splits, split_len, part_o, part_ml, fused);
-    default: return launch_split<HD, 8>(a, ctx, splits, split_len, part_o, part_ml, fused);
+    case 1:
+      return launch_split<HD, 1>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
+    case 2:
+      return launch_split<HD, 2>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
+    case 4:
+      return launch_split<HD, 4>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
+    default:
+      return launch_split<HD, 8>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
   }
 }
 
-// Variants 2 and 3: `fused` combines the splits in the split kernel's last
-// block instead of a second launch.
-void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool fused) {
-  check_decode(a, fused ? "attention_decode.split_k_fused" : "attention_decode.split_k");
+// Variants 2, 3 and 4: `fused` combines the splits in the split kernel's last
+// block instead of a second launch; `device_sized` (variant 4) has each
+// sequence size its splits from its real context and launches with PDL.
+void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool fused,
+                       bool device_sized = false) {
+  check_decode(a, device_sized ? "attention_decode.split_k_ctx"
+                  : fused      ? "attention_decode.split_k_fused"
+                               : "attention_decode.split_k");
   if (a.b == 0) return;
   if (!split_supports(a)) return decode_seed(a, ctx);
   const KvCacheRef& c = a.cache;
@@ -457,14 +482,24 @@ void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool 
   const int split_len = ceil_div(max_context, splits);
   splits = ceil_div(max_context, split_len);
   if (fused && long(a.b) * c.n_kv_heads > kMaxSplitCounters) fused = false;
+  // The separate combine kernel is launched without PDL, so it needs nothing more.
   // [b][heads][splits][hd] partial outputs (16-byte aligned), then their (max, sum).
   auto* part_o = static_cast<float*>(ctx.workspace);
   auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * hd);
+  const int len_arg = device_sized ? -1 : split_len;  // -1: sized on the device
   switch (hd) {
-    case 32: dispatch_group<32>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
-    case 64: dispatch_group<64>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
-    case 128: dispatch_group<128>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
-    default: dispatch_group<256>(a, ctx, splits, split_len, part_o, part_ml, fused); break;
+    case 32:
+      dispatch_group<32>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      break;
+    case 64:
+      dispatch_group<64>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      break;
+    case 128:
+      dispatch_group<128>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      break;
+    default:
+      dispatch_group<256>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      break;
   }
   if (splits > 1 && !fused) {
     decode_combine_kernel<<<dim3(a.n_q_heads, a.b), std::clamp(hd, kWarp, 128), 0, ctx.stream>>>(
@@ -477,6 +512,9 @@ void decode_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx) { decode_s
 void decode_split_fused(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_split_impl(a, ctx, true);
 }
+void decode_split_ctx(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_split_impl(a, ctx, true, true);
+}
 
 }  // namespace
 
@@ -484,16 +522,21 @@ void register_attention_decode_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_seed, attention_decode_cost<2>>(
       1, "seed", Backend::cuda,
       "one block per (sequence, q head): 128-key chunks, block reductions, online softmax",
-      kPreferred));
+      kTestedOnly));
   r.add(make_entry<AttentionDecodeArgs, decode_split, attention_decode_cost<2>>(
       2, "split_k", Backend::cuda,
       "flash-decoding: a block per (seq, kv head, split) serves the whole GQA group, 16-byte "
       "loads, split combine kernel",
-      kPreferred, decode_split_workspace));
+      kTestedOnly, decode_split_workspace));
   r.add(make_entry<AttentionDecodeArgs, decode_split_fused, attention_decode_cost<2>>(
       3, "split_k_fused", Backend::cuda,
       "split_k whose last-arriving block per (seq, kv head) combines the splits: one launch; "
       "one stream at a time",
+      kTestedOnly, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_split_ctx, attention_decode_cost<2>>(
+      4, "split_k_ctx", Backend::cuda,
+      "split_k_fused with each sequence's splits sized from its real context on the device (the "
+      "grid stays sized for max_context) and programmatic dependent launch",
       kPreferred, decode_split_workspace));
 }
 

@@ -378,7 +378,7 @@ void register_attention_prefill_cuda(Registry& r) {
   r.add(make_entry<AttentionPrefillArgs, prefill_seed, attention_prefill_cost<2>>(
       1, "seed", Backend::cuda,
       "per-head cuBLAS GEMMs (strided-batched over kv heads) + causal softmax kernel + GEMM with V",
-      kPreferred, prefill_seed_workspace));
+      kTestedOnly, prefill_seed_workspace));
   r.add(make_entry<AttentionPrefillArgs, prefill_flash, attention_prefill_cost<2>>(
       2, "flash_mma", Backend::cuda,
       "fused flash attention: mma.m16n8k16 bf16, online softmax, cp.async double-buffered K/V",

@@ -141,6 +141,40 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "memory");
 }
 
+// Programmatic dependent launch (sm_90). A kernel launched with the
+// programmaticStreamSerialization attribute may start before the previous
+// kernel in the stream has finished; grid_dependency_wait() blocks until that
+// kernel has completed and its writes are visible, so only reads of constant
+// data (weights) may come before it. trigger_dependents() lets the next
+// PDL-launched kernel start launching its blocks now; it waits for this
+// kernel's completion all the same, so an early trigger never changes results.
+// Both are no-ops when the launch had no such attribute / no dependent.
+__device__ __forceinline__ void grid_dependency_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void trigger_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent
+// launch when `pdl` is set: the kernel must call grid_dependency_wait() before it
+// reads anything an earlier kernel writes (or writes anything one reads).
+template <class... KArgs, class... Args>
+void launch_kernel(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl ? &attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
 // Multiprocessors of the current device (read once).
 inline int sm_count() {
   static const int count = [] {

@@ -18,5 +18,6 @@ void register_residual_cuda(Registry& r);
 void register_gemm_cuda(Registry& r);
 void register_argmax_cuda(Registry& r);
 void register_sample_cuda(Registry& r);
+void register_sample_select_cuda(Registry& r);
 
 }  // namespace lantern::kernels

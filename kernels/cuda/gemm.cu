@@ -16,11 +16,13 @@
 //   running across tiles); k % 2048 == 0, else variant 2. Measured slower than
 //   variant 2 (the per-tile block barrier drains the only block's pipeline), so
 //   it is not the default; kept as the recorded experiment.
+// Variants 4 (gemv_split) and 5 (gemv_pdl): kernels/cuda/gemm_skinny.cu.
 #include <algorithm>
 
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_cuda.h"
 
 namespace lantern::kernels {
 namespace {
@@ -243,17 +245,28 @@ void gemm_gemv_stream(const GemmArgs& a, const LaunchCtx& ctx) {
   CUDA_CHECK_LAST("gemv_stream_kernel");
 }
 
+void gemm_gemv_split(const GemmArgs& a, const LaunchCtx& ctx) {
+  gemm_skinny_launch(a, ctx, false);
+}
+void gemm_gemv_pdl(const GemmArgs& a, const LaunchCtx& ctx) {
+  gemm_skinny_launch(a, ctx, true);
+}
+
 }  // namespace
+
+void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {
+  gemm_cublas(a, ctx);
+}
 
 void register_gemm_cuda(Registry& r) {
   r.add(make_entry<GemmArgs, gemm_cublas, gemm_cost<2>>(
       1, "seed", Backend::cuda,
-      "cublasGemmEx bf16 in, fp32 compute, row-major via the transpose trick", kPreferred));
+      "cublasGemmEx bf16 in, fp32 compute, row-major via the transpose trick", kTestedOnly));
   r.add(make_entry<GemmArgs, gemm_gemv_mma, gemm_cost<2>>(
       2, "gemv_mma", Backend::cuda,
       "m <= 8: streams w once, 16-byte loads into mma.m16n8k16 fragments, 8 warps split k; "
       "cuBLAS above",
-      kPreferred));
+      kTestedOnly));
   r.add(make_entry<GemmArgs, gemm_gemv_stream, gemm_cost<2>>(
       3, "gemv_stream", Backend::cuda,
       "m <= 8, k % 2048 == 0: persistent 16-warp blocks stream row tiles with loads in flight "
@@ -261,6 +274,16 @@ void register_gemm_cuda(Registry& r) {
       // Passes its GPU test on the H200 but is slower than gemv_mma (docs/performance.md):
       // tested only, so that Registry::best keeps gemv_mma as the default.
       kTestedOnly));
+  r.add(make_entry<GemmArgs, gemm_gemv_split, gemm_cost<2>>(
+      4, "gemv_split", Backend::cuda,
+      "m <= 16: gemv_mma's fragments with split-k over a thread-block cluster (DSMEM reduce) when "
+      "the grid is under one block per SM, all of a warp's loads in flight; cuBLAS above",
+      kTestedOnly));
+  r.add(make_entry<GemmArgs, gemm_gemv_pdl, gemm_cost<2>>(
+      5, "gemv_pdl", Backend::cuda,
+      "gemv_split launched with programmatic dependent launch: weight loads issued before "
+      "waiting for the previous kernel, dependents triggered early",
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

@@ -15,6 +15,7 @@ void register_cuda_kernels(Registry& r) {
   register_gemm_cuda(r);
   register_argmax_cuda(r);
   register_sample_cuda(r);
+  register_sample_select_cuda(r);
 }
 
 }  // namespace lantern::kernels

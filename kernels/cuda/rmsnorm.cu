@@ -9,6 +9,10 @@
 //   elements with hidden % 8 == 0 stay in registers; other shapes take a
 //   two-pass warp loop.
 // Both read the whole row before writing it, so out may alias x (rows == nullptr).
+// Variant 3 (warp_vec_pdl): variant 2's kernel launched with programmatic
+//   dependent launch (kernels/cuda/cuda_common.cuh): its blocks start while the
+//   previous kernel drains and wait at griddepcontrol.wait before reading; every
+//   variant's kernel triggers its dependents early (no effect on results).
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -57,6 +61,8 @@ template <int kVecs>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
     rmsnorm_warp_reg_kernel(const bf16* x, const bf16* __restrict__ weight, bf16* out,
                             const int32_t* __restrict__ rows, int n, int hidden, float eps) {
+  trigger_dependents();    // a PDL-launched GEMV may start streaming its weights now
+  grid_dependency_wait();  // PDL variants: the previous kernel's writes are visible after this
   const int lane = threadIdx.x % kWarp;
   const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (i >= n) return;
@@ -102,6 +108,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
 __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
     rmsnorm_warp_loop_kernel(const bf16* x, const bf16* __restrict__ weight, bf16* out,
                              const int32_t* __restrict__ rows, int n, int hidden, float eps) {
+  trigger_dependents();    // a PDL-launched GEMV may start streaming its weights now
+  grid_dependency_wait();  // PDL variants: the previous kernel's writes are visible after this
   const int lane = threadIdx.x % kWarp;
   const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (i >= n) return;
@@ -118,8 +126,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
     o[j] = __float2bfloat16(__bfloat162float(xr[j]) * inv_rms * __bfloat162float(weight[j]));
 }
 
-void rmsnorm_warp_vec(const RmsnormArgs& a, const LaunchCtx& ctx) {
-  check_rmsnorm(a, "rmsnorm.warp_vec");
+void rmsnorm_warp_vec_impl(const RmsnormArgs& a, const LaunchCtx& ctx, bool pdl) {
+  check_rmsnorm(a, pdl ? "rmsnorm.warp_vec_pdl" : "rmsnorm.warp_vec");
   if (a.n == 0) return;
   const auto* x = static_cast<const bf16*>(a.x);
   const auto* w = static_cast<const bf16*>(a.weight);
@@ -127,19 +135,26 @@ void rmsnorm_warp_vec(const RmsnormArgs& a, const LaunchCtx& ctx) {
   const int blocks = ceil_div(a.n, kRowsPerBlock), threads = kRowsPerBlock * kWarp;
   const bool vec = a.hidden % 8 == 0 && aligned(x, 16) && aligned(w, 16) && aligned(out, 16);
   const int lane_vecs = ceil_div(a.hidden / 8, kWarp);  // 16-byte vectors per lane
-#define LANTERN_RMSNORM_REG(V)                                                          \
-  rmsnorm_warp_reg_kernel<V><<<blocks, threads, 0, ctx.stream>>>(x, w, out, a.rows, a.n, \
-                                                                 a.hidden, a.eps)
+#define LANTERN_RMSNORM_REG(V)                                                                     \
+  launch_kernel(pdl, rmsnorm_warp_reg_kernel<V>, dim3(blocks), dim3(threads), 0, ctx.stream, x, w, \
+                out, a.rows, a.n, a.hidden, a.eps)
   if (vec && lane_vecs <= 1) LANTERN_RMSNORM_REG(1);
   else if (vec && lane_vecs <= 2) LANTERN_RMSNORM_REG(2);
   else if (vec && lane_vecs <= 4) LANTERN_RMSNORM_REG(4);
   else if (vec && lane_vecs <= 8) LANTERN_RMSNORM_REG(8);
   else if (vec && lane_vecs <= 16) LANTERN_RMSNORM_REG(16);
   else
-    rmsnorm_warp_loop_kernel<<<blocks, threads, 0, ctx.stream>>>(x, w, out, a.rows, a.n, a.hidden,
-                                                                 a.eps);
+    launch_kernel(pdl, rmsnorm_warp_loop_kernel, dim3(blocks), dim3(threads), 0, ctx.stream, x, w,
+                  out, a.rows, a.n, a.hidden, a.eps);
 #undef LANTERN_RMSNORM_REG
   CUDA_CHECK_LAST("rmsnorm_warp kernel");
+}
+
+void rmsnorm_warp_vec(const RmsnormArgs& a, const LaunchCtx& ctx) {
+  rmsnorm_warp_vec_impl(a, ctx, false);
+}
+void rmsnorm_warp_vec_pdl(const RmsnormArgs& a, const LaunchCtx& ctx) {
+  rmsnorm_warp_vec_impl(a, ctx, true);
 }
 
 }  // namespace
@@ -147,10 +162,15 @@ void rmsnorm_warp_vec(const RmsnormArgs& a, const LaunchCtx& ctx) {
 void register_rmsnorm_cuda(Registry& r) {
   r.add(make_entry<RmsnormArgs, rmsnorm_seed, rmsnorm_cost<2>>(
       1, "seed", Backend::cuda, "one block per row, block reduction, second pass over the row",
-      kPreferred));
+      kTestedOnly));
   r.add(make_entry<RmsnormArgs, rmsnorm_warp_vec, rmsnorm_cost<2>>(
       2, "warp_vec", Backend::cuda,
       "one warp per row, 16-byte loads, row kept in registers (one read of x), shuffles only",
+      kTestedOnly));
+  r.add(make_entry<RmsnormArgs, rmsnorm_warp_vec_pdl, rmsnorm_cost<2>>(
+      3, "warp_vec_pdl", Backend::cuda,
+      "warp_vec launched with programmatic dependent launch: its blocks are scheduled while the "
+      "previous kernel finishes and wait (griddepcontrol.wait) before reading",
       kPreferred));
 }
 

@@ -2,6 +2,10 @@
 // bf16 activations (the CPU reference's formula, finite at both ends).
 //
 // Variant 1 (seed): grid-stride loop, 16-byte vectors when the shape allows.
+// Variant 2 (seed_pdl): variant 1's kernel launched with programmatic
+//   dependent launch (kernels/cuda/cuda_common.cuh): its blocks start while the
+//   previous kernel drains and wait at griddepcontrol.wait before reading; every
+//   variant's kernel triggers its dependents early (no effect on results).
 #include <algorithm>
 
 #include "kernels/costs.h"
@@ -16,6 +20,8 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f +
 
 __global__ void swiglu_vec_kernel(const uint4* __restrict__ gate, const uint4* __restrict__ up,
                                   uint4* __restrict__ out, size_t vecs) {
+  trigger_dependents();    // a PDL-launched down_proj GEMV may start streaming its weights now
+  grid_dependency_wait();  // PDL variants: the previous kernel's writes are visible after this
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < vecs;
        i += size_t(gridDim.x) * blockDim.x) {
     float g[8], u[8];
@@ -29,12 +35,14 @@ __global__ void swiglu_vec_kernel(const uint4* __restrict__ gate, const uint4* _
 
 __global__ void swiglu_scalar_kernel(const bf16* __restrict__ gate, const bf16* __restrict__ up,
                                      bf16* __restrict__ out, size_t count) {
+  trigger_dependents();
+  grid_dependency_wait();  // PDL variants: the previous kernel's writes are visible after this
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
        i += size_t(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16(silu_mul(__bfloat162float(gate[i]), __bfloat162float(up[i])));
 }
 
-void swiglu_seed(const SwigluArgs& a, const LaunchCtx& ctx) {
+void swiglu_impl(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl) {
   LANTERN_CHECK(a.n >= 0 && a.inter > 0, "swiglu.seed: bad shape n=%d inter=%d", a.n, a.inter);
   const size_t count = size_t(a.n) * a.inter;
   if (count == 0) return;
@@ -42,17 +50,24 @@ void swiglu_seed(const SwigluArgs& a, const LaunchCtx& ctx) {
   if (count % 8 == 0 && aligned(a.gate, 16) && aligned(a.up, 16) && aligned(a.out, 16)) {
     const size_t vecs = count / 8;
     const int blocks = static_cast<int>(std::min<size_t>((vecs + threads - 1) / threads, 132 * 16));
-    swiglu_vec_kernel<<<blocks, threads, 0, ctx.stream>>>(static_cast<const uint4*>(a.gate),
-                                                          static_cast<const uint4*>(a.up),
-                                                          static_cast<uint4*>(a.out), vecs);
+    launch_kernel(pdl, swiglu_vec_kernel, dim3(blocks), dim3(threads), 0, ctx.stream,
+                  static_cast<const uint4*>(a.gate), static_cast<const uint4*>(a.up),
+                  static_cast<uint4*>(a.out), vecs);
     CUDA_CHECK_LAST("swiglu_vec_kernel");
   } else {
     const int blocks = static_cast<int>(std::min<size_t>((count + threads - 1) / threads, 132 * 16));
-    swiglu_scalar_kernel<<<blocks, threads, 0, ctx.stream>>>(
-        static_cast<const bf16*>(a.gate), static_cast<const bf16*>(a.up), static_cast<bf16*>(a.out),
-        count);
+    launch_kernel(pdl, swiglu_scalar_kernel, dim3(blocks), dim3(threads), 0, ctx.stream,
+                  static_cast<const bf16*>(a.gate), static_cast<const bf16*>(a.up),
+                  static_cast<bf16*>(a.out), count);
     CUDA_CHECK_LAST("swiglu_scalar_kernel");
   }
+}
+
+void swiglu_seed(const SwigluArgs& a, const LaunchCtx& ctx) {
+  swiglu_impl(a, ctx, false);
+}
+void swiglu_pdl(const SwigluArgs& a, const LaunchCtx& ctx) {
+  swiglu_impl(a, ctx, true);
 }
 
 }  // namespace
@@ -60,6 +75,11 @@ void swiglu_seed(const SwigluArgs& a, const LaunchCtx& ctx) {
 void register_swiglu_cuda(Registry& r) {
   r.add(make_entry<SwigluArgs, swiglu_seed, swiglu_cost<2>>(
       1, "seed", Backend::cuda, "grid-stride silu(g)*u in fp32, 16-byte vectors when aligned",
+      kTestedOnly));
+  r.add(make_entry<SwigluArgs, swiglu_pdl, swiglu_cost<2>>(
+      2, "seed_pdl", Backend::cuda,
+      "seed launched with programmatic dependent launch: its blocks are scheduled while the "
+      "previous kernel finishes and wait (griddepcontrol.wait) before reading",
       kPreferred));
 }
 

@@ -1,5 +1,7 @@
 // Kernel benchmark: every CUDA variant of every family at Llama-3.2-1B shapes
-// (decode batch 1 / 8 / 64, contexts 512 / 4096; prefill 512 / 2048 tokens).
+// (decode batch 1 / 8 / 64, contexts 512 / 4096; prefill 512 / 2048 tokens),
+// plus "gemm ... chain": a decode step's 113 GEMVs replayed as one CUDA graph
+// (warm launches, weights far beyond L2; see bench_gemm_chain).
 //
 // Each iteration flushes L2 (a 256 MB memset, so weights and KV come from HBM
 // as in a real step), then times one launch with CUDA events; the reported
@@ -169,6 +171,16 @@ void bench_entry(benchmark::State& st, const KernelEntry& e, const Args& args, c
   g_rows.push_back(r);
 }
 
+// ------------------------------------------------------------------ GEMV chain
+constexpr int kChainLayers = 16;
+
+struct ChainWeights {  // allocated once, shared by every variant's chain
+  std::vector<Dev> w;  // per layer: q, k, v, o, gate, up, down; then the LM head
+};
+ChainWeights& chain_weights();
+
+void bench_gemm_chain(benchmark::State& st, const KernelEntry& e, int m, const std::string& name);
+
 // ------------------------------------------------------------------ model shapes
 constexpr int kHidden = 2048, kInter = 8192, kVocab = 128256, kQ = 32, kKv = 8, kHd = 64, kBlock = 16;
 
@@ -321,6 +333,17 @@ void register_all() {
                       vname(e) + " " + s.what + " m=" + std::to_string(m));
         });
   });
+  // A decode step's GEMVs as the engine runs them: 16 layers of q, k, v, o, gate,
+  // up, down (distinct weights, 1.86 GB, far beyond L2) and the fp32 LM head,
+  // each reading an earlier one's output, captured once as a CUDA graph and
+  // replayed. Measures what single cold launches cannot: launch gaps, ramp-up
+  // and drain between back-to-back GEMVs, and programmatic dependent launch.
+  for_cuda(Family::gemm, [](const KernelEntry& e) {
+    for (int m : {1, 8, 16})
+      add(vname(e) + "/chain/m=" + std::to_string(m), [&e, m](benchmark::State& st) {
+        bench_gemm_chain(st, e, m, vname(e) + " chain m=" + std::to_string(m));
+      });
+  });
   for_cuda(Family::argmax, [](const KernelEntry& e) {
     for (int b : {1, 8, 64})
       add(vname(e) + "/b=" + std::to_string(b), [&e, b](benchmark::State& st) {
@@ -333,7 +356,7 @@ void register_all() {
       });
   });
   for_cuda(Family::sample, [](const KernelEntry& e) {
-    for (int b : {1, 8, 64})
+    for (int b : {1, 8, 64, 256})
       for (int top_k : {50, 0})
         add(vname(e) + "/b=" + std::to_string(b) + "/top_k=" + std::to_string(top_k),
             [&e, b, top_k](benchmark::State& st) {
@@ -354,6 +377,77 @@ void register_all() {
                           ws, vname(e) + " b=" + std::to_string(b) + " top_k=" + std::to_string(top_k));
             });
   });
+}
+
+// ------------------------------------------------------------------ GEMV chain (definitions)
+ChainWeights& chain_weights() {
+  static ChainWeights* cw = [] {
+    auto* c = new ChainWeights;
+    for (int l = 0; l < kChainLayers; ++l) {
+      c->w.push_back(bf16_random(size_t(kHidden) * kHidden));    // q
+      c->w.push_back(bf16_random(size_t(kKv * kHd) * kHidden));  // k
+      c->w.push_back(bf16_random(size_t(kKv * kHd) * kHidden));  // v
+      c->w.push_back(bf16_random(size_t(kHidden) * kHidden));    // o
+      c->w.push_back(bf16_random(size_t(kInter) * kHidden));     // gate
+      c->w.push_back(bf16_random(size_t(kInter) * kHidden));     // up
+      c->w.push_back(bf16_random(size_t(kHidden) * kInter));     // down
+    }
+    c->w.push_back(bf16_random(size_t(kVocab) * kHidden));  // LM head
+    return c;
+  }();
+  return *cw;
+}
+
+void bench_gemm_chain(benchmark::State& st, const KernelEntry& e, int m, const std::string& name) {
+  Gpu& g = *g_gpu;
+  ChainWeights& cw = chain_weights();
+  Dev x = bf16_random(size_t(m) * kHidden), q(size_t(m) * kHidden * 2),
+      k(size_t(m) * kKv * kHd * 2), v(size_t(m) * kKv * kHd * 2), o(size_t(m) * kHidden * 2),
+      gate(size_t(m) * kInter * 2), up(size_t(m) * kInter * 2), down(size_t(m) * kHidden * 2),
+      logits(size_t(m) * kVocab * 4);
+  std::vector<GemmArgs> calls;
+  for (int l = 0; l < kChainLayers; ++l) {
+    const Dev* w = &cw.w[size_t(l) * 7];
+    calls.push_back({x.p, w[0].p, q.p, m, kHidden, kHidden});
+    calls.push_back({x.p, w[1].p, k.p, m, kKv * kHd, kHidden});
+    calls.push_back({x.p, w[2].p, v.p, m, kKv * kHd, kHidden});
+    calls.push_back({q.p, w[3].p, o.p, m, kHidden, kHidden});
+    calls.push_back({o.p, w[4].p, gate.p, m, kInter, kHidden});
+    calls.push_back({o.p, w[5].p, up.p, m, kInter, kHidden});
+    calls.push_back({gate.p, w[6].p, down.p, m, kHidden, kInter});
+  }
+  calls.push_back({down.p, cw.w.back().p, logits.p, m, kVocab, kHidden, true});
+  const LaunchCtx ctx = ctx_for(e, {});
+  double bytes = 0;
+  for (const GemmArgs& a : calls) bytes += e.cost(&a).bytes;
+  for (const GemmArgs& a : calls) launch(e, a, ctx);  // warm-up outside capture (cuBLAS heuristics)
+  CUDA_CHECK(cudaStreamSynchronize(g.stream));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeThreadLocal));
+  for (const GemmArgs& a : calls) launch(e, a, ctx);
+  CUDA_CHECK(cudaStreamEndCapture(g.stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) CUDA_CHECK(cudaGraphLaunch(exec, g.stream));
+  std::vector<double> us;
+  for (auto _ : st) {
+    CUDA_CHECK(cudaEventRecord(g.start, g.stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, g.stream));
+    CUDA_CHECK(cudaEventRecord(g.stop, g.stream));
+    CUDA_CHECK(cudaEventSynchronize(g.stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
+    st.SetIterationTime(ms * 1e-3);
+    us.push_back(ms * 1e3);
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  const double t = median(us), s = t * 1e-6;
+  Row r{name, t, bytes / s / 1e9, 0, 100.0 * (bytes / g.bw) / s};
+  st.counters["us"] = r.us;
+  st.counters["GB/s"] = r.gbs;
+  st.counters["roof%"] = r.roof;
+  g_rows.push_back(r);
 }
 
 // ------------------------------------------------------------------ roofline

@@ -3,9 +3,11 @@
 //   accumulation in another order adds ~1e-4 absolute: atol 2e-3, rtol 8e-3,
 //   rel-L2 <= 4e-3. fp32 output (logits): atol 1e-3, rtol 1e-4, rel-L2 <= 2e-5.
 // Shapes: the 1B model's projections (2048x2048, 512x2048, 8192x2048,
-// 2048x8192, the 128256x2048 LM head in fp32) at decode m = 1, 3, 8 (gemv path)
-// and 9, 64, 512 (cuBLAS), n tails (1000 rows, k 96 and 2048), k % 32 != 0 and
-// m > 8 (fallbacks).
+// 2048x8192, the 128256x2048 LM head in fp32) at decode m = 1, 3, 8 (gemv path),
+// 11, 13, 16 (gemm.4/5's two n-tiles; cuBLAS for 2/3) and 9, 64, 512 (cuBLAS), n
+// tails (1000 and 40 rows, k 96, 2048, 8192 split), k % 32 != 0 and m > 8 / > 16
+// (fallbacks), and a chain of two GEMMs (eager and graph-replayed) for the
+// programmatic-dependent-launch variant.
 #include "tests/kernels/gpu_test_helpers.cuh"
 
 namespace lantern::test {
@@ -45,14 +47,14 @@ TEST(GemmGpu, DecodeShapes) {
   LANTERN_REQUIRE_GPU();
   for (auto [n, k] : {std::pair{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}}) {
     const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(n) * k);
-    for (int m : {1, 3, 8}) check_gemm({m, n, k, false}, w);
+    for (int m : {1, 3, 8, 13, 16}) check_gemm({m, n, k, false}, w);
   }
 }
 
 TEST(GemmGpu, LmHeadFp32Logits) {
   LANTERN_REQUIRE_GPU();
   const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(128256) * 2048);
-  for (int m : {1, 8}) check_gemm({m, 128256, 2048, true}, w);
+  for (int m : {1, 8, 11}) check_gemm({m, 128256, 2048, true}, w);
 }
 
 TEST(GemmGpu, PrefillShapes) {
@@ -66,7 +68,64 @@ TEST(GemmGpu, EdgeTailsAndFallbacks) {
   check_gemm({5, 1000, 96, false}, random_bf16_bits_fast(1000 * 96));  // n tail, gemv path
   check_gemm({7, 1000, 2048, true}, random_bf16_bits_fast(1000 * 2048)); // n tail, stream path
   check_gemm({2, 100, 40, true}, random_bf16_bits_fast(100 * 40));     // k % 32 != 0: cuBLAS
-  check_gemm({12, 48, 64, false}, random_bf16_bits_fast(48 * 64));     // m > 8: cuBLAS
+  check_gemm({12, 48, 64, false}, random_bf16_bits_fast(48 * 64));     // m > 8: cuBLAS (2, 3)
+  check_gemm({17, 48, 64, false}, random_bf16_bits_fast(48 * 64));     // m > 16: cuBLAS (all)
+  check_gemm({4, 40, 8192, false}, random_bf16_bits_fast(40 * 8192));  // split-k, n tail
+}
+
+// Two GEMMs back to back on one stream, the second reading the first's output,
+// eagerly and replayed from a captured CUDA graph: a variant launched with
+// programmatic dependent launch (gemm.5) must still wait for its input. The
+// intermediate is poisoned (NaN) before each run, so reading it early fails.
+TEST(GemmGpu, ChainedLaunchesSeeTheirInputs) {
+  LANTERN_REQUIRE_GPU();
+  const int m = 4, k1 = 2048, n1 = 8192, n2 = 2048;
+  const Bf16Data x = random_bf16(size_t(m) * k1);
+  const std::vector<bf16_bits> w1 = random_bf16_bits_fast(size_t(n1) * k1);
+  const std::vector<bf16_bits> w2 = random_bf16_bits_fast(size_t(n2) * n1);
+  // Reference: y = x w1^T rounded to bf16 (as the GPU stores it), z = y w2^T.
+  std::vector<float> y(size_t(m) * n1), z(size_t(m) * n2);
+  launch(cpu_reference(Family::gemm), GemmArgs{x.values.data(), w1.data(), y.data(), m, n1, k1},
+         cpu_ctx());
+  for (float& v : y) v = bf16_to_float(float_to_bf16(v));
+  launch(cpu_reference(Family::gemm), GemmArgs{y.data(), w2.data(), z.data(), m, n2, n1},
+         cpu_ctx());
+  double rms = 0;
+  for (float v : z) rms += double(v) * v;
+  rms = std::sqrt(rms / double(z.size()));
+  DeviceBuffer<bf16_bits> d_x(x.bits), d_w1(w1), d_w2(w2), d_y(size_t(m) * n1);
+  DeviceBuffer<float> d_z(size_t(m) * n2);
+  GpuEnv env;
+  for (const KernelEntry* e : cuda_variants(Family::gemm)) {
+    SCOPED_TRACE(variant_label(*e));
+    const LaunchCtx ctx = env.ctx(*e, WorkspaceShape{});
+    auto chain = [&] {
+      launch(*e, GemmArgs{d_x.get(), d_w1.get(), d_y.get(), m, n1, k1}, ctx);
+      launch(*e, GemmArgs{d_y.get(), d_w2.get(), d_z.get(), m, n2, n1, true}, ctx);
+    };
+    // A 1-ulp bf16 difference in y moves z by ~|y| 2^-8 |w|: tolerances scale with z.
+    auto check = [&] { EXPECT_TRUE(matches(d_z.download(), z, 0.02 * rms, 1e-2, 1e-2)); };
+    d_y.poison();
+    d_z.poison();
+    chain();
+    env.sync();
+    check();
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+    chain();
+    CUDA_CHECK(cudaStreamEndCapture(env.stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < 3; ++rep) {
+      d_y.poison();
+      d_z.poison();
+      CUDA_CHECK(cudaGraphLaunch(exec, env.stream));
+      env.sync();
+      check();
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
 }
 
 }  // namespace
