@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/device.h"
+#include "kernels/base/cuda_check.h"
 
 namespace lantern::harness {
 
