@@ -21,7 +21,9 @@ struct GpuInfo {
 class Device {
  public:
   // cuda: makes GPU `gpu` current (select_gpu) and creates the stream and the
-  // cuBLAS handle on it. cpu: `gpu` is ignored.
+  // cuBLAS handle on it. cpu: `gpu` is ignored. The current device is a
+  // per-thread setting: another thread that launches on this device's stream
+  // must call select_gpu(gpu().device) first.
   explicit Device(kernels::Backend backend, Observer* observer = nullptr, int gpu = 0);
   ~Device();
   Device(const Device&) = delete;
@@ -33,7 +35,9 @@ class Device {
   cublasHandle_t cublas() const { return cublas_; }
   const GpuInfo& gpu() const { return gpu_; }
 
-  // Tracked allocations (reported to the observer's memory map).
+  // Tracked allocations (reported to the observer's memory map). alloc throws
+  // (with the limits to lower); the frees only log a failure, since they run
+  // in destructors.
   void* alloc(size_t bytes, const char* owner, const char* name);
   void free(void* p, const char* owner, const char* name);
   void* alloc_pinned(size_t bytes);  // host staging (pinned on cuda)
