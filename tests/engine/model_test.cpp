@@ -85,7 +85,8 @@ TEST(ModelCpu, BudgetIsWhatTheLimitsImply) {
                            c.head_dim * f32);
   EXPECT_EQ(b.block_tables,
             static_cast<size_t>(c.num_layers) * l.max_seqs * blocks_per_seq * sizeof(int32_t));
-  EXPECT_EQ(b.total(), b.weights + b.arena + b.kv_pool + b.workspace + b.sampling + b.block_tables);
+  EXPECT_EQ(b.total(), b.weights + b.arena + b.kv_pool + b.workspace + b.block_tables +
+                           b.cuda_graphs);
   EXPECT_NE(b.table().find("(" + std::to_string(b.kv_blocks) + " blocks)"), std::string::npos)
       << b.table();
 }
@@ -126,11 +127,7 @@ TEST(ModelCpu, PrefillAndDecodeStepsMatchTheEngine) {
   StepInput prefill = one_sequence_step(prompt, 0, /*fresh=*/true);
   prefill.table_updates = kv.take_table_updates();
   ASSERT_EQ(prefill.table_updates.size(), static_cast<size_t>(m.cfg.num_layers));  // 1 block/layer
-  StepInfo info;
-  info.num_prefill_seqs = 1;
-  info.num_tokens = n;
-  info.phase = "prefill";
-  StepOutput first = m.model.run(prefill, info);
+  StepOutput first = m.model.run(prefill);
   ASSERT_EQ(first.tokens.size(), 1u);
   ASSERT_EQ(first.logits.size(), static_cast<size_t>(vocab));
   const int32_t greedy = static_cast<int32_t>(
@@ -141,12 +138,7 @@ TEST(ModelCpu, PrefillAndDecodeStepsMatchTheEngine) {
   StepInput decode = one_sequence_step({greedy}, n, /*fresh=*/false);
   decode.table_updates = kv.take_table_updates();
   EXPECT_TRUE(decode.table_updates.empty()) << "position 9 is still in the first block";
-  info.step = 1;
-  info.num_prefill_seqs = 0;
-  info.num_decode_seqs = 1;
-  info.num_tokens = 1;
-  info.phase = "decode";
-  StepOutput second = m.model.run(decode, info);
+  StepOutput second = m.model.run(decode);
   ASSERT_EQ(second.logits.size(), static_cast<size_t>(vocab));
 
   // The engine (scheduler, its own KV manager and model) on fresh weights.
