@@ -112,6 +112,7 @@ class EngineImpl {
   }
 
   double now() const {
+    if (opt_.clock) return opt_.clock();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
 
@@ -195,7 +196,9 @@ class EngineImpl {
       }
       if (s.req.all_logits || s.req.on_logits) in.copy_logits = true;
     };
+    const double step_start = now();
     for (const auto& c : plan.fresh) {
+      if (c.seq->admit_s < 0) c.seq->admit_s = step_start;
       add_rows(c);
       in.fresh_starts.push_back(in.num_rows());
       max_fresh = std::max(max_fresh, c.count);
@@ -255,6 +258,7 @@ class EngineImpl {
       res.finish_reason = done->finish_reason;
       res.submit_s = done->submit_s;
       res.first_token_s = done->first_token_s;
+      res.admit_s = done->admit_s;
       res.finish_s = t;
       res.preemptions = done->preemptions;
       finished_.push_back(std::move(res));

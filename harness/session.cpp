@@ -146,6 +146,12 @@ void Session::apply(EngineOptions& options) {
 void Session::set_config(nlohmann::json resolved) { config_ = std::move(resolved); }
 
 void Session::set_command(const std::vector<std::string>& argv) { command_ = argv; }
+void Session::add_manifest_section(const std::string& key, nlohmann::json value) {
+  extra_manifest_[key] = std::move(value);
+}
+void Session::add_metrics_section(const std::string& key, nlohmann::json value) {
+  extra_metrics_[key] = std::move(value);
+}
 
 void Session::on_result(const RequestResult& result, const std::string& text,
                         const std::string& prompt_text) {
@@ -323,6 +329,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
       {"roofline", roofline_json},
       {"config", config_.is_null() ? summary.describe : config_},
       {"command", command_}};
+  for (auto& [key, value] : extra_manifest_.items()) manifest[key] = value;
   if (!gpu_error.empty()) manifest["gpu_error"] = gpu_error;
   if (!roofline_error.empty()) manifest["roofline_error"] = roofline_error;
 
@@ -335,6 +342,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
   writer.write_memory(memory_map);
   writer.write_kv(kv_data);
   writer.write_outputs(outputs);
+  for (auto& [key, value] : extra_metrics_.items()) metrics[key] = value;
   writer.write_metrics(metrics);
   writer.write_manifest(manifest);  // last: a manifest means every other file is there
   if (options_.print_summary)
