@@ -57,7 +57,8 @@ struct Checker {
   void value(const Field& f, const std::string& path, const json& v) {
     auto wrong_type = [&] {
       add(path, std::string("expected ") + kind_name(f.kind) + ", got " + v.type_name() + " " + short_json(v),
-          std::string("write a ") + kind_name(f.kind) + (f.def.is_null() ? "" : " such as " + short_json(f.def)));
+          std::string("write a value of type ") + kind_name(f.kind) +
+              (f.def.is_null() ? "" : ", e.g. " + short_json(f.def)));
     };
     switch (f.kind) {
       case Kind::object:
