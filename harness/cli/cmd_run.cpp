@@ -90,9 +90,8 @@ int cmd_rerun(const std::vector<std::string>& argv) {
                 "command in its manifest)", run_dir.c_str());
   const json& section = old_m["experiment"];
   const auto sets = overrides_from(args.get_all("--set"));
-  experiment::Experiment e =
-      experiment::resolve(pinned_document(section, sets), (run_dir / "manifest.json").string(), sets);
-  e.base_dir = section.value("base_dir", std::string());
+  experiment::Experiment e = experiment::resolve(pinned_document(section, sets), (run_dir / "manifest.json").string(),
+                                                 sets, fs::path(section.value("base_dir", std::string())));
   RunOptions o;
   o.out_dir = args.get_or("--out", "");
   if (o.out_dir.empty()) o.out_dir = default_run_dir(e.name(), "-rerun");

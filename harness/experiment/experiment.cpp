@@ -379,13 +379,14 @@ std::vector<std::string> validate(const json& doc, const std::string& file) {
   return c.issues;
 }
 
-Experiment resolve(json doc, const std::string& file, const std::vector<Override>& overrides) {
+Experiment resolve(json doc, const std::string& file, const std::vector<Override>& overrides,
+                   const std::optional<std::filesystem::path>& base_dir) {
   for (const Override& o : overrides) apply_override(doc, o);
   std::vector<std::string> issues = validate(doc, file);
   if (!issues.empty()) throw ExperimentError(issues);
   Experiment e;
   e.file = file;
-  e.base_dir = std::filesystem::path(file).parent_path();
+  e.base_dir = base_dir ? *base_dir : std::filesystem::path(file).parent_path();
   e.overrides = overrides;
   e.resolved = defaults();
   // Length distributions replace their default as a whole (a uniform

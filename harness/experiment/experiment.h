@@ -11,6 +11,7 @@
 // model or the kernel registry take them through ModelFacts (check_against).
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,9 @@ nlohmann::json load_json_file(const std::filesystem::path& file);
 std::vector<std::string> validate(const nlohmann::json& doc, const std::string& file);
 // Overrides, validation, defaults, then the contradictions that need no
 // model. Throws ExperimentError listing every problem.
-Experiment resolve(nlohmann::json doc, const std::string& file, const std::vector<Override>& overrides);
+// `base_dir` (default: the file's folder) is where relative paths resolve.
+Experiment resolve(nlohmann::json doc, const std::string& file, const std::vector<Override>& overrides,
+                   const std::optional<std::filesystem::path>& base_dir = std::nullopt);
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<Override>& overrides);
 
 // What the model and the kernel registry say, for check_against.
