@@ -17,13 +17,18 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 int cmd_run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out", "--workload-out"}, {"--dry-run", "--quiet"});
+  Args args(argv, {"--set", "--out", "--workload-out", "--resolved-out"}, {"--dry-run", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1, "expected one experiment file (fix: lantern run EXP.json; "
                 "lantern run --help)");
   const fs::path file = args.positional()[0];
   const json doc = experiment::load_json_file(file);
   const auto sets = overrides_from(args.get_all("--set"));
   experiment::Experiment e = experiment::resolve(doc, file.string(), sets);
+  if (auto path = args.get("--resolved-out")) {  // what the peers read (experiments/peers/)
+    std::ofstream out(*path);
+    LANTERN_CHECK(out, "cannot write --resolved-out %s", path->c_str());
+    out << e.resolved.dump(2) << "\n";
+  }
   if (!e.resolved["sweep"].empty() && !args.flag("--dry-run"))
     return run_sweep(file, {}, args.get_all("--set"), args.get_or("--out", ""), args.flag("--quiet"), argv);
   RunOptions o;

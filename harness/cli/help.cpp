@@ -43,7 +43,8 @@ std::map<std::string, std::string> build() {
                  "options:\n") +
              kExperimentOptions +
              "  --dry-run               validate and build the workload, then stop (default: run)\n"
-             "  --workload-out FILE     write the expanded workload as .jsonl (the peers read it) (default: none)\n\n"
+             "  --workload-out FILE     write the expanded workload as .jsonl (the peers read it) (default: none)\n"
+             "  --resolved-out FILE     write the resolved experiment (defaults and --set applied) (default: none)\n\n"
              "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] = std::string(
                    "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check]\n"

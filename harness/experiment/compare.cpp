@@ -307,7 +307,7 @@ Comparison compare_runs(const std::vector<CompareRun>& input) {
   }
   std::string rep_note;
   for (const std::string& s : reps) rep_note += (rep_note.empty() ? "" : ", ") + s;
-  c.metrics.notes = {"* outside the noise band ((max-min)/median over the repetitions of either run), ~ within it; "
+  c.metrics.notes = {"marks: * outside the noise band ((max-min)/median over the repetitions of either run), ~ within it; "
                      "no mark: a run has one repetition. Repetitions: " + rep_note};
   std::vector<KernelStats> stats;
   bool kernels = false;
