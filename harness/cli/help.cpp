@@ -6,6 +6,7 @@
 #include <string>
 
 #include "harness/cli/command.h"
+#include "harness/experiment/schema.h"
 #include "harness/harness_options.h"
 
 namespace lantern::cli {
@@ -158,15 +159,19 @@ std::map<std::string, std::string> build() {
       "  --skip-special          drop special tokens (default: keep them)\n\n"
       "example:\n  echo '[9906,1917]' | lantern detokenize --model models/tiny-seed0\n";
   h["help"] =
-      "usage: lantern help [COMMAND]\n"
+      "usage: lantern help [COMMAND | schema]\n"
       "Lists the commands, or prints one command's usage, options with defaults and an example\n"
-      "(the same as `lantern COMMAND --help`).\n\n"
+      "(the same as `lantern COMMAND --help`); `schema`: every experiment field as a Markdown table.\n\n"
       "options:\n  (none)\n\n"
       "example:\n  lantern help run\n";
   return h;
 }
 
 int cmd_help(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "schema") {
+    std::fputs(experiment::schema_markdown().c_str(), stdout);
+    return 0;
+  }
   if (argv.empty()) {
     std::printf("usage: lantern <command> [options]   (lantern help COMMAND for one command)\n\ncommands:\n");
     for (const auto& [name, c] : commands()) std::printf("  %-12s %s\n", name.c_str(), c.summary.c_str());

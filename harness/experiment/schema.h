@@ -43,6 +43,9 @@ std::vector<std::string> child_keys(const std::string& parent);
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 // A complete experiment holding every default (name "", no workload prompts).
 nlohmann::json defaults();
+// Every field as a Markdown table (field, type, default, range, meaning):
+// `lantern help schema`, kept in docs/experiments.md.
+std::string schema_markdown();
 // "integer", "number", "string", ...
 const char* kind_name(Kind k);
 

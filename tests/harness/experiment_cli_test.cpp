@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -292,6 +293,22 @@ TEST_F(RecordedRun, DryRunWritesTheExpandedWorkload) {
   EXPECT_GT(rows[1]["prompt_ids"].size(), 2u);
   EXPECT_EQ(rows[3]["seed"], 2);
   EXPECT_EQ(rows[3]["arrival_s"], 0.0);
+}
+
+}  // namespace
+}  // namespace lantern
+
+namespace lantern {
+namespace {
+
+TEST(ExperimentDocs, FieldTableInDocsIsTheSchema) {
+  Result r = lantern("help schema", false);
+  ASSERT_EQ(r.status, 0);
+  std::ifstream in(test::test_data_dir() / ".." / "docs" / "experiments.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  EXPECT_THAT(doc.str(), HasSubstr(r.out)) << "docs/experiments.md is stale: paste `lantern help schema` into it";
+  EXPECT_THAT(r.out, HasSubstr("| `limits.max_seqs` | integer | `16` | 1 .. 4096 |"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "harness/experiment/experiment.h"
 #include "harness/experiment/schema.h"
 #include "harness/experiment/sweep.h"
+#include "tests/test_util.h"
 
 namespace lantern::experiment {
 namespace {
@@ -231,6 +232,32 @@ TEST(Sweep, FileSectionAndBadParamsAreHandled) {
   EXPECT_THROW(parse_sweep_param("limits.max_seqs"), Error);
   EXPECT_THROW(parse_sweep_param("limits.max_seqs=1,,2"), Error);
   EXPECT_THROW(parse_sweep_param("limits.max_sqs=1,2"), Error);
+}
+
+}  // namespace
+}  // namespace lantern::experiment
+
+namespace lantern::experiment {
+namespace {
+
+TEST(Experiment, EveryShippedExperimentValidates) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::test_data_dir() / ".." / "experiments")) {
+    if (e.path().extension() != ".json") continue;
+    ++n;
+    try {
+      Experiment x = load_experiment(e.path(), {});
+      EXPECT_EQ(x.name(), e.path().stem().string()) << "name and file name agree";
+      EXPECT_FALSE(x.at("description").get<std::string>().empty()) << e.path();
+      for (const auto& point : expand_grid(sweep_params_of(load_json_file(e.path())))) {
+        auto sets = point.overrides;
+        resolve(load_json_file(e.path()), e.path().string(), sets);
+      }
+    } catch (const Error& err) {
+      ADD_FAILURE() << err.what();
+    }
+  }
+  EXPECT_GE(n, 8);
 }
 
 }  // namespace
