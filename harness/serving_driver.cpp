@@ -31,7 +31,8 @@ Request to_request(const experiment::WorkItem& item) {
   return r;
 }
 
-DriveResult drive(Engine& engine, const std::vector<experiment::WorkItem>& items, const DriverClock& clock,
+DriveResult drive(Engine& engine, const std::vector<experiment::WorkItem>& items,
+                  const DriverClock& clock,
                   const std::function<void(const DriveProgress&)>& progress) {
   DriveResult out;
   out.timings.resize(items.size());

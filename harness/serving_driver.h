@@ -19,9 +19,9 @@
 namespace lantern::harness {
 
 struct DriverClock {
-  std::function<double()> now;               // seconds, the engine's clock
-  std::function<void(double)> sleep_until;   // block until now() >= t
-  std::function<void()> after_step;          // called after every engine step (may be empty)
+  std::function<double()> now;              // seconds, the engine's clock
+  std::function<void(double)> sleep_until;  // block until now() >= t
+  std::function<void()> after_step;         // called after every engine step (may be empty)
 };
 
 // The engine's clock (Engine::now_s) with a real sleep.
@@ -34,9 +34,9 @@ struct DriveProgress {
 };
 
 struct DriveResult {
-  std::vector<RequestResult> results;                  // in workload order
-  std::vector<experiment::RequestTiming> timings;      // in workload order
-  int64_t first_step = 0, end_step = 0;                // engine steps [first, end) of this run
+  std::vector<RequestResult> results;              // in workload order
+  std::vector<experiment::RequestTiming> timings;  // in workload order
+  int64_t first_step = 0, end_step = 0;            // engine steps [first, end) of this run
   double wall_s = 0;
 };
 
@@ -44,7 +44,8 @@ struct DriveResult {
 // engine while it has work, sleeps until the next arrival while idle, and
 // returns when every request finished. `progress` (may be empty) is called
 // after every step.
-DriveResult drive(Engine& engine, const std::vector<experiment::WorkItem>& items, const DriverClock& clock,
+DriveResult drive(Engine& engine, const std::vector<experiment::WorkItem>& items,
+                  const DriverClock& clock,
                   const std::function<void(const DriveProgress&)>& progress = {});
 
 Request to_request(const experiment::WorkItem& item);

@@ -39,8 +39,10 @@ kernels::Backend resolve_backend(const Experiment& e) {
   if (d == "cpu") return kernels::Backend::cpu;
   if (d == "cuda") {
     std::string why;
-    LANTERN_CHECK(Device::cuda_available(&why), "%s: $.device: cuda was asked for but no GPU is usable (%s) "
-                  "(fix: set \"device\": \"cpu\" or \"auto\")", e.file.c_str(), why.c_str());
+    LANTERN_CHECK(Device::cuda_available(&why),
+                  "%s: $.device: cuda was asked for but no GPU is usable (%s) "
+                  "(fix: set \"device\": \"cpu\" or \"auto\")",
+                  e.file.c_str(), why.c_str());
     return kernels::Backend::cuda;
   }
   return Device::cuda_available() ? kernels::Backend::cuda : kernels::Backend::cpu;
@@ -50,17 +52,21 @@ ModelChoice resolve_model(const Experiment& e, kernels::Backend backend, bool qu
   const json& m = e.resolved["model"];
   if (!m["path"].is_null()) {
     fs::path dir = m["path"].get<std::string>();
-    LANTERN_CHECK(fs::exists(dir / "config.json"), "%s: $.model.path: %s has no config.json (fix: point it at an "
-                  "HF model directory)", e.file.c_str(), dir.c_str());
+    LANTERN_CHECK(fs::exists(dir / "config.json"),
+                  "%s: $.model.path: %s has no config.json (fix: point it at an "
+                  "HF model directory)",
+                  e.file.c_str(), dir.c_str());
     return {dir, ""};
   }
   std::string preset = m["preset"];
   if (preset == "auto") preset = backend == kernels::Backend::cuda ? "llama-3.2-1b" : "tiny";
   const uint64_t seed = m["seed"];
-  fs::path dir = fs::path(m["cache_dir"].get<std::string>()) / (preset + "-seed" + std::to_string(seed));
+  fs::path dir =
+      fs::path(m["cache_dir"].get<std::string>()) / (preset + "-seed" + std::to_string(seed));
   if (!fs::exists(dir / "model.safetensors")) {
-    if (!quiet) std::fprintf(stderr, "lantern: synthesising %s (seed %llu) into %s (once)\n", preset.c_str(),
-                             static_cast<unsigned long long>(seed), dir.c_str());
+    if (!quiet)
+      std::fprintf(stderr, "lantern: synthesising %s (seed %llu) into %s (once)\n", preset.c_str(),
+                   static_cast<unsigned long long>(seed), dir.c_str());
     SynthOptions so;
     so.seed = seed;
     write_synthetic_model(synth_preset(preset), dir, so);
@@ -126,9 +132,11 @@ harness::HarnessOptions harness_options_of(const Experiment& e, const fs::path& 
     if (!h[k].get<bool>()) flags.insert(std::string("--no-") + k);
   if (h["cupti_all_steps"].get<bool>()) flags.insert("--cupti-all-steps");
   values["--cupti-budget"] = strformat("%g", h["cupti_budget_pct"].get<double>());
-  if (h["cupti_every"].get<int>() > 1) values["--cupti-every"] = std::to_string(h["cupti_every"].get<int>());
+  if (h["cupti_every"].get<int>() > 1)
+    values["--cupti-every"] = std::to_string(h["cupti_every"].get<int>());
   if (!h["cupti_window"].get<std::string>().empty()) values["--cupti-window"] = h["cupti_window"];
-  if (!h["profile_steps"].get<std::string>().empty()) values["--profile-steps"] = h["profile_steps"];
+  if (!h["profile_steps"].get<std::string>().empty())
+    values["--profile-steps"] = h["profile_steps"];
   try {
     harness::HarnessOptions o = harness::harness_options_from(values, flags);
     o.print_summary = !quiet;
@@ -185,11 +193,14 @@ void write_workload(const fs::path& file, const std::vector<experiment::WorkItem
 }
 
 void print_metrics_line(const json& summary) {
-  auto med = [&](const char* k) { return summary.contains(k) ? summary[k]["median"].get<double>() : 0.0; };
-  std::printf("metrics (median): %.1f output tokens/s, %.2f requests/s, TTFT p50 %.2f ms p99 %.2f ms, "
-              "TPOT p50 %.3f ms, ITL p99 %.3f ms, E2E p50 %.1f ms, admission wait p50 %.2f ms\n",
-              med("output_throughput"), med("request_throughput"), med("ttft_ms.p50"), med("ttft_ms.p99"),
-              med("tpot_ms.p50"), med("itl_ms.p99"), med("e2e_ms.p50"), med("admission_wait_ms.p50"));
+  auto med = [&](const char* k) {
+    return summary.contains(k) ? summary[k]["median"].get<double>() : 0.0;
+  };
+  std::printf(
+      "metrics (median): %.1f output tokens/s, %.2f requests/s, TTFT p50 %.2f ms p99 %.2f ms, "
+      "TPOT p50 %.3f ms, ITL p99 %.3f ms, E2E p50 %.1f ms, admission wait p50 %.2f ms\n",
+      med("output_throughput"), med("request_throughput"), med("ttft_ms.p50"), med("ttft_ms.p99"),
+      med("tpot_ms.p50"), med("itl_ms.p99"), med("e2e_ms.p50"), med("admission_wait_ms.p50"));
 }
 
 void print_run_summary(const fs::path& dir) {
@@ -199,13 +210,15 @@ void print_run_summary(const fs::path& dir) {
               run.kernels.empty() ? "no" : run.kernels.front().source.c_str());
   for (size_t i = 0; i < rows.size() && i < 5; ++i)
     std::printf("  %-20s %-26s %6.1f%%  %9.2f us/call\n", rows[i].key.c_str(),
-                (rows[i].family + "." + rows[i].variant_name).c_str(), 100 * rows[i].share, rows[i].mean_us);
+                (rows[i].family + "." + rows[i].variant_name).c_str(), 100 * rows[i].share,
+                rows[i].mean_us);
   std::printf("alias plan: %lld violations, %lld stale-read warnings\n",
-              static_cast<long long>(run.memory.violation_count), static_cast<long long>(run.memory.warning_count));
+              static_cast<long long>(run.memory.violation_count),
+              static_cast<long long>(run.memory.warning_count));
   std::printf("kv cache: peak %d / %d blocks, %zu leaked, %zu errors\n", run.kv.peak_used_blocks,
               run.kv.total_blocks, run.kv.leaked_blocks.size(), run.kv.errors.size());
-  std::printf("next: lantern inspect %s   |   lantern-view %s   |   lantern rerun %s\n", dir.c_str(),
-              dir.c_str(), dir.c_str());
+  std::printf("next: lantern inspect %s   |   lantern-view %s   |   lantern rerun %s\n",
+              dir.c_str(), dir.c_str(), dir.c_str());
 }
 
 json experiment_section(const Experiment& e, const ModelChoice& model, kernels::Backend backend) {
@@ -216,15 +229,17 @@ json experiment_section(const Experiment& e, const ModelChoice& model, kernels::
           {"schema_version", experiment::kSchemaVersion},
           {"resolved", e.resolved},
           {"overrides", overrides},
-          {"effective", {{"device", kernels::backend_name(backend)},
-                         {"model_dir", model.dir.string()},
-                         {"preset", model.preset}}}};
+          {"effective",
+           {{"device", kernels::backend_name(backend)},
+            {"model_dir", model.dir.string()},
+            {"preset", model.preset}}}};
 }
 
 json hashes_of(const fs::path& model_dir) {
   json h = {{"algorithm", "lantern-mix64"}, {"weights", experiment::hash_weights(model_dir)}};
-  h["tokenizer"] = fs::exists(model_dir / "tokenizer.json") ? json(experiment::hash_file(model_dir / "tokenizer.json"))
-                                                            : json(nullptr);
+  h["tokenizer"] = fs::exists(model_dir / "tokenizer.json")
+                       ? json(experiment::hash_file(model_dir / "tokenizer.json"))
+                       : json(nullptr);
   return h;
 }
 
@@ -243,7 +258,8 @@ fs::path default_run_dir(const std::string& name, const std::string& suffix) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
   fs::path dir = fs::path("runs") / (std::string(buf) + "-" + name + suffix);
-  for (int i = 2; fs::exists(dir); ++i) dir = fs::path("runs") / (std::string(buf) + "-" + name + suffix + "-" + std::to_string(i));
+  for (int i = 2; fs::exists(dir); ++i)
+    dir = fs::path("runs") / (std::string(buf) + "-" + name + suffix + "-" + std::to_string(i));
   return dir;
 }
 
@@ -256,10 +272,12 @@ RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
   const EngineLimits limits = limits_of(e, cfg);
   std::optional<Tokenizer> tok;
   if (fs::exists(model.dir / "tokenizer.json")) tok = Tokenizer::load(model.dir);
-  experiment::VocabFacts vocab{cfg.vocab_size, cfg.bos_token_id, cfg.vocab_size > 128000 ? 128000 : -1};
+  experiment::VocabFacts vocab{cfg.vocab_size, cfg.bos_token_id,
+                               cfg.vocab_size > 128000 ? 128000 : -1};
   Experiment bounded = e;
   bounded.resolved["limits"]["max_context"] = limits.max_context;
-  const std::vector<experiment::WorkItem> workload = experiment::build_workload(bounded, encoder_of(tok), vocab);
+  const std::vector<experiment::WorkItem> workload =
+      experiment::build_workload(bounded, encoder_of(tok), vocab);
   if (!o.workload_out.empty()) write_workload(o.workload_out, workload);
   RunOutcome out;
   if (o.dry_run) return out;
@@ -271,14 +289,16 @@ RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
   eo.backend = backend;
   eo.limits = limits;
   for (auto& [family, v] : e.resolved["kernels"].items())
-    eo.kernels.emplace_back(family, v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>()));
+    eo.kernels.emplace_back(
+        family, v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>()));
   eo.use_cuda_graphs = e.resolved["cuda_graphs"];
   session.apply(eo);
   Weights w = Weights::load(cfg, model.dir, backend);
   if (!o.quiet)
     std::fprintf(stderr, "lantern: %s on %s with %s: %zu requests, %d warm-up + %d repetitions\n",
-                 e.name().c_str(), kernels::backend_name(backend), model.dir.c_str(), workload.size(),
-                 e.resolved["warmup"].get<int>(), e.resolved["repetitions"].get<int>());
+                 e.name().c_str(), kernels::backend_name(backend), model.dir.c_str(),
+                 workload.size(), e.resolved["warmup"].get<int>(),
+                 e.resolved["repetitions"].get<int>());
   Engine engine(cfg, std::move(w), eo);
   json resolved_engine = engine.describe();
   session.set_config(resolved_engine);
@@ -294,8 +314,8 @@ RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
     ProgressLine line(measured ? strformat("%s rep %d/%d", e.name().c_str(), i - warmup + 1, reps)
                                : strformat("%s warm-up %d/%d", e.name().c_str(), i + 1, warmup),
                       total_tokens(workload), o.quiet);
-    harness::DriveResult r = harness::drive(engine, workload, clock,
-                                            [&](const harness::DriveProgress& p) { line.update(p); });
+    harness::DriveResult r = harness::drive(
+        engine, workload, clock, [&](const harness::DriveProgress& p) { line.update(p); });
     if (!measured) continue;
     rep_metrics.push_back(repetition_metrics(r));
     for (size_t k = 0; k < r.results.size(); ++k) {

@@ -6,10 +6,9 @@
 // serving driver and writes one run directory (docs/experiments.md).
 // `lantern run`, `lantern rerun` and `lantern sweep` all come through here.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "harness/experiment/experiment.h"
@@ -17,19 +16,19 @@
 namespace lantern::cli {
 
 struct RunOptions {
-  std::filesystem::path out_dir;          // empty: runs/<UTC time>-<name>
-  std::vector<std::string> command;       // recorded in the manifest
-  bool quiet = false;                     // no progress, no load lines
-  bool print_summary = true;              // run dir, top kernels, alias/KV, next commands
-  std::filesystem::path workload_out;     // write the expanded workload (.jsonl) here
-  bool dry_run = false;                   // validate, build the workload, stop before loading weights
+  std::filesystem::path out_dir;       // empty: runs/<UTC time>-<name>
+  std::vector<std::string> command;    // recorded in the manifest
+  bool quiet = false;                  // no progress, no load lines
+  bool print_summary = true;           // run dir, top kernels, alias/KV, next commands
+  std::filesystem::path workload_out;  // write the expanded workload (.jsonl) here
+  bool dry_run = false;                // validate, build the workload, stop before loading weights
   nlohmann::json pins = nlohmann::json::object();  // recorded effective settings (rerun)
 };
 
 struct RunOutcome {
-  std::filesystem::path dir;              // empty when nothing was recorded
-  nlohmann::json summary;                 // summarize_repetitions of the serving metrics
-  std::vector<RequestResult> results;     // last repetition, workload order
+  std::filesystem::path dir;           // empty when nothing was recorded
+  nlohmann::json summary;              // summarize_repetitions of the serving metrics
+  std::vector<RequestResult> results;  // last repetition, workload order
 };
 
 std::filesystem::path default_run_dir(const std::string& name, const std::string& suffix = "");

@@ -87,7 +87,8 @@ MetricValue from_samples(const std::vector<double>& samples) {
   m.present = true;
   m.value = percentile(samples, 50);
   if (samples.size() >= 2 && m.value != 0)
-    m.spread = (*std::max_element(samples.begin(), samples.end()) - *std::min_element(samples.begin(), samples.end())) /
+    m.spread = (*std::max_element(samples.begin(), samples.end()) -
+                *std::min_element(samples.begin(), samples.end())) /
                std::abs(m.value);
   return m;
 }
@@ -116,14 +117,16 @@ KernelStats kernel_stats(const CompareRun& run) {
       for (const auto& [_, us] : calls) sum += us;
       op_samples[op].push_back(sum / static_cast<double>(calls.size()));
     }
-    for (const auto& [fam, us] : fam_us) fam_samples[fam].push_back(us / static_cast<double>(steps.size()));
+    for (const auto& [fam, us] : fam_us)
+      fam_samples[fam].push_back(us / static_cast<double>(steps.size()));
   }
   for (const auto& [k, v] : op_samples) ks.op_us_per_call[k] = from_samples(v);
   for (const auto& [k, v] : fam_samples) ks.family_us_per_step[k] = from_samples(v);
   return ks;
 }
 
-Table keyed_table(const std::vector<CompareRun>& runs, const std::vector<KernelStats>& stats, bool ops) {
+Table keyed_table(const std::vector<CompareRun>& runs, const std::vector<KernelStats>& stats,
+                  bool ops) {
   Table t;
   t.title = ops ? "kernel time per op call (us, median over repetitions)"
                 : "kernel time per family (us per traced step, median over repetitions)";
@@ -139,7 +142,8 @@ Table keyed_table(const std::vector<CompareRun>& runs, const std::vector<KernelS
     auto it = m.find(k);
     return it == m.end() ? 0.0 : it->second.value;
   };
-  std::stable_sort(keys.begin(), keys.end(), [&](auto& a, auto& b) { return first_value(a) > first_value(b); });
+  std::stable_sort(keys.begin(), keys.end(),
+                   [&](auto& a, auto& b) { return first_value(a) > first_value(b); });
   for (const std::string& k : keys) {
     std::vector<std::string> row = {k};
     if (ops) {
@@ -176,8 +180,10 @@ void flatten(const json& j, const std::string& prefix, std::map<std::string, std
 std::map<std::string, std::string> config_of(const CompareRun& run) {
   std::map<std::string, std::string> flat;
   const json& m = run.manifest;
-  if (const json* e = find_path(m, "experiment.resolved")) flatten(*e, "", flat);
-  else if (m.contains("config")) flatten(m["config"], "config", flat);
+  if (const json* e = find_path(m, "experiment.resolved"))
+    flatten(*e, "", flat);
+  else if (m.contains("config"))
+    flatten(m["config"], "config", flat);
   // What "auto" became in this run.
   if (const json* eff = find_path(m, "experiment.effective"); eff && eff->is_object()) {
     flat["device"] = eff->value("device", "");
@@ -185,8 +191,8 @@ std::map<std::string, std::string> config_of(const CompareRun& run) {
   }
   flat.erase("name");
   flat.erase("description");
-  for (const char* key : {"backend", "git.commit", "git.dirty", "gpu.name", "peer.name", "peer.versions",
-                          "hashes.weights", "build.type"})
+  for (const char* key : {"backend", "git.commit", "git.dirty", "gpu.name", "peer.name",
+                          "peer.versions", "hashes.weights", "build.type"})
     if (const json* v = find_path(m, key); v && !v->is_null())
       flat[std::string("run.") + key] = v->is_string() ? v->get<std::string>() : v->dump();
   return flat;
@@ -222,11 +228,12 @@ Table config_diff(const std::vector<CompareRun>& runs) {
 CompareRun load_compare_run(const std::filesystem::path& dir) {
   auto read_json = [&](const char* name) {
     std::ifstream in(dir / name);
-    LANTERN_CHECK(in, "%s: no %s (fix: give a run directory written by `lantern run` or a peer script)",
+    LANTERN_CHECK(in,
+                  "%s: no %s (fix: give a run directory written by `lantern run` or a peer script)",
                   dir.c_str(), name);
     json j = json::parse(in, nullptr, false);
-    LANTERN_CHECK(!j.is_discarded() && j.is_object(), "%s/%s is not a JSON object (fix: re-record the run)",
-                  dir.c_str(), name);
+    LANTERN_CHECK(!j.is_discarded() && j.is_object(),
+                  "%s/%s is not a JSON object (fix: re-record the run)", dir.c_str(), name);
     return j;
   };
   CompareRun r;
@@ -255,9 +262,9 @@ MetricValue metric_value(const CompareRun& run, const std::string& key) {
   // Runs recorded by `lantern generate --record`: the harness's own keys.
   static const std::map<std::string, std::pair<std::string, double>> legacy = {
       {"output_throughput", {"tokens_per_s", 1}}, {"duration_s", {"wall_s", 1}},
-      {"ttft_ms.p50", {"ttft_s.p50", 1e3}},      {"ttft_ms.p99", {"ttft_s.p99", 1e3}},
-      {"tpot_ms.p50", {"tpot_s.p50", 1e3}},      {"tpot_ms.p99", {"tpot_s.p99", 1e3}},
-      {"e2e_ms.p50", {"latency_s.p50", 1e3}},    {"e2e_ms.p99", {"latency_s.p99", 1e3}}};
+      {"ttft_ms.p50", {"ttft_s.p50", 1e3}},       {"ttft_ms.p99", {"ttft_s.p99", 1e3}},
+      {"tpot_ms.p50", {"tpot_s.p50", 1e3}},       {"tpot_ms.p99", {"tpot_s.p99", 1e3}},
+      {"e2e_ms.p50", {"latency_s.p50", 1e3}},     {"e2e_ms.p99", {"latency_s.p99", 1e3}}};
   std::string path = key;
   double scale = 1;
   if (const json* v = find_path(run.metrics, key); !v || !v->is_number()) {
@@ -273,7 +280,8 @@ MetricValue metric_value(const CompareRun& run, const std::string& key) {
 }
 
 std::string noise_mark(const MetricValue& base, const MetricValue& value) {
-  if (!base.present || !value.present || base.spread < 0 || value.spread < 0 || base.value == 0) return "";
+  if (!base.present || !value.present || base.spread < 0 || value.spread < 0 || base.value == 0)
+    return "";
   const double band = std::max(base.spread, value.spread);
   return std::abs(value.value / base.value - 1.0) > band ? "*" : "~";
 }
@@ -284,7 +292,8 @@ Comparison compare_runs(const std::vector<CompareRun>& input) {
   std::vector<CompareRun> runs = input;
   for (size_t i = 0; i < runs.size(); ++i)
     for (size_t j = 0; j < runs.size(); ++j)
-      if (i != j && input[i].name == input[j].name) runs[i].name = std::filesystem::path(runs[i].dir).filename().string();
+      if (i != j && input[i].name == input[j].name)
+        runs[i].name = std::filesystem::path(runs[i].dir).filename().string();
   Comparison c;
   c.metrics.title = "metrics (median over repetitions)";
   c.metrics.header = run_header(runs, "metric");
@@ -307,8 +316,11 @@ Comparison compare_runs(const std::vector<CompareRun>& input) {
   }
   std::string rep_note;
   for (const std::string& s : reps) rep_note += (rep_note.empty() ? "" : ", ") + s;
-  c.metrics.notes = {"marks: * outside the noise band ((max-min)/median over the repetitions of either run), ~ within it; "
-                     "no mark: a run has one repetition. Repetitions: " + rep_note};
+  c.metrics.notes = {
+      "marks: * outside the noise band ((max-min)/median over the repetitions of either run), ~ "
+      "within it; "
+      "no mark: a run has one repetition. Repetitions: " +
+      rep_note};
   std::vector<KernelStats> stats;
   bool kernels = false;
   for (const CompareRun& r : runs) {

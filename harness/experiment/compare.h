@@ -6,10 +6,9 @@
 // then the config diff. Peers' run directories (experiments/peers/) hold
 // only manifest.json and metrics.json and compare on the metrics.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "harness/experiment/table.h"
 #include "harness/runfmt/records.h"

@@ -76,7 +76,8 @@ std::string hash_weights(const std::filesystem::path& model_dir) {
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(model_dir))
     if (e.path().extension() == ".safetensors") files.push_back(e.path());
-  LANTERN_CHECK(!files.empty(), "%s holds no .safetensors file (fix: point model.path at an HF model directory)",
+  LANTERN_CHECK(!files.empty(),
+                "%s holds no .safetensors file (fix: point model.path at an HF model directory)",
                 model_dir.c_str());
   std::sort(files.begin(), files.end());
   Hasher hs(1);

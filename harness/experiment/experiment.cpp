@@ -36,10 +36,12 @@ struct Checker {
   std::vector<std::string> issues;
 
   void add(const std::string& path, const std::string& problem, const std::string& fix) {
-    issues.push_back(file + ": " + path + ": " + problem + (fix.empty() ? "" : " (fix: " + fix + ")"));
+    issues.push_back(file + ": " + path + ": " + problem +
+                     (fix.empty() ? "" : " (fix: " + fix + ")"));
   }
 
-  void unknown_key(const std::string& path, const std::string& key, const std::vector<std::string>& valid) {
+  void unknown_key(const std::string& path, const std::string& key,
+                   const std::vector<std::string>& valid) {
     std::string guess = did_you_mean(key, valid);
     add(path, "unknown key '" + key + "'",
         guess.empty() ? "valid keys here: " + join(valid, ", ") : "did you mean '" + guess + "'?");
@@ -48,15 +50,20 @@ struct Checker {
   bool range(const std::string& path, const Field& f, double x) {
     bool lo = !f.min || x >= *f.min, hi = !f.max || x <= *f.max;
     if (lo && hi) return true;
-    auto num = [](double v) { return v == std::floor(v) && std::abs(v) < 1e15 ? strformat("%.0f", v) : strformat("%g", v); };
-    const std::string r = "[" + (f.min ? num(*f.min) : "-inf") + ", " + (f.max ? num(*f.max) : "inf") + "]";
+    auto num = [](double v) {
+      return v == std::floor(v) && std::abs(v) < 1e15 ? strformat("%.0f", v) : strformat("%g", v);
+    };
+    const std::string r =
+        "[" + (f.min ? num(*f.min) : "-inf") + ", " + (f.max ? num(*f.max) : "inf") + "]";
     add(path, "value " + num(x) + " is out of range " + r, "use a value in " + r);
     return false;
   }
 
   void value(const Field& f, const std::string& path, const json& v) {
     auto wrong_type = [&] {
-      add(path, std::string("expected ") + kind_name(f.kind) + ", got " + v.type_name() + " " + short_json(v),
+      add(path,
+          std::string("expected ") + kind_name(f.kind) + ", got " + v.type_name() + " " +
+              short_json(v),
           std::string("write a value of type ") + kind_name(f.kind) +
               (f.def.is_null() ? "" : ", e.g. " + short_json(f.def)));
     };
@@ -70,8 +77,8 @@ struct Checker {
         return;
       case Kind::string:
         if (!v.is_string()) return wrong_type();
-        if (!f.choices.empty() &&
-            std::find(f.choices.begin(), f.choices.end(), v.get<std::string>()) == f.choices.end()) {
+        if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(),
+                                            v.get<std::string>()) == f.choices.end()) {
           std::string guess = did_you_mean(v.get<std::string>(), f.choices);
           add(path, "'" + v.get<std::string>() + "' is not one of " + join(f.choices, ", "),
               guess.empty() ? "use one of them" : "did you mean '" + guess + "'?");
@@ -126,21 +133,24 @@ struct Checker {
     for (auto& [k, x] : v.items()) {
       const Field* f = find_field(k);
       bool dynamic = k.rfind("kernels.", 0) == 0 && k.size() > 8;
-      bool dist_key = k.rfind("workload.prompt_len.", 0) == 0 || k.rfind("workload.output_len.", 0) == 0;
+      bool dist_key =
+          k.rfind("workload.prompt_len.", 0) == 0 || k.rfind("workload.output_len.", 0) == 0;
       if (!dynamic && !dist_key && (!f || f->kind == Kind::object || f->kind == Kind::sweep_map)) {
         std::vector<std::string> leaves;
         for (const Field& g : schema())
           if (g.kind != Kind::object && g.kind != Kind::sweep_map) leaves.push_back(g.path);
         std::string guess = did_you_mean(k, leaves);
         add(path + "." + k, "'" + k + "' is not a field that can be swept",
-            guess.empty() ? "use a field path such as limits.max_seqs" : "did you mean '" + guess + "'?");
+            guess.empty() ? "use a field path such as limits.max_seqs"
+                          : "did you mean '" + guess + "'?");
         continue;
       }
       if (!x.is_array() || x.empty())
         add(path + "." + k, "expected a non-empty array of values, got " + short_json(x),
             "write e.g. [1, 2, 4]");
       else if (f && !dynamic)
-        for (size_t i = 0; i < x.size(); ++i) value(*f, path + "." + k + "[" + std::to_string(i) + "]", x[i]);
+        for (size_t i = 0; i < x.size(); ++i)
+          value(*f, path + "." + k + "[" + std::to_string(i) + "]", x[i]);
     }
   }
 
@@ -148,7 +158,8 @@ struct Checker {
     if (p.is_string()) return;
     if (!p.is_object()) {
       add(path, std::string("expected a string or an object, got ") + p.type_name(),
-          "write \"text\", {\"ids\": [128000, 9906]} or {\"chat\": [{\"role\": \"user\", \"content\": \"...\"}]}");
+          "write \"text\", {\"ids\": [128000, 9906]} or {\"chat\": [{\"role\": \"user\", "
+          "\"content\": \"...\"}]}");
       return;
     }
     int forms = 0;
@@ -166,7 +177,9 @@ struct Checker {
         bool ok = x.is_array() && !x.empty();
         if (ok)
           for (const json& id : x) ok = ok && id.is_number_integer() && id.get<int64_t>() >= 0;
-        if (!ok) add(kp, "expected a non-empty array of token ids (integers >= 0)", "write e.g. [128000, 9906]");
+        if (!ok)
+          add(kp, "expected a non-empty array of token ids (integers >= 0)",
+              "write e.g. [128000, 9906]");
       } else if (k == "chat") {
         ++forms;
         chat(kp, x);
@@ -178,26 +191,31 @@ struct Checker {
       }
     }
     if (forms != 1)
-      add(path, forms == 0 ? "a prompt needs one of text, ids or chat" : "a prompt has more than one of text, ids, chat",
+      add(path,
+          forms == 0 ? "a prompt needs one of text, ids or chat"
+                     : "a prompt has more than one of text, ids, chat",
           "keep exactly one");
   }
 
   void chat(const std::string& path, const json& x) {
     if (!x.is_array() || x.empty()) {
-      add(path, "expected a non-empty array of messages", "write [{\"role\": \"user\", \"content\": \"...\"}]");
+      add(path, "expected a non-empty array of messages",
+          "write [{\"role\": \"user\", \"content\": \"...\"}]");
       return;
     }
     for (size_t i = 0; i < x.size(); ++i) {
       const std::string mp = path + "[" + std::to_string(i) + "]";
       const json& m = x[i];
-      if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
-          !m["content"].is_string() || m.size() != 2) {
-        add(mp, "expected {\"role\": \"...\", \"content\": \"...\"}", "give exactly role and content, both strings");
+      if (!m.is_object() || !m.contains("role") || !m.contains("content") ||
+          !m["role"].is_string() || !m["content"].is_string() || m.size() != 2) {
+        add(mp, "expected {\"role\": \"...\", \"content\": \"...\"}",
+            "give exactly role and content, both strings");
         continue;
       }
       const std::string role = m["role"];
       if (role != "system" && role != "user" && role != "assistant")
-        add(mp + ".role", "'" + role + "' is not one of system, user, assistant", "use one of them");
+        add(mp + ".role", "'" + role + "' is not one of system, user, assistant",
+            "use one of them");
     }
   }
 
@@ -209,23 +227,37 @@ struct Checker {
         continue;
       }
       if (k == "dist") {
-        static const Field f{"dist", Kind::string, "fixed", {}, {}, {"fixed", "uniform", "normal", "lognormal"}, ""};
+        static const Field f{
+            "dist", Kind::string, "fixed", {}, {}, {"fixed", "uniform", "normal", "lognormal"}, ""};
         value(f, path + ".dist", x);
       } else {
         const bool zero_ok = k == "stddev" || k == "sigma" || k == "min" || k == "max";
         if (!x.is_number() || x.get<double>() < (zero_ok ? 0 : 1))
-          add(path + "." + k, std::string("expected a number >= ") + (zero_ok ? "0" : "1") + ", got " + short_json(x),
+          add(path + "." + k,
+              std::string("expected a number >= ") + (zero_ok ? "0" : "1") + ", got " +
+                  short_json(x),
               "write a token count");
       }
     }
+    if (v.contains("dist") && !v["dist"].is_string()) return;  // reported above
     const std::string dist = v.value("dist", std::string("fixed"));
     auto need = [&](const char* key) {
-      if (!v.contains(key)) add(path, "dist '" + dist + "' needs '" + key + "'", std::string("add \"") + key + "\"");
+      if (!v.contains(key))
+        add(path, "dist '" + dist + "' needs '" + key + "'", std::string("add \"") + key + "\"");
     };
     if (dist == "fixed") need("value");
-    if (dist == "uniform") { need("min"); need("max"); }
-    if (dist == "normal") { need("mean"); need("stddev"); }
-    if (dist == "lognormal") { need("median"); need("sigma"); }
+    if (dist == "uniform") {
+      need("min");
+      need("max");
+    }
+    if (dist == "normal") {
+      need("mean");
+      need("stddev");
+    }
+    if (dist == "lognormal") {
+      need("median");
+      need("sigma");
+    }
     if (v.contains("min") && v.contains("max") && v["min"].is_number() && v["max"].is_number() &&
         v["max"].get<double>() > 0 && v["min"].get<double>() > v["max"].get<double>())
       add(path, "min " + v["min"].dump() + " is above max " + v["max"].dump(), "swap them");
@@ -252,10 +284,11 @@ void contradictions(const Experiment& e, Checker& c) {
   if (kind == "prompts")
     for (size_t i = 0; i < w["prompts"].size(); ++i) {
       const json& p = w["prompts"][i];
-      if (p.is_object() && p.contains("ids") && p["ids"].is_array() && static_cast<int>(p["ids"].size()) >= max_context)
+      if (p.is_object() && p.contains("ids") && p["ids"].is_array() &&
+          static_cast<int>(p["ids"].size()) >= max_context)
         c.add("$.workload.prompts[" + std::to_string(i) + "].ids",
-              "prompt of " + std::to_string(p["ids"].size()) + " tokens does not fit limits.max_context = " +
-                  std::to_string(max_context),
+              "prompt of " + std::to_string(p["ids"].size()) +
+                  " tokens does not fit limits.max_context = " + std::to_string(max_context),
               "shorten the prompt or raise limits.max_context");
     }
   if (kind == "synthetic") {
@@ -266,18 +299,22 @@ void contradictions(const Experiment& e, Checker& c) {
     };
     double plo = low(w["prompt_len"]), olo = low(w["output_len"]);
     if (plo >= max_context)
-      c.add("$.workload.prompt_len", "prompts of at least " + std::to_string(static_cast<long>(plo)) +
-                                         " tokens do not fit limits.max_context = " + std::to_string(max_context),
+      c.add("$.workload.prompt_len",
+            "prompts of at least " + std::to_string(static_cast<long>(plo)) +
+                " tokens do not fit limits.max_context = " + std::to_string(max_context),
             "lower the prompt length or raise limits.max_context");
     else if (plo + olo > max_context)
-      c.add("$.workload.output_len", "prompt + output of at least " + std::to_string(static_cast<long>(plo + olo)) +
-                                         " tokens exceed limits.max_context = " + std::to_string(max_context),
+      c.add("$.workload.output_len",
+            "prompt + output of at least " + std::to_string(static_cast<long>(plo + olo)) +
+                " tokens exceed limits.max_context = " + std::to_string(max_context),
             "lower the lengths or raise limits.max_context");
   }
   if (e.resolved["limits"]["kv_block_size"].get<int>() > max_context)
-    c.add("$.limits.kv_block_size", "a KV block is larger than limits.max_context", "lower kv_block_size");
+    c.add("$.limits.kv_block_size", "a KV block is larger than limits.max_context",
+          "lower kv_block_size");
   if (!e.resolved["model"]["path"].is_null() && e.resolved["model"]["preset"] != "auto")
-    c.add("$.model", "both model.path and model.preset are set", "keep one: a directory or a synthetic preset");
+    c.add("$.model", "both model.path and model.preset are set",
+          "keep one: a directory or a synthetic preset");
   if (e.resolved["sweep"].contains("sweep"))
     c.add("$.sweep", "a sweep cannot sweep itself", "remove the key");
 }
@@ -287,9 +324,13 @@ void contradictions(const Experiment& e, Checker& c) {
 ExperimentError::ExperimentError(std::vector<std::string> lines)
     : Error(join(lines, "\n")), lines_(std::move(lines)) {}
 
-std::string json_path(const std::string& dotted) { return "$." + dotted; }
+std::string json_path(const std::string& dotted) {
+  return "$." + dotted;
+}
 
-const json& Experiment::at(const std::string& dotted) const { return resolved.at(pointer(dotted)); }
+const json& Experiment::at(const std::string& dotted) const {
+  return resolved.at(pointer(dotted));
+}
 
 void check_override_path(const std::string& path) {
   if (find_field(path)) return;
@@ -307,13 +348,15 @@ void check_override_path(const std::string& path) {
   for (const Field& f : schema()) leaves.push_back(f.path);
   std::string guess = did_you_mean(path, leaves);
   LANTERN_FAIL("--set %s: no such field (fix: %s)", path.c_str(),
-               guess.empty() ? "docs/experiments.md lists the fields" : ("did you mean " + guess + "?").c_str());
+               guess.empty() ? "docs/experiments.md lists the fields"
+                             : ("did you mean " + guess + "?").c_str());
 }
 
 Override parse_override(const std::string& text) {
   auto eq = text.find('=');
   LANTERN_CHECK(eq != std::string::npos && eq > 0,
-                "--set '%s' must look like path=value (fix: e.g. --set limits.max_seqs=4)", text.c_str());
+                "--set '%s' must look like path=value (fix: e.g. --set limits.max_seqs=4)",
+                text.c_str());
   Override o;
   o.text = text;
   o.path = text.substr(0, eq);
@@ -358,21 +401,24 @@ json load_json_file(const std::filesystem::path& file) {
         ++col;
       }
     }
-    LANTERN_FAIL("%s: invalid JSON at line %zu, column %zu (fix: check the commas and quotes there)",
-                 file.c_str(), line, col);
+    LANTERN_FAIL(
+        "%s: invalid JSON at line %zu, column %zu (fix: check the commas and quotes there)",
+        file.c_str(), line, col);
   }
 }
 
 std::vector<std::string> validate(const json& doc, const std::string& file) {
   Checker c{file, {}};
   if (!doc.is_object()) {
-    c.add("$", std::string("expected an object, got ") + doc.type_name(), "write { \"name\": ..., ... }");
+    c.add("$", std::string("expected an object, got ") + doc.type_name(),
+          "write { \"name\": ..., ... }");
     return c.issues;
   }
   if (doc.contains("schema_version") && doc["schema_version"].is_number_integer() &&
       doc["schema_version"].get<int>() > kSchemaVersion)
-    c.add("$.schema_version", "version " + doc["schema_version"].dump() + " is newer than this build reads (" +
-                                  std::to_string(kSchemaVersion) + ")",
+    c.add("$.schema_version",
+          "version " + doc["schema_version"].dump() + " is newer than this build reads (" +
+              std::to_string(kSchemaVersion) + ")",
           "update Lantern");
   else
     c.object("", "$", doc);
@@ -394,8 +440,10 @@ Experiment resolve(json doc, const std::string& file, const std::vector<Override
   json merged = e.resolved;
   merged.merge_patch(doc);
   for (const char* d : {"prompt_len", "output_len"})
-    if (doc.contains("workload") && doc["workload"].contains(d)) merged["workload"][d] = doc["workload"][d];
-  if (doc.contains("model") && doc["model"].contains("path")) merged["model"]["path"] = doc["model"]["path"];
+    if (doc.contains("workload") && doc["workload"].contains(d))
+      merged["workload"][d] = doc["workload"][d];
+  if (doc.contains("model") && doc["model"].contains("path"))
+    merged["model"]["path"] = doc["model"]["path"];
   e.resolved = merged;
   if (e.resolved["name"].get<std::string>().empty())
     e.resolved["name"] = file.empty() ? "experiment" : std::filesystem::path(file).stem().string();
@@ -405,7 +453,8 @@ Experiment resolve(json doc, const std::string& file, const std::vector<Override
   return e;
 }
 
-Experiment load_experiment(const std::filesystem::path& file, const std::vector<Override>& overrides) {
+Experiment load_experiment(const std::filesystem::path& file,
+                           const std::vector<Override>& overrides) {
   return resolve(load_json_file(file), file.string(), overrides);
 }
 
@@ -420,7 +469,8 @@ std::vector<std::string> check_against(const Experiment& e, const ModelFacts& fa
       c.unknown_key("$.kernels", family, families);
       continue;
     }
-    const std::string want = v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>());
+    const std::string want =
+        v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>());
     if (std::find(it->second.begin(), it->second.end(), want) == it->second.end())
       c.add("$.kernels." + family, "unknown variant '" + want + "' for this backend",
             "valid: " + join(it->second, ", "));
@@ -428,9 +478,10 @@ std::vector<std::string> check_against(const Experiment& e, const ModelFacts& fa
   const int max_context = e.resolved["limits"]["max_context"];
   if (facts.max_position_embeddings > 0 && max_context > facts.max_position_embeddings &&
       max_context != find_field("limits.max_context")->def.get<int>())
-    c.add("$.limits.max_context", "limits.max_context = " + std::to_string(max_context) +
-                                      " is above the model's max_position_embeddings = " +
-                                      std::to_string(facts.max_position_embeddings),
+    c.add("$.limits.max_context",
+          "limits.max_context = " + std::to_string(max_context) +
+              " is above the model's max_position_embeddings = " +
+              std::to_string(facts.max_position_embeddings),
           "lower it to at most " + std::to_string(facts.max_position_embeddings));
   return c.issues;
 }

@@ -4,18 +4,17 @@
 // file, the JSON path and the fix; all problems are reported at once.
 //
 //   auto doc = load_json_file("experiments/decode-latency.json");
-//   Experiment e = resolve(doc, "experiments/decode-latency.json", {parse_override("limits.max_seqs=4")});
-//   e.resolved["limits"]["max_seqs"] == 4
+//   Experiment e = resolve(doc, "experiments/decode-latency.json",
+//   {parse_override("limits.max_seqs=4")}); e.resolved["limits"]["max_seqs"] == 4
 //
 // Nothing here loads a model or touches a device: checks that need the
 // model or the kernel registry take them through ModelFacts (check_against).
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/common.h"
 
@@ -43,9 +42,9 @@ void check_override_path(const std::string& path);
 void apply_override(nlohmann::json& doc, const Override& o);
 
 struct Experiment {
-  std::string file;            // where it came from ("" for a manifest)
+  std::string file;                // where it came from ("" for a manifest)
   std::filesystem::path base_dir;  // relative paths (requests_file) resolve here
-  nlohmann::json resolved;     // every field, defaults filled in
+  nlohmann::json resolved;         // every field, defaults filled in
   std::vector<Override> overrides;
   const nlohmann::json& at(const std::string& dotted) const;  // resolved value at "a.b.c"
   std::string name() const { return resolved.at("name").get<std::string>(); }
@@ -58,9 +57,11 @@ std::vector<std::string> validate(const nlohmann::json& doc, const std::string& 
 // Overrides, validation, defaults, then the contradictions that need no
 // model. Throws ExperimentError listing every problem.
 // `base_dir` (default: the file's folder) is where relative paths resolve.
-Experiment resolve(nlohmann::json doc, const std::string& file, const std::vector<Override>& overrides,
+Experiment resolve(nlohmann::json doc, const std::string& file,
+                   const std::vector<Override>& overrides,
                    const std::optional<std::filesystem::path>& base_dir = std::nullopt);
-Experiment load_experiment(const std::filesystem::path& file, const std::vector<Override>& overrides);
+Experiment load_experiment(const std::filesystem::path& file,
+                           const std::vector<Override>& overrides);
 
 // What the model and the kernel registry say, for check_against.
 struct ModelFacts {

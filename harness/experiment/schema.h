@@ -2,34 +2,33 @@
 // The experiment file's schema (version 1): every field with its type,
 // default, range and one line of documentation. Validation, defaults,
 // `--set` overrides and docs/experiments.md all come from this one table.
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace lantern::experiment {
 
 constexpr int kSchemaVersion = 1;
 
 enum class Kind {
-  object,       // fixed keys (children in the table)
+  object,  // fixed keys (children in the table)
   string,
   integer,
   number,
   boolean,
   nullable_string,  // string or null
-  family_map,   // {"<kernel family>": "variant name" | variant number}
-  sweep_map,    // {"<field path>": [values...]}
-  prompt_list,  // [ "text" | {"text"|"ids"|"chat", ...} ]
-  length_dist,  // {"dist": fixed|uniform|normal|lognormal, ...}
+  family_map,       // {"<kernel family>": "variant name" | variant number}
+  sweep_map,        // {"<field path>": [values...]}
+  prompt_list,      // [ "text" | {"text"|"ids"|"chat", ...} ]
+  length_dist,      // {"dist": fixed|uniform|normal|lognormal, ...}
 };
 
 struct Field {
   std::string path;  // dotted, e.g. "limits.max_seqs"
   Kind kind;
-  nlohmann::json def;  // default (null for objects: built from children)
-  std::optional<double> min, max;  // inclusive range (integer / number)
+  nlohmann::json def;                // default (null for objects: built from children)
+  std::optional<double> min, max;    // inclusive range (integer / number)
   std::vector<std::string> choices;  // allowed strings (empty: any)
   std::string doc;
 };

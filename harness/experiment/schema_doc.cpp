@@ -10,7 +10,8 @@ std::string schema_markdown() {
   for (const Field& f : schema()) {
     std::string range;
     for (const auto& c : f.choices) range += (range.empty() ? "" : ", ") + c;
-    if (f.choices.empty() && (f.min || f.max)) range = strformat("%g .. %g", f.min.value_or(0), f.max.value_or(0));
+    if (f.choices.empty() && (f.min || f.max))
+      range = strformat("%g .. %g", f.min.value_or(0), f.max.value_or(0));
     const std::string def = f.kind == Kind::object ? "" : "`" + f.def.dump() + "`";
     t.rows.push_back({"`" + f.path + "`", kind_name(f.kind), def, range, f.doc});
   }

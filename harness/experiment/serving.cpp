@@ -40,8 +40,10 @@ nlohmann::json serving_metrics(const std::vector<RequestTiming>& requests) {
     if (r.token_s.empty()) continue;
     ttft.push_back((r.token_s.front() - r.submit_s) * 1e3);
     if (r.token_s.size() >= 2)
-      tpot.push_back((r.token_s.back() - r.token_s.front()) * 1e3 / static_cast<double>(r.token_s.size() - 1));
-    for (size_t i = 1; i < r.token_s.size(); ++i) itl.push_back((r.token_s[i] - r.token_s[i - 1]) * 1e3);
+      tpot.push_back((r.token_s.back() - r.token_s.front()) * 1e3 /
+                     static_cast<double>(r.token_s.size() - 1));
+    for (size_t i = 1; i < r.token_s.size(); ++i)
+      itl.push_back((r.token_s[i] - r.token_s[i - 1]) * 1e3);
   }
   const double duration = requests.empty() ? 0.0 : std::max(0.0, end - start);
   auto per_s = [&](double n) { return duration > 0 ? n / duration : 0.0; };
@@ -62,7 +64,8 @@ nlohmann::json serving_metrics(const std::vector<RequestTiming>& requests) {
 
 namespace {
 
-void leaves(const nlohmann::json& j, const std::string& prefix, std::map<std::string, double>& out) {
+void leaves(const nlohmann::json& j, const std::string& prefix,
+            std::map<std::string, double>& out) {
   if (j.is_number()) {
     out[prefix] = j.get<double>();
   } else if (j.is_object()) {
@@ -83,8 +86,11 @@ nlohmann::json summarize_repetitions(const std::vector<nlohmann::json>& reps) {
   for (auto& [k, v] : values) {
     if (v.size() != reps.size()) continue;
     const double med = percentile(v, 50);
-    const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
-    out[k] = {{"median", med}, {"min", lo}, {"max", hi},
+    const double lo = *std::min_element(v.begin(), v.end()),
+                 hi = *std::max_element(v.begin(), v.end());
+    out[k] = {{"median", med},
+              {"min", lo},
+              {"max", hi},
               {"spread", std::abs(med) > 0 ? (hi - lo) / std::abs(med) : 0.0}};
   }
   return out;

@@ -4,17 +4,16 @@
 // request and output-token throughput, and the time each request waited for
 // admission. Percentiles interpolate linearly between order statistics
 // (numpy's default, what vLLM's benchmark_serving uses).
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace lantern::experiment {
 
 // Times of one request on the engine clock (seconds).
 struct RequestTiming {
-  double arrival_s = 0;      // scheduled arrival (since the repetition started)
-  double submit_s = 0;       // handed to the engine
-  double admit_s = -1;       // first scheduled (prefill began); -1 unknown
+  double arrival_s = 0;  // scheduled arrival (since the repetition started)
+  double submit_s = 0;   // handed to the engine
+  double admit_s = -1;   // first scheduled (prefill began); -1 unknown
   double finish_s = 0;
   std::vector<double> token_s;  // each generated token
   int prompt_tokens = 0;

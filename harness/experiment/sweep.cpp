@@ -11,7 +11,9 @@ nlohmann::json parse_value(const std::string& raw) {
   return v.is_discarded() ? nlohmann::json(raw) : v;
 }
 
-std::string value_label(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string value_label(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
 
 std::string last_component(const std::string& path) {
   auto dot = path.rfind('.');
@@ -22,16 +24,18 @@ std::string last_component(const std::string& path) {
 
 SweepParam parse_sweep_param(const std::string& text) {
   auto eq = text.find('=');
-  LANTERN_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < text.size(),
-                "--param '%s' must look like path=v1,v2,... (fix: e.g. --param limits.max_seqs=1,2,4)",
-                text.c_str());
+  LANTERN_CHECK(
+      eq != std::string::npos && eq > 0 && eq + 1 < text.size(),
+      "--param '%s' must look like path=v1,v2,... (fix: e.g. --param limits.max_seqs=1,2,4)",
+      text.c_str());
   SweepParam p;
   p.path = text.substr(0, eq);
   check_override_path(p.path);
   std::stringstream ss(text.substr(eq + 1));
   std::string item;
   while (std::getline(ss, item, ',')) {
-    LANTERN_CHECK(!item.empty(), "--param %s: empty value in the list (fix: remove the extra comma)",
+    LANTERN_CHECK(!item.empty(),
+                  "--param %s: empty value in the list (fix: remove the extra comma)",
                   p.path.c_str());
     p.values.push_back(parse_value(item));
   }

@@ -3,10 +3,9 @@
 // --param kernels.attention_decode=2,3` gives 6 points, the last parameter
 // varying fastest; an experiment's own "sweep" section adds its parameters
 // after the command line's.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "harness/experiment/experiment.h"
 

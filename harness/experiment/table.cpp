@@ -32,7 +32,8 @@ std::string render(const Table& t, TableFormat format) {
     for (const auto& r : t.rows) line(r);
     return out;
   }
-  if (!t.title.empty()) out += (format == TableFormat::markdown ? "**" + t.title + "**\n\n" : t.title + "\n");
+  if (!t.title.empty())
+    out += (format == TableFormat::markdown ? "**" + t.title + "**\n\n" : t.title + "\n");
   if (format == TableFormat::markdown) {
     auto line = [&](const std::vector<std::string>& cells) {
       out += "|";

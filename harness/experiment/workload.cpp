@@ -41,8 +41,9 @@ std::vector<std::pair<std::string, std::string>> messages(const json& chat) {
 
 void check_fits(Context& c, const std::string& where, const WorkItem& w) {
   if (static_cast<int>(w.prompt.size()) >= c.max_context)
-    c.fail(where, "prompt of " + std::to_string(w.prompt.size()) + " tokens does not fit limits.max_context = " +
-                      std::to_string(c.max_context),
+    c.fail(where,
+           "prompt of " + std::to_string(w.prompt.size()) +
+               " tokens does not fit limits.max_context = " + std::to_string(c.max_context),
            "shorten the prompt or raise limits.max_context");
 }
 
@@ -59,7 +60,8 @@ std::vector<WorkItem> from_prompts(Context& c) {
     if (p.contains("ids")) {
       w.prompt = p["ids"].get<std::vector<int32_t>>();
     } else if (!c.enc.encode) {
-      c.fail(where, "a text prompt needs the model's tokenizer.json", "give token ids ({\"ids\": [...]})");
+      c.fail(where, "a text prompt needs the model's tokenizer.json",
+             "give token ids ({\"ids\": [...]})");
       continue;
     } else if (p.contains("chat")) {
       w.prompt_text = c.enc.render_chat(messages(p["chat"]));
@@ -113,13 +115,15 @@ std::vector<WorkItem> from_requests_file(Context& c) {
       w.ignore_eos = j.value("ignore_eos", w.ignore_eos);
       w.tag = j.value("tag", "r" + std::to_string(out.size()));
     } catch (const json::exception& e) {
-      c.fail(where, std::string("a field has the wrong type (") + e.what() + ")", "see docs/experiments.md");
+      c.fail(where, std::string("a field has the wrong type (") + e.what() + ")",
+             "see docs/experiments.md");
       continue;
     }
     check_fits(c, where, w);
     out.push_back(std::move(w));
   }
-  if (out.empty() && c.issues.empty()) c.fail("$.workload.requests_file", path.string() + " holds no requests", "add lines");
+  if (out.empty() && c.issues.empty())
+    c.fail("$.workload.requests_file", path.string() + " holds no requests", "add lines");
   return out;
 }
 
@@ -147,20 +151,29 @@ std::vector<WorkItem> synthetic(Context& c, const VocabFacts& vocab) {
 }  // namespace
 
 nlohmann::json WorkItem::to_json() const {
-  return {{"prompt_ids", prompt}, {"max_new_tokens", max_new_tokens}, {"temperature", temperature},
-          {"top_k", top_k},       {"top_p", top_p},                   {"seed", seed},
-          {"ignore_eos", ignore_eos}, {"tag", tag},                   {"arrival_s", arrival_s}};
+  return {{"prompt_ids", prompt},
+          {"max_new_tokens", max_new_tokens},
+          {"temperature", temperature},
+          {"top_k", top_k},
+          {"top_p", top_p},
+          {"seed", seed},
+          {"ignore_eos", ignore_eos},
+          {"tag", tag},
+          {"arrival_s", arrival_s}};
 }
 
 int draw_length(const json& dist, Rng& rng, int lo, int hi) {
   const std::string kind = dist.value("dist", "fixed");
   double x = 0;
-  if (kind == "fixed") x = dist.value("value", 1.0);
+  if (kind == "fixed")
+    x = dist.value("value", 1.0);
   else if (kind == "uniform")
     x = static_cast<double>(rng.uniform_int(static_cast<int64_t>(dist.value("min", 1.0)),
                                             static_cast<int64_t>(dist.value("max", 1.0))));
-  else if (kind == "normal") x = dist.value("mean", 1.0) + dist.value("stddev", 0.0) * rng.normal();
-  else x = dist.value("median", 1.0) * std::exp(dist.value("sigma", 0.0) * rng.normal());
+  else if (kind == "normal")
+    x = dist.value("mean", 1.0) + dist.value("stddev", 0.0) * rng.normal();
+  else
+    x = dist.value("median", 1.0) * std::exp(dist.value("sigma", 0.0) * rng.normal());
   double dlo = dist.value("min", 0.0), dhi = dist.value("max", 0.0);
   if (dhi > 0) x = std::min(x, dhi);
   x = std::max(x, dlo);
@@ -182,7 +195,8 @@ std::vector<double> arrival_times(const json& arrival, size_t n) {
   return t;
 }
 
-std::vector<WorkItem> build_workload(const Experiment& e, const TextEncoder& enc, const VocabFacts& vocab) {
+std::vector<WorkItem> build_workload(const Experiment& e, const TextEncoder& enc,
+                                     const VocabFacts& vocab) {
   Context c{e, enc, e.resolved["limits"]["max_context"].get<int>(), {}};
   const std::string kind = e.resolved["workload"]["kind"];
   std::vector<WorkItem> items = kind == "prompts"    ? from_prompts(c)
@@ -191,8 +205,9 @@ std::vector<WorkItem> build_workload(const Experiment& e, const TextEncoder& enc
   for (size_t i = 0; i < items.size() && vocab.vocab_size > 0; ++i)
     for (int32_t id : items[i].prompt)
       if (id >= vocab.vocab_size) {
-        c.fail("request " + items[i].tag, "token id " + std::to_string(id) + " is outside the vocabulary of " +
-                                              std::to_string(vocab.vocab_size),
+        c.fail("request " + items[i].tag,
+               "token id " + std::to_string(id) + " is outside the vocabulary of " +
+                   std::to_string(vocab.vocab_size),
                "use ids below the vocabulary size");
         break;
       }

@@ -6,11 +6,10 @@
 // arriving all at once, at a fixed interval or as a Poisson process.
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "harness/experiment/experiment.h"
 #include "harness/experiment/rng.h"
@@ -26,7 +25,7 @@ struct WorkItem {
   uint64_t seed = 0;
   bool ignore_eos = false;
   std::string tag;
-  double arrival_s = 0;         // since the start of the repetition (engine clock)
+  double arrival_s = 0;  // since the start of the repetition (engine clock)
 
   nlohmann::json to_json() const;  // one line of `lantern run --workload-out`
 };
@@ -36,14 +35,15 @@ struct WorkItem {
 struct TextEncoder {
   std::function<std::vector<int32_t>(const std::string&)> encode;  // BOS prepended
   // (role, content) messages through the Llama 3 chat template.
-  std::function<std::vector<int32_t>(const std::vector<std::pair<std::string, std::string>>&)> encode_chat;
+  std::function<std::vector<int32_t>(const std::vector<std::pair<std::string, std::string>>&)>
+      encode_chat;
   std::function<std::string(const std::vector<std::pair<std::string, std::string>>&)> render_chat;
 };
 
 struct VocabFacts {
   int vocab_size = 0;
-  int bos_id = -1;          // prepended to synthetic prompts when >= 0
-  int first_special = -1;   // synthetic prompt ids stay below this (>= 0), else below vocab_size
+  int bos_id = -1;         // prepended to synthetic prompts when >= 0
+  int first_special = -1;  // synthetic prompt ids stay below this (>= 0), else below vocab_size
 };
 
 // One length drawn from a distribution object, clamped to [lo, hi] (and to
@@ -56,6 +56,7 @@ std::vector<double> arrival_times(const nlohmann::json& arrival, size_t n);
 // The whole workload of a resolved experiment. Throws ExperimentError naming
 // the file and path (a text prompt longer than max_context, a bad requests
 // line, a text prompt without a tokenizer).
-std::vector<WorkItem> build_workload(const Experiment& e, const TextEncoder& enc, const VocabFacts& vocab);
+std::vector<WorkItem> build_workload(const Experiment& e, const TextEncoder& enc,
+                                     const VocabFacts& vocab);
 
 }  // namespace lantern::experiment

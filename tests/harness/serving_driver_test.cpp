@@ -2,10 +2,11 @@
 // engine exactly at their arrival times (never before), the driver sleeps to
 // the next arrival when idle, and TTFT / ITL / E2E / admission wait come out
 // exactly as a hand simulation of the schedule says.
+#include "harness/serving_driver.h"
+
 #include <gtest/gtest.h>
 
 #include "harness/experiment/serving.h"
-#include "harness/serving_driver.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace lantern::harness {
@@ -32,7 +33,9 @@ struct FakeClock {
 
 class ServingDriver : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_dir_ = new std::filesystem::path(test::synth_tiny("driver-tiny", 3)); }
+  static void SetUpTestSuite() {
+    model_dir_ = new std::filesystem::path(test::synth_tiny("driver-tiny", 3));
+  }
   static void TearDownTestSuite() { delete model_dir_; }
 
   std::unique_ptr<Engine> engine(FakeClock* clock, int max_seqs) {
@@ -100,14 +103,16 @@ TEST_F(ServingDriver, IdleEngineSleepsExactlyToTheNextArrival) {
   for (int k = 0; k < 3; ++k) {
     EXPECT_DOUBLE_EQ(r.timings[k].submit_s, r.timings[k].arrival_s);
     EXPECT_DOUBLE_EQ(r.timings[k].admit_s, r.timings[k].arrival_s);  // a free slot at once
-    EXPECT_DOUBLE_EQ(r.results[k].submit_s, r.timings[k].submit_s);   // the engine used the same clock
+    EXPECT_DOUBLE_EQ(r.results[k].submit_s,
+                     r.timings[k].submit_s);  // the engine used the same clock
   }
 }
 
 TEST_F(ServingDriver, PoissonArrivalsAreNeverEarlyAndNeverLateByMoreThanAStep) {
   FakeClock clock;
   auto e = engine(&clock, 2);
-  auto arrivals = experiment::arrival_times(nlohmann::json{{"kind", "poisson"}, {"rate", 40.0}, {"seed", 1}}, 12);
+  auto arrivals = experiment::arrival_times(
+      nlohmann::json{{"kind", "poisson"}, {"rate", 40.0}, {"seed", 1}}, 12);
   DriveResult r = drive(*e, items(arrivals, 3), clock.driver());
   for (size_t k = 0; k < arrivals.size(); ++k) {
     EXPECT_GE(r.timings[k].submit_s, arrivals[k]) << k;

@@ -1,9 +1,10 @@
 // `lantern compare`'s model: metric lookup (summary medians, legacy keys),
 // noise marks from repetition spreads, kernel tables, config diff, rendering.
+#include "harness/experiment/compare.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "harness/experiment/compare.h"
 #include "harness/experiment/serving.h"
 
 namespace lantern::experiment {
@@ -14,7 +15,8 @@ using ::testing::HasSubstr;
 
 // A run whose repetitions measured `throughputs` and whose kernels are one
 // op "q_proj" at `us` per call in every repetition.
-CompareRun make_run(const std::string& name, std::vector<double> throughputs, double us, int max_seqs) {
+CompareRun make_run(const std::string& name, std::vector<double> throughputs, double us,
+                    int max_seqs) {
   CompareRun r;
   r.name = name;
   r.dir = "/runs/" + name;
@@ -34,7 +36,8 @@ CompareRun make_run(const std::string& name, std::vector<double> throughputs, do
     }
   }
   r.metrics = {{"repetitions", reps}, {"summary", summarize_repetitions(reps)}};
-  r.manifest = {{"name", name}, {"experiment", {{"resolved", {{"limits", {{"max_seqs", max_seqs}}}}}}}};
+  r.manifest = {{"name", name},
+                {"experiment", {{"resolved", {{"limits", {{"max_seqs", max_seqs}}}}}}}};
   return r;
 }
 

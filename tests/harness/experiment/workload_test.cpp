@@ -1,16 +1,17 @@
 // Workloads (prompt forms, requests files, synthetic lengths and arrival
 // schedules, all seeded) and the serving metrics computed from them.
+#include "harness/experiment/workload.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "harness/experiment/serving.h"
-#include "harness/experiment/workload.h"
 #include "tests/test_util.h"
 
 namespace lantern::experiment {
@@ -19,7 +20,9 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-Experiment exp(const char* doc) { return resolve(json::parse(doc), "w.json", {}); }
+Experiment exp(const char* doc) {
+  return resolve(json::parse(doc), "w.json", {});
+}
 
 // A stand-in tokenizer: one id per byte, BOS 1000; the chat form wraps the
 // messages in ids 2000/2001 so tests can tell the forms apart.
@@ -48,10 +51,12 @@ TextEncoder byte_encoder() {
 const VocabFacts kVocab{128256, 128000, 128000};
 
 TEST(Workload, PromptsAsTextIdsAndChat) {
-  auto items = build_workload(exp(R"({"workload": {"kind": "prompts", "max_new_tokens": 7, "prompts": [
+  auto items =
+      build_workload(exp(R"({"workload": {"kind": "prompts", "max_new_tokens": 7, "prompts": [
       "hi", {"ids": [5, 6, 7], "max_new_tokens": 3, "tag": "ids"},
       {"chat": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}]},
-      "sampling": {"seed": 10, "temperature": 0.5}})"), byte_encoder(), kVocab);
+      "sampling": {"seed": 10, "temperature": 0.5}})"),
+                     byte_encoder(), kVocab);
   ASSERT_EQ(items.size(), 3u);
   EXPECT_EQ(items[0].prompt, (std::vector<int32_t>{1000, 'h', 'i'}));
   EXPECT_EQ(items[0].prompt_text, "hi");
@@ -72,16 +77,19 @@ TEST(Workload, PromptsAsTextIdsAndChat) {
 TEST(Workload, TextPromptLongerThanTheContextIsNamed) {
   try {
     build_workload(exp(R"({"limits": {"max_context": 16},
-        "workload": {"kind": "prompts", "prompts": ["a text of more than sixteen bytes"]}})"), byte_encoder(), kVocab);
+        "workload": {"kind": "prompts", "prompts": ["a text of more than sixteen bytes"]}})"),
+                   byte_encoder(), kVocab);
     FAIL();
   } catch (const ExperimentError& e) {
     ASSERT_EQ(e.lines().size(), 1u);
-    EXPECT_THAT(e.lines()[0], HasSubstr("w.json: $.workload.prompts[0]: prompt of 34 tokens does not fit "
-                                        "limits.max_context = 16"));
+    EXPECT_THAT(e.lines()[0],
+                HasSubstr("w.json: $.workload.prompts[0]: prompt of 34 tokens does not fit "
+                          "limits.max_context = 16"));
   }
   // Without a tokenizer only ids work, and the error says so.
   try {
-    build_workload(exp(R"({"workload": {"kind": "prompts", "prompts": ["x"]}})"), TextEncoder{}, kVocab);
+    build_workload(exp(R"({"workload": {"kind": "prompts", "prompts": ["x"]}})"), TextEncoder{},
+                   kVocab);
     FAIL();
   } catch (const ExperimentError& e) {
     EXPECT_THAT(e.what(), HasSubstr("needs the model's tokenizer.json (fix: give token ids"));
@@ -90,11 +98,15 @@ TEST(Workload, TextPromptLongerThanTheContextIsNamed) {
 
 TEST(Workload, RequestsFileLinesWithTheirOwnSettings) {
   auto dir = test::scratch_dir("workload-requests");
-  std::ofstream(dir / "r.jsonl") << R"({"prompt_ids": [1, 2], "max_new_tokens": 5, "temperature": 0.7, "seed": 9, "tag": "a"})"
-                                 << "\n\n"
-                                 << R"({"prompt": "ab", "ignore_eos": true})" << "\n";
-  Experiment e = resolve(json::parse(R"({"workload": {"kind": "requests", "requests_file": "r.jsonl",
-                                          "max_new_tokens": 11}})"), (dir / "exp.json").string(), {});
+  std::ofstream(dir / "r.jsonl")
+      << R"({"prompt_ids": [1, 2], "max_new_tokens": 5, "temperature": 0.7, "seed": 9, "tag": "a"})"
+      << "\n\n"
+      << R"({"prompt": "ab", "ignore_eos": true})"
+      << "\n";
+  Experiment e =
+      resolve(json::parse(R"({"workload": {"kind": "requests", "requests_file": "r.jsonl",
+                                          "max_new_tokens": 11}})"),
+              (dir / "exp.json").string(), {});
   auto items = build_workload(e, byte_encoder(), kVocab);
   ASSERT_EQ(items.size(), 2u);
   EXPECT_EQ(items[0].prompt, (std::vector<int32_t>{1, 2}));
@@ -134,11 +146,14 @@ TEST(Workload, SyntheticIsSeededClampedAndStartsWithBos) {
     EXPECT_LE(p + a[i].max_new_tokens, 100);  // clamped to the context
     saw_clamp = saw_clamp || p + a[i].max_new_tokens == 100 || a[i].max_new_tokens == 1;
     EXPECT_TRUE(a[i].ignore_eos);
-    for (size_t t = 1; t < a[i].prompt.size(); ++t) EXPECT_LT(a[i].prompt[t], 128000);  // no special tokens
+    for (size_t t = 1; t < a[i].prompt.size(); ++t)
+      EXPECT_LT(a[i].prompt[t], 128000);  // no special tokens
   }
   EXPECT_TRUE(saw_clamp);
-  auto c = build_workload(exp(R"({"limits": {"max_context": 100}, "workload": {"count": 300, "seed": 4,
-      "prompt_len": {"dist": "uniform", "min": 1, "max": 99}, "output_len": {"dist": "fixed", "value": 1}}})"), {}, kVocab);
+  auto c =
+      build_workload(exp(R"({"limits": {"max_context": 100}, "workload": {"count": 300, "seed": 4,
+      "prompt_len": {"dist": "uniform", "min": 1, "max": 99}, "output_len": {"dist": "fixed", "value": 1}}})"),
+                     {}, kVocab);
   int same = 0;
   for (size_t i = 0; i < c.size(); ++i) same += c[i].prompt.size() == a[i].prompt.size();
   EXPECT_LT(same, 30);  // another seed, another workload
@@ -154,7 +169,9 @@ TEST(Workload, LengthDistributionsHaveTheirMoments) {
     for (int i = 0; i < n; ++i) v.push_back(draw_length(json::parse(dist), rng, lo, hi));
     return v;
   };
-  auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+  auto mean = [](const std::vector<double>& v) {
+    return std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  };
   auto sd = [&](const std::vector<double>& v) {
     double m = mean(v), s = 0;
     for (double x : v) s += (x - m) * (x - m);
@@ -184,7 +201,8 @@ TEST(Workload, LengthDistributionsHaveTheirMoments) {
 }
 
 TEST(Arrivals, AllAtOnceAndFixedIntervalAreExact) {
-  EXPECT_EQ(arrival_times(json::parse(R"({"kind": "all_at_once"})"), 3), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(arrival_times(json::parse(R"({"kind": "all_at_once"})"), 3),
+            (std::vector<double>{0, 0, 0}));
   auto t = arrival_times(json::parse(R"({"kind": "interval", "interval_s": 0.25})"), 4);
   EXPECT_EQ(t, (std::vector<double>{0, 0.25, 0.5, 0.75}));
 }
@@ -204,14 +222,16 @@ TEST(Arrivals, PoissonGapsAreExponentialAtTheRateAndSeeded) {
   const double mean = std::accumulate(gaps.begin(), gaps.end(), 0.0) / gaps.size();
   EXPECT_NEAR(mean, 1.0 / rate, 0.05 / rate);  // standard error 0.7 %
   // Exponential shape: P(gap < mean) = 1 - 1/e.
-  const double below = std::count_if(gaps.begin(), gaps.end(), [&](double g) { return g < 1.0 / rate; });
+  const double below =
+      std::count_if(gaps.begin(), gaps.end(), [&](double g) { return g < 1.0 / rate; });
   EXPECT_NEAR(below / gaps.size(), 1.0 - std::exp(-1.0), 0.015);
 }
 
 TEST(Arrivals, WorkloadItemsCarryTheirArrivalTimes) {
   auto items = build_workload(exp(R"({"limits": {"max_context": 64}, "workload": {"count": 5,
       "prompt_len": {"dist": "fixed", "value": 4}, "output_len": {"dist": "fixed", "value": 2},
-      "arrival": {"kind": "interval", "interval_s": 0.5}}})"), {}, kVocab);
+      "arrival": {"kind": "interval", "interval_s": 0.5}}})"),
+                              {}, kVocab);
   ASSERT_EQ(items.size(), 5u);
   for (size_t i = 0; i < 5; ++i) EXPECT_DOUBLE_EQ(items[i].arrival_s, 0.5 * i);
 }
@@ -237,7 +257,7 @@ TEST(ServingMetrics, FromHandMadeTimings) {
   EXPECT_DOUBLE_EQ(m["duration_s"].get<double>(), 1.2);
   EXPECT_NEAR(m["request_throughput"].get<double>(), 2 / 1.2, 1e-12);
   EXPECT_NEAR(m["output_throughput"].get<double>(), 4 / 1.2, 1e-12);
-  EXPECT_NEAR(m["ttft_ms"]["p50"].get<double>(), 350, 1e-9);  // 500 and 200
+  EXPECT_NEAR(m["ttft_ms"]["p50"].get<double>(), 350, 1e-9);   // 500 and 200
   EXPECT_NEAR(m["tpot_ms"]["mean"].get<double>(), 150, 1e-9);  // only A has >= 2 tokens
   EXPECT_NEAR(m["itl_ms"]["max"].get<double>(), 200, 1e-9);    // gaps 100 and 200
   EXPECT_NEAR(m["itl_ms"]["p50"].get<double>(), 150, 1e-9);
