@@ -1,8 +1,9 @@
 #pragma once
 // Content hashes recorded in run manifests so `lantern rerun` can say when the
 // weights or the tokenizer changed. Not cryptographic: a 64-bit multiply-mix
-// over 8-byte words (several GB/s, so hashing 2.5 GB of weights costs well
-// under a second from the page cache), written as 16 hex digits.
+// over 8-byte words in four lanes (1.5-1.8 GB/s from the page cache on the
+// loaded 2-core CI machine, so 2.5 GB of weights cost about a second a run),
+// written as 16 hex digits.
 #include <filesystem>
 #include <string>
 #include <vector>
