@@ -127,6 +127,7 @@ class EngineImpl {
   }
 
   double now() const {
+    if (opt_.clock) return opt_.clock();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
 
@@ -187,6 +188,9 @@ class EngineImpl {
     }
     LANTERN_ASSERT(!plan.empty(), "scheduler made no progress with %zu waiting and %zu running",
                    scheduler_->num_waiting(), scheduler_->num_running());
+    const double step_start = now();
+    for (const auto& c : plan.fresh)  // admission wait ends when the prefill begins
+      if (c.seq->admit_s < 0) c.seq->admit_s = step_start;
     StepInput in = build_input(plan);
     [[maybe_unused]] const StepInfo info = describe_step(plan, in);  // hooks only
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));

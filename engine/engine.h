@@ -68,6 +68,7 @@ struct RequestResult {
   std::string finish_reason;    // "eos", "length", "context", "error"
   std::string error;            // set when finish_reason == "error"
   double submit_s = 0, first_token_s = 0, finish_s = 0;  // engine clock (seconds)
+  double admit_s = 0;  // first scheduled (its prefill began): admission wait = admit_s - submit_s
   int preemptions = 0;
 };
 
@@ -93,6 +94,9 @@ struct EngineOptions {
   bool use_cuda_graphs = true;   // cuda: capture decode graphs per batch-size bucket at start-up
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
   int profile_last_step = -1;    // cudaProfilerStop after this step
+  // The engine clock (seconds); empty: steady_clock since construction. Tests
+  // inject a fake clock to check arrival timing (harness/serving_driver.h).
+  std::function<double()> clock;
 };
 
 class EngineImpl;

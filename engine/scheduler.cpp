@@ -184,6 +184,7 @@ std::vector<RequestResult> Scheduler::postprocess(const StepPlan& plan, const St
     res.finish_reason = done->finish_reason;
     res.submit_s = done->submit_s;
     res.first_token_s = done->first_token_s;
+    res.admit_s = done->admit_s;
     res.finish_s = now_s;
     res.preemptions = done->preemptions;
     results.push_back(std::move(res));

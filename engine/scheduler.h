@@ -30,7 +30,7 @@ struct Sequence {
   int logits_delivered = 0;     // positions whose logits went to on_logits (score mode)
   int64_t admit_order = -1;     // larger = admitted later (preemption victim order)
   int preemptions = 0;
-  double submit_s = 0, first_token_s = -1;
+  double submit_s = 0, first_token_s = -1, admit_s = -1;
   std::string finish_reason;    // set when the sequence ends
 
   int num_generated() const { return static_cast<int>(tokens.size()) - num_prompt; }

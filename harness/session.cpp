@@ -157,6 +157,12 @@ void Session::apply(EngineOptions& options) {
 void Session::set_config(nlohmann::json resolved) { config_ = std::move(resolved); }
 
 void Session::set_command(const std::vector<std::string>& argv) { command_ = argv; }
+void Session::add_manifest_section(const std::string& key, nlohmann::json value) {
+  extra_manifest_[key] = std::move(value);
+}
+void Session::add_metrics_section(const std::string& key, nlohmann::json value) {
+  extra_metrics_[key] = std::move(value);
+}
 
 void Session::on_result(const RequestResult& result, const std::string& text,
                         const std::string& prompt_text) {
@@ -320,6 +326,7 @@ nlohmann::json Session::metrics_json(const EngineSummary& summary, const Collect
   add_cupti_metrics(h, c.gpu);
   metrics["harness"] = std::move(h);
   metrics["steps"]["engine_steps"] = summary.steps;
+  for (auto& [key, value] : extra_metrics_.items()) metrics[key] = value;
   return metrics;
 }
 
@@ -358,6 +365,7 @@ nlohmann::json Session::manifest_json(const EngineSummary& summary, bool complet
                              {"command", command_}};
   if (!c.gpu_error.empty()) manifest["gpu_error"] = c.gpu_error;
   if (!c.roofline_error.empty()) manifest["roofline_error"] = c.roofline_error;
+  for (auto& [key, value] : extra_manifest_.items()) manifest[key] = value;
   return manifest;
 }
 

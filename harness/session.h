@@ -91,6 +91,10 @@ class Session {
   void set_config(nlohmann::json resolved);
   // The command line, recorded in the manifest.
   void set_command(const std::vector<std::string>& argv);
+  // Extra top-level sections of manifest.json / metrics.json (`lantern run`:
+  // the experiment, content hashes, serving metrics per repetition).
+  void add_manifest_section(const std::string& key, nlohmann::json value);
+  void add_metrics_section(const std::string& key, nlohmann::json value);
   // One finished request and its detokenised text. Thread-safe.
   void on_result(const RequestResult& result, const std::string& text,
                  const std::string& prompt_text = "");
@@ -129,6 +133,8 @@ class Session {
   std::string cupti_error_;
   nlohmann::json config_;
   nlohmann::json command_;
+  nlohmann::json extra_manifest_ = nlohmann::json::object();
+  nlohmann::json extra_metrics_ = nlohmann::json::object();
   std::mutex outputs_mutex_;
   std::vector<runfmt::OutputRow> outputs_;
   std::vector<std::string> problems_;

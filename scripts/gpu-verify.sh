@@ -2,7 +2,11 @@
 # Everything that needs the H200, in one call of the device tool:
 #   bash scripts/gpu-verify.sh [stage ...]     (default: all stages)
 # Stages: build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench seedlimits record overhead
-#         overhead_off reattach (not in the default list)
+#         overhead_off reattach experiments kernelswap exprerun (the last five not in the default list)
+#   experiments: Lantern + HF eager + HF static/compile + lantern-torch on decode-latency, prefill-sweep,
+#                throughput-256 (EXPS=... to pick), the `lantern compare --markdown` tables (~6-8 min)
+#   kernelswap:  the attention_decode kernel-swap pair and its compare table
+#   exprerun:    default.json on the GPU, then `lantern rerun --check` (identical tokens)
 # Logs go to /tmp/lantern-logs (tarred into $OUT/logs.tar.gz at the end) and a one-line
 # result per stage to $OUT/summary.txt (printed last).
 set -u
@@ -65,6 +69,19 @@ for s in "${STAGES[@]}"; do
     overhead_off)  # the same benchmark with the harness compiled out
       stage build_noinst 420 bash -c "cmake --preset no-instrumentation -DLANTERN_PCRE2_ROOT=$PWD/.device/pcre2 >/dev/null && cmake --build --preset no-instrumentation --target bench_harness_overhead"
       LANTERN_BENCH_MODEL=$MODEL TAIL=30 stage overhead_off 300 ./build/no-instrumentation/bench/bench_harness_overhead ;;
+    experiments)
+      TAIL=400 stage experiments 560 python3 experiments/peers/run_experiments.py --lantern $BIN --model $MODEL \
+        --out "$LOGS/experiments" --experiments ${EXPS:-decode-latency prefill-sweep throughput-256} \
+        --set repetitions=3 --set warmup=1 ;;
+    kernelswap)
+      for v in seed split_k_fused; do
+        stage kernelswap_$v 120 $BIN run experiments/kernel-swap-$v.json --set model.path=$MODEL --quiet \
+          --out "$LOGS/kernel-swap-$v"
+      done
+      TAIL=80 stage kernelswap 30 $BIN compare "$LOGS/kernel-swap-seed" "$LOGS/kernel-swap-split_k_fused" --markdown ;;
+    exprerun)
+      stage exprun 120 $BIN run experiments/default.json --set model.path=$MODEL --set repetitions=2 --out "$LOGS/exp-default"
+      TAIL=6 stage exprerun 120 $BIN rerun "$LOGS/exp-default" --check --quiet --out "$LOGS/exp-default-rerun" ;;
     *) echo "unknown stage $s" ;;
   esac
 done

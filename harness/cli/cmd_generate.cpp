@@ -57,7 +57,7 @@ std::vector<Request> read_requests(const std::string& file, const Tokenizer* tok
   return out;
 }
 
-int cmd_generate(const std::vector<std::string>& argv) {
+Args generate_args(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
   for (const char* o : {"--prompt-ids", "--prompt", "--system", "--chat-form", "--date", "--max-new-tokens",
                         "--temperature", "--top-k", "--top-p", "--seed", "--repeat", "--requests", "--out"})
@@ -65,12 +65,11 @@ int cmd_generate(const std::vector<std::string>& argv) {
   auto flags = engine_flag_options();
   for (const char* f : {"--ignore-eos", "--chat", "--ids"}) flags.push_back(f);
   add_harness_options(values, flags);
-  Args args(argv, values, flags);
+  return Args(argv, values, flags);
+}
 
-  std::optional<Tokenizer> tok;
-  std::filesystem::path model_dir = args.require("--model");
-  if (std::filesystem::exists(model_dir / "tokenizer.json")) tok = Tokenizer::load(model_dir);
-
+// Length and sampling settings of the single-prompt forms (not --requests).
+Request request_settings(const Args& args) {
   Request req;
   req.max_new_tokens = static_cast<int>(args.get_int("--max-new-tokens", 32));
   req.sampling.temperature = static_cast<float>(args.get_double("--temperature", 0.0));
@@ -78,66 +77,114 @@ int cmd_generate(const std::vector<std::string>& argv) {
   req.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
   req.sampling.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
   req.stop_at_eos = !args.flag("--ignore-eos");
+  return req;
+}
+
+// --prompt (plain or through the chat template) or --prompt-ids; `text`
+// receives the prompt as rendered (empty for ids).
+std::vector<int32_t> prompt_from_args(const Args& args, const Tokenizer* tok, const std::string& model_dir,
+                                      std::string& text) {
+  auto prompt = args.get("--prompt");
+  if (!prompt) return parse_ids(args.require("--prompt-ids"));
+  LANTERN_CHECK(tok, "--prompt needs %s/tokenizer.json (or give --prompt-ids)", model_dir.c_str());
+  if (!args.flag("--chat") && !args.get("--system")) {
+    text = *prompt;
+    std::vector<int32_t> ids = tok->encode(text);
+    if (auto bos = tok->bos_id()) ids.insert(ids.begin(), *bos);
+    return ids;
+  }
+  std::vector<ChatMessage> msgs;
+  if (auto sys = args.get("--system")) msgs.push_back({"system", *sys});
+  msgs.push_back({"user", *prompt});
+  ChatOptions co;
+  if (auto d = args.get("--date")) co.date = *d;
+  if (auto f = args.get("--chat-form")) {
+    co.form = parse_chat_form(*f);
+    LANTERN_CHECK(co.form.has_value(), "unknown --chat-form '%s': use llama3 or llama31", f->c_str());
+  }
+  text = tok->render_chat(msgs, co);
+  return tok->encode(text);  // the template starts with <|begin_of_text|>
+}
+
+// Streams one request's tokens to stdout as text (whole UTF-8 characters
+// only) or ids; finish() flushes and ends the line so that the summary lines
+// that follow on stderr start on a fresh line.
+class TokenStream {
+ public:
+  TokenStream(const Tokenizer* tok, bool ids) : ids_(ids || !tok) {
+    if (tok) dec_.emplace(*tok, /*skip_special=*/true);
+  }
+  void push(int32_t t) {
+    if (ids_) std::printf("%d ", t);
+    else std::fputs(dec_->push(t).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  void finish() {
+    if (dec_ && !ids_) std::fputs(dec_->flush().c_str(), stdout);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  bool ids_;
+  std::optional<StreamDecoder> dec_;
+};
+
+nlohmann::json result_line(const RequestResult& r, const std::string& text) {
+  return {{"id", r.id}, {"tag", r.tag}, {"prompt_ids", r.prompt}, {"tokens", r.tokens}, {"text", text},
+          {"finish_reason", r.finish_reason}, {"ttft_ms", (r.first_token_s - r.submit_s) * 1e3},
+          {"latency_ms", (r.finish_s - r.submit_s) * 1e3}, {"preemptions", r.preemptions}};
+}
+
+void print_result(const RequestResult& r, const std::string& text, bool ids) {
+  std::printf("request %lld:", static_cast<long long>(r.id));
+  if (ids)
+    for (int32_t t : r.tokens) std::printf(" %d", t);
+  else
+    std::printf(" %s", text.c_str());
+  std::printf("\n");
+}
+
+nlohmann::json request_settings_json(const Request& req, size_t count) {
+  return {{"requests", count}, {"max_new_tokens", req.max_new_tokens},
+          {"temperature", req.sampling.temperature}, {"top_k", req.sampling.top_k},
+          {"top_p", req.sampling.top_p}, {"seed", req.sampling.seed}};
+}
+
+int cmd_generate(const std::vector<std::string>& argv) {
+  const Args args = generate_args(argv);
+  const std::string model_dir = args.require("--model");
+  std::optional<Tokenizer> tok;
+  if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) tok = Tokenizer::load(model_dir);
+  const Tokenizer* t = tok ? &*tok : nullptr;
+  const bool quiet = args.flag("--quiet"), print_ids = args.flag("--ids") || !tok;
+
+  Request req = request_settings(args);
   std::string prompt_text;
   std::vector<Request> batch;
-  if (auto file = args.get("--requests")) {
-    batch = read_requests(*file, tok ? &*tok : nullptr);
-  } else if (auto text = args.get("--prompt")) {
-    LANTERN_CHECK(tok, "--prompt needs %s/tokenizer.json (or give --prompt-ids)", model_dir.c_str());
-    if (args.flag("--chat") || args.get("--system")) {
-      std::vector<ChatMessage> msgs;
-      if (auto sys = args.get("--system")) msgs.push_back({"system", *sys});
-      msgs.push_back({"user", *text});
-      ChatOptions co;
-      if (auto d = args.get("--date")) co.date = *d;
-      if (auto f = args.get("--chat-form")) {
-        co.form = parse_chat_form(*f);
-        LANTERN_CHECK(co.form.has_value(), "unknown --chat-form '%s': use llama3 or llama31", f->c_str());
-      }
-      prompt_text = tok->render_chat(msgs, co);
-      req.prompt = tok->encode(prompt_text);  // the template starts with <|begin_of_text|>
-    } else {
-      prompt_text = *text;
-      req.prompt = tok->encode(prompt_text);
-      if (auto bos = tok->bos_id()) req.prompt.insert(req.prompt.begin(), *bos);
-    }
-  } else {
-    req.prompt = parse_ids(args.require("--prompt-ids"));
-  }
+  if (auto file = args.get("--requests")) batch = read_requests(*file, t);
+  else req.prompt = prompt_from_args(args, t, model_dir, prompt_text);
 
   harness::Session session(parse_harness_options(args));
   session.set_command(argv);
   LoadedEngine le = build_engine(args, nullptr, nullptr, [&](EngineOptions& o) { session.apply(o); });
   Engine& engine = *le.engine;
 
-  int repeat = static_cast<int>(args.get_int("--repeat", 1));
-  bool stream = repeat == 1 && batch.empty();
-  bool print_ids = args.flag("--ids") || !tok;
-  std::optional<StreamDecoder> stream_dec;
-  if (tok) stream_dec.emplace(*tok, /*skip_special=*/true);
-  if (stream)
-    req.on_token = [&](int64_t, int32_t t) {
-      if (print_ids) std::printf("%d ", t);
-      else std::fputs(stream_dec->push(t).c_str(), stdout);
-      std::fflush(stdout);
-    };
-  if (batch.empty())
-    for (int i = 0; i < repeat; ++i) batch.push_back(req);
-  nlohmann::json settings = {{"requests", batch.size()}, {"max_new_tokens", req.max_new_tokens},
-                             {"temperature", req.sampling.temperature}, {"top_k", req.sampling.top_k},
-                             {"top_p", req.sampling.top_p}, {"seed", req.sampling.seed}};
+  const int repeat = static_cast<int>(args.get_int("--repeat", 1));
+  const bool stream = repeat == 1 && batch.empty();
+  TokenStream out_stream(t, print_ids);
+  if (stream) req.on_token = [&](int64_t, int32_t tk) { out_stream.push(tk); };
+  if (batch.empty()) batch.assign(repeat, req);
   nlohmann::json resolved = engine.describe();
-  resolved["request"] = settings;
+  resolved["request"] = request_settings_json(req, batch.size());
   session.set_config(resolved);
+
   for (auto& r : batch) engine.submit(r);
-  double t0 = engine.now_s();
+  const double t0 = engine.now_s();
   engine.run_until_idle();
-  double t1 = engine.now_s();
-  if (stream) {
-    if (stream_dec && !print_ids) std::fputs(stream_dec->flush().c_str(), stdout);
-    std::printf("\n");
-  }
-  int64_t generated = 0;
+  const double t1 = engine.now_s();
+  if (stream) out_stream.finish();
+
   auto results = engine.take_finished();
   std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   std::ofstream out_file;
@@ -145,33 +192,23 @@ int cmd_generate(const std::vector<std::string>& argv) {
     out_file.open(*out);
     LANTERN_CHECK(out_file, "cannot write --out %s", out->c_str());
   }
+  int64_t generated = 0;
   for (const RequestResult& r : results) {
     generated += static_cast<int64_t>(r.tokens.size());
-    std::string text = tok ? tok->decode(r.tokens, /*skip_special=*/true) : std::string();
+    const std::string text = tok ? tok->decode(r.tokens, /*skip_special=*/true) : std::string();
     session.on_result(r, text, r.id == results.front().id ? prompt_text : std::string());
-    if (out_file.is_open())
-      out_file << nlohmann::json{{"id", r.id}, {"tag", r.tag}, {"prompt_ids", r.prompt}, {"tokens", r.tokens},
-                                 {"text", text}, {"finish_reason", r.finish_reason},
-                                 {"ttft_ms", (r.first_token_s - r.submit_s) * 1e3},
-                                 {"latency_ms", (r.finish_s - r.submit_s) * 1e3}, {"preemptions", r.preemptions}}
-                      .dump()
-               << "\n";
-    if (!stream && !out_file.is_open()) {
-      std::printf("request %lld:", static_cast<long long>(r.id));
-      if (print_ids)
-        for (int32_t t : r.tokens) std::printf(" %d", t);
-      else
-        std::printf(" %s", text.c_str());
-      std::printf("\n");
-    }
-    if (!args.flag("--quiet"))
+    if (out_file.is_open()) out_file << result_line(r, text).dump() << "\n";
+    else if (!stream) print_result(r, text, print_ids);
+  }
+  std::fflush(stdout);  // summary lines (stderr) come after the text
+  if (!quiet) {
+    for (const RequestResult& r : results)
       std::fprintf(stderr, "request %lld: %zu tokens, finish=%s, ttft %.1f ms\n", static_cast<long long>(r.id),
                    r.tokens.size(), r.finish_reason.c_str(), (r.first_token_s - r.submit_s) * 1e3);
-  }
-  if (!args.flag("--quiet"))
     std::fprintf(stderr, "lantern: %lld tokens in %.3f s (%.1f tokens/s), %lld steps\n",
                  static_cast<long long>(generated), t1 - t0, generated / std::max(1e-9, t1 - t0),
                  static_cast<long long>(engine.steps_run()));
+  }
   session.finish(engine);
   return 0;
 }

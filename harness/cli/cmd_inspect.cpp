@@ -1,7 +1,7 @@
 // `lantern inspect RUN_DIR [--compare OTHER_RUN]`: a run summarised through
 // the run-directory reader: top ops/kernels by time with achieved rates and
-// roofline share, alias violations, KV peak, the memory map; with --compare,
-// per-op times of two runs side by side with their ratio.
+// roofline share, alias violations, KV peak, the memory map. --compare is an
+// alias of `lantern compare RUN_DIR OTHER_RUN` (cmd_compare.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -175,54 +175,6 @@ void print_memory(const Run& run) {
   for (const std::string& e : m.errors) std::printf("  ERROR: %s\n", e.c_str());
 }
 
-void print_compare(const Run& a, const Run& b, const std::string& phase) {
-  std::printf("\ncompare A=%s  B=%s (%s)\n", a.manifest.name.c_str(), b.manifest.name.c_str(),
-              phase.empty() ? "all phases" : phase.c_str());
-  auto row = [](const char* what, double x, double y) {
-    std::printf("  %-22s %12.3f %12.3f %8s\n", what, x, y, x > 0 ? strformat("%.3f", y / x).c_str() : "-");
-  };
-  std::printf("  %-22s %12s %12s %8s\n", "metric", "A", "B", "B/A");
-  row("tokens/s", metric(a.metrics, "tokens_per_s"), metric(b.metrics, "tokens_per_s"));
-  row("decode tokens/s", metric(a.metrics, "decode_tokens_per_s"),
-      metric(b.metrics, "decode_tokens_per_s"));
-  row("TTFT p50 ms", 1e3 * metric(a.metrics, "ttft_s", "p50"), 1e3 * metric(b.metrics, "ttft_s", "p50"));
-  row("TPOT p50 ms", 1e3 * metric(a.metrics, "tpot_s", "p50"), 1e3 * metric(b.metrics, "tpot_s", "p50"));
-
-  struct Pair {
-    const runfmt::TimeSummary* a = nullptr;
-    const runfmt::TimeSummary* b = nullptr;
-  };
-  auto sa = runfmt::summarize(a.kernels, runfmt::GroupBy::op, phase);
-  auto sb = runfmt::summarize(b.kernels, runfmt::GroupBy::op, phase);
-  std::map<std::string, Pair> ops;
-  std::vector<std::string> order;
-  for (const auto& s : sa) {
-    if (!ops.count(s.key)) order.push_back(s.key);
-    ops[s.key].a = &s;
-  }
-  for (const auto& s : sb) {
-    if (!ops.count(s.key)) order.push_back(s.key);
-    ops[s.key].b = &s;
-  }
-  std::printf("\n  %-24s %-22s %-22s %11s %11s %11s %11s %8s\n", "op", "A variant", "B variant",
-              "A total ms", "B total ms", "A mean us", "B mean us", "B/A");
-  double ta = 0, tb = 0;
-  for (const std::string& key : order) {
-    const Pair& p = ops[key];
-    auto variant = [](const runfmt::TimeSummary* s) {
-      return s && !s->family.empty() ? s->family + "." + s->variant_name : std::string("-");
-    };
-    double at = p.a ? p.a->total_us / 1e3 : 0, bt = p.b ? p.b->total_us / 1e3 : 0;
-    ta += at;
-    tb += bt;
-    std::printf("  %-24.24s %-22.22s %-22.22s %11.3f %11.3f %11.2f %11.2f %8s\n", key.c_str(),
-                variant(p.a).c_str(), variant(p.b).c_str(), at, bt, p.a ? p.a->mean_us : 0.0,
-                p.b ? p.b->mean_us : 0.0, at > 0 && bt > 0 ? strformat("%.3f", bt / at).c_str() : "-");
-  }
-  std::printf("  %-24s %-22s %-22s %11.3f %11.3f %11s %11s %8s\n", "total", "", "", ta, tb, "", "",
-              ta > 0 ? strformat("%.3f", tb / ta).c_str() : "-");
-}
-
 int inspect(const std::vector<std::string>& argv) {
   Args args(argv, {"--compare", "--top", "--phase", "--by"}, {"--check", "--help"});
   if (args.flag("--help") || args.positional().size() != 1) {
@@ -241,14 +193,9 @@ int inspect(const std::vector<std::string>& argv) {
   const long top = args.get_int("--top", 15);
   LANTERN_CHECK(top > 0, "--top expects a positive count");
 
+  if (auto other = args.get("--compare"))  // kept as an alias of `lantern compare`
+    return commands().at("compare").fn({args.positional()[0], *other});
   Run run = runfmt::RunReader::open(args.positional()[0], runfmt::ReadOptions{check});
-  if (auto other = args.get("--compare")) {
-    Run b = runfmt::RunReader::open(*other, runfmt::ReadOptions{false});
-    print_header(run);
-    print_header(b);
-    print_compare(run, b, phase);
-    return 0;
-  }
   print_header(run);
   print_top(run, by_text == "op" ? runfmt::GroupBy::op : runfmt::GroupBy::kernel, phase,
             static_cast<size_t>(top));
@@ -273,6 +220,6 @@ int inspect(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-LANTERN_COMMAND("inspect", "summarise a run directory, or compare two (--compare)", inspect);
+LANTERN_COMMAND("inspect", "summarise a run directory (--compare: alias of lantern compare)", inspect);
 
 }  // namespace lantern::cli

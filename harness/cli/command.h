@@ -15,7 +15,8 @@ class Args {
  public:
   Args(std::vector<std::string> argv, std::vector<std::string> value_options,
        std::vector<std::string> flag_options);
-  std::optional<std::string> get(const std::string& key) const;
+  std::optional<std::string> get(const std::string& key) const;  // the last one given
+  std::vector<std::string> get_all(const std::string& key) const;  // every one, in order (--set)
   std::string require(const std::string& key) const;  // throws naming the missing option
   std::string get_or(const std::string& key, const std::string& fallback) const;
   long get_int(const std::string& key, long fallback) const;
@@ -25,6 +26,7 @@ class Args {
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::vector<std::string> flags_;
   std::vector<std::string> positional_;
 };
@@ -35,6 +37,9 @@ struct Command {
   CommandFn fn;
 };
 std::map<std::string, Command>& commands();
+// `lantern CMD --help` and `lantern help CMD`: usage, every option with its
+// default, one example (help.cpp).
+std::string help_text(const std::string& command);
 struct Registrar {
   Registrar(const char* name, const char* summary, CommandFn fn);
 };

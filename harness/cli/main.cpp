@@ -42,6 +42,7 @@ Args::Args(std::vector<std::string> argv, std::vector<std::string> value_options
           value = argv[++i];
         }
         values_[key] = value;
+        all_values_[key].push_back(value);
       } else {
         std::string valid;
         for (const auto& o : value_options) valid += " " + o;
@@ -58,6 +59,10 @@ std::optional<std::string> Args::get(const std::string& key) const {
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;
   return it->second;
+}
+std::vector<std::string> Args::get_all(const std::string& key) const {
+  auto it = all_values_.find(key);
+  return it == all_values_.end() ? std::vector<std::string>{} : it->second;
 }
 std::string Args::require(const std::string& key) const {
   auto v = get(key);
@@ -112,10 +117,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> rest(argv + 2, argv + argc);
+  for (const std::string& a : rest)
+    if (a == "--help" || a == "-h") {
+      std::fputs(lantern::cli::help_text(argv[1]).c_str(), stdout);
+      return 0;
+    }
   try {
     return it->second.fn(rest);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lantern %s: error: %s\n", argv[1], e.what());
+    // One line per problem (experiment validation reports them all).
+    std::string what = e.what();
+    size_t start = 0;
+    do {
+      size_t end = what.find('\n', start);
+      std::fprintf(stderr, "lantern %s: error: %s\n", argv[1], what.substr(start, end - start).c_str());
+      start = end == std::string::npos ? end : end + 1;
+    } while (start != std::string::npos && start < what.size());
     return 1;
   }
 }

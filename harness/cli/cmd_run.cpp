@@ -1,0 +1,140 @@
+// `lantern run EXP.json` and `lantern rerun RUN_DIR`: an experiment file (or
+// a recorded manifest) through the experiment runner (experiment_runner.h).
+#include <cstdio>
+#include <fstream>
+
+#include "kernels/base/errors.h"
+#include "harness/cli/command.h"
+#include "harness/cli/experiment_runner.h"
+#include "harness/experiment/sweep.h"
+#include "harness/manifest.h"
+
+namespace lantern::cli {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+int cmd_run(const std::vector<std::string>& argv) {
+  Args args(argv, {"--set", "--out", "--workload-out", "--resolved-out"}, {"--dry-run", "--quiet"});
+  LANTERN_CHECK(args.positional().size() == 1,
+                "expected one experiment file (fix: lantern run EXP.json; "
+                "lantern run --help)");
+  const fs::path file = args.positional()[0];
+  const json doc = experiment::load_json_file(file);
+  const auto sets = overrides_from(args.get_all("--set"));
+  experiment::Experiment e = experiment::resolve(doc, file.string(), sets);
+  if (auto path = args.get("--resolved-out")) {  // what the peers read (experiments/peers/)
+    std::ofstream out(*path);
+    LANTERN_CHECK(out, "cannot write --resolved-out %s", path->c_str());
+    out << e.resolved.dump(2) << "\n";
+  }
+  if (!e.resolved["sweep"].empty() && !args.flag("--dry-run"))
+    return run_sweep(file, {}, args.get_all("--set"), args.get_or("--out", ""),
+                     args.flag("--quiet"), argv);
+  RunOptions o;
+  o.out_dir = args.get_or("--out", "");
+  o.command = argv;
+  o.command.insert(o.command.begin(), "run");
+  o.quiet = args.flag("--quiet");
+  o.dry_run = args.flag("--dry-run");
+  o.workload_out = args.get_or("--workload-out", "");
+  run_experiment(e, o);
+  if (o.dry_run) std::printf("%s: valid (%s)\n", file.c_str(), e.name().c_str());
+  return 0;
+}
+
+std::vector<std::vector<int32_t>> recorded_tokens(const fs::path& dir) {
+  std::ifstream in(dir / "outputs.jsonl");
+  std::vector<std::vector<int32_t>> out;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line).at("tokens").get<std::vector<int32_t>>());
+  return out;
+}
+
+std::string field(const json& m, const char* a, const char* b) {
+  if (!m.contains(a) || !m[a].is_object() || !m[a].contains(b)) return "";
+  const json& v = m[a][b];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+void report_provenance(const json& old_m, const json& new_m) {
+  auto line = [](const char* what, const std::string& a, const std::string& b) {
+    std::printf("rerun: %-9s %s%s\n", what, a == b ? "same " : "DIFFERS: ",
+                a == b ? a.c_str() : (a + " (recorded) vs " + b + " (now)").c_str());
+  };
+  line("weights", field(old_m, "hashes", "weights"), field(new_m, "hashes", "weights"));
+  line("tokenizer", field(old_m, "hashes", "tokenizer"), field(new_m, "hashes", "tokenizer"));
+  line("commit",
+       field(old_m, "git", "commit") + (field(old_m, "git", "dirty") == "true" ? " dirty" : ""),
+       field(new_m, "git", "commit") + (field(new_m, "git", "dirty") == "true" ? " dirty" : ""));
+}
+
+// The recorded experiment with the device and the synthetic preset pinned
+// to what the run actually used, unless a --set changes them.
+json pinned_document(const json& section, const std::vector<experiment::Override>& sets) {
+  json doc = section.at("resolved");
+  const json& eff = section.at("effective");
+  auto set_by_user = [&](const std::string& prefix) {
+    for (const auto& o : sets)
+      if (o.path.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  if (!set_by_user("device")) doc["device"] = eff.at("device");
+  if (!set_by_user("model") && doc["model"]["path"].is_null() &&
+      !eff.at("preset").get<std::string>().empty())
+    doc["model"]["preset"] = eff.at("preset");
+  return doc;
+}
+
+int cmd_rerun(const std::vector<std::string>& argv) {
+  Args args(argv, {"--set", "--out"}, {"--check", "--quiet"});
+  LANTERN_CHECK(args.positional().size() == 1,
+                "expected one run directory (fix: lantern rerun RUN_DIR)");
+  const fs::path run_dir = args.positional()[0];
+  const json old_m = experiment::load_json_file(run_dir / "manifest.json");
+  LANTERN_CHECK(old_m.contains("experiment") && old_m["experiment"].contains("resolved"),
+                "%s was not recorded by `lantern run` (no experiment in its manifest) (fix: rerun "
+                "it with the "
+                "command in its manifest)",
+                run_dir.c_str());
+  const json& section = old_m["experiment"];
+  const auto sets = overrides_from(args.get_all("--set"));
+  experiment::Experiment e =
+      experiment::resolve(pinned_document(section, sets), (run_dir / "manifest.json").string(),
+                          sets, fs::path(section.value("base_dir", std::string())));
+  RunOptions o;
+  o.out_dir = args.get_or("--out", "");
+  if (o.out_dir.empty()) o.out_dir = default_run_dir(e.name(), "-rerun");
+  o.command = argv;
+  o.command.insert(o.command.begin(), "rerun");
+  o.quiet = args.flag("--quiet");
+  o.pins = {{"run", run_dir.string()}, {"created_utc", old_m.value("created_utc", "")}};
+  RunOutcome out = run_experiment(e, o);
+
+  json new_m = out.dir.empty() ? json{{"git", harness::git_info()}}
+                               : experiment::load_json_file(out.dir / "manifest.json");
+  report_provenance(old_m, new_m);
+  std::vector<std::vector<int32_t>> before = recorded_tokens(run_dir);
+  size_t n = out.results.size(), differ = 0;
+  LANTERN_CHECK(before.size() >= n,
+                "%s/outputs.jsonl holds %zu requests, the rerun %zu (fix: rerun with the "
+                "recorded workload)",
+                run_dir.c_str(), before.size(), n);
+  for (size_t i = 0; i < n; ++i) differ += before[before.size() - n + i] != out.results[i].tokens;
+  if (differ == 0)
+    std::printf("rerun: tokens    identical for all %zu requests\n", n);
+  else
+    std::printf("rerun: tokens    DIFFER in %zu of %zu requests\n", differ, n);
+  return args.flag("--check") && differ ? 1 : 0;
+}
+
+}  // namespace
+
+LANTERN_COMMAND("run", "run an experiment file (docs/experiments.md) into a run directory",
+                cmd_run);
+LANTERN_COMMAND("rerun", "rerun a recorded run from its manifest; say what differs", cmd_rerun);
+
+}  // namespace lantern::cli

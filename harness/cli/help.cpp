@@ -1,0 +1,246 @@
+// `lantern help [CMD]` and the text every `lantern CMD --help` prints: usage,
+// each option with its default, one example. Kept in one file so the
+// commands' own files stay about what they do.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "harness/cli/command.h"
+#include "harness/experiment/schema.h"
+#include "harness/harness_options.h"
+
+namespace lantern::cli {
+
+namespace {
+
+const char* kEngineOptions =
+    "engine options:\n"
+    "  --model DIR             HF model directory (config.json, model.safetensors, "
+    "tokenizer.json); required\n"
+    "  --device cpu|cuda       backend (default: cuda when a GPU is usable, else cpu)\n"
+    "  --limits FILE.json      EngineLimits as JSON (default: built-in limits)\n"
+    "  --max-batch-tokens N    rows in one step (default 512)\n"
+    "  --max-seqs N            concurrent sequences (default 16)\n"
+    "  --max-context N         tokens per sequence (default 4096, capped at the model's limit)\n"
+    "  --kv-block-size N       tokens per KV block (default 16)\n"
+    "  --kv-blocks N           KV blocks (default 0: from --kv-fraction on cuda, "
+    "max_seqs*max_context on cpu)\n"
+    "  --kv-fraction F         cuda: share of free memory for the KV pool (default 0.9)\n"
+    "  --kernels F=V,...       kernel variant per family by name or number (default: fastest "
+    "verified)\n"
+    "  --no-cuda-graphs        run decode steps eagerly (default: graphs on)\n"
+    "  --quiet                 no load / budget / per-request lines on stderr\n";
+
+const char* kExperimentOptions =
+    "  --set PATH=VALUE        override one field of the experiment (repeatable; VALUE is JSON or "
+    "a bare\n"
+    "                          string), e.g. --set limits.max_seqs=4 --set "
+    "kernels.attention_decode=seed\n"
+    "  --out DIR               run directory (default runs/<UTC time>-<name>)\n"
+    "  --quiet                 no progress or load lines on stderr\n";
+
+std::map<std::string, std::string> build() {
+  std::map<std::string, std::string> h;
+  h["run"] =
+      std::string(
+          "usage: lantern run EXP.json [--set PATH=VALUE ...] [--out DIR] [--dry-run] "
+          "[--workload-out FILE]\n"
+          "Runs an experiment file (docs/experiments.md): validates it before anything loads, "
+          "resolves the\n"
+          "model (synthesising a preset once), runs warm-ups and repetitions and writes one run "
+          "directory\n"
+          "(metrics per repetition + median/min/max). An experiment with a \"sweep\" section runs "
+          "its grid.\n\n"
+          "options:\n") +
+      kExperimentOptions +
+      "  --dry-run               validate and build the workload, then stop (default: run)\n"
+      "  --workload-out FILE     write the expanded workload as .jsonl (the peers read it) "
+      "(default: none)\n"
+      "  --resolved-out FILE     write the resolved experiment (defaults and --set applied) "
+      "(default: none)\n\n"
+      "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
+  h["rerun"] =
+      std::string(
+          "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check]\n"
+          "Reruns a recorded run from its manifest alone (same resolved experiment, device and "
+          "model),\n"
+          "says whether the weights' hash, the tokenizer's hash or the commit differ, and whether "
+          "the\n"
+          "generated tokens are identical to the recorded ones.\n\n"
+          "options:\n") +
+      kExperimentOptions +
+      "  --check                 exit 1 when any request's tokens differ (default: report only)\n\n"
+      "example:\n  lantern rerun runs/20261201-030000-default --check\n";
+  h["compare"] =
+      "usage: lantern compare RUN_A RUN_B [RUN ...] [--csv | --markdown] [--no-kernels]\n"
+      "One table of serving metrics (median over repetitions) and kernel time per op call and per "
+      "family,\n"
+      "side by side with ratios to the first run; '*' marks a difference outside the noise band "
+      "measured\n"
+      "from the repetitions ('~' inside). Then the config diff. Peers' run directories compare "
+      "too.\n\n"
+      "options:\n"
+      "  --csv                   CSV tables (default: aligned text)\n"
+      "  --markdown              GitHub Markdown tables (default: aligned text)\n"
+      "  --no-kernels            metrics and config diff only (default: with kernel tables)\n\n"
+      "example:\n  lantern compare runs/attn-seed runs/attn-ours --markdown\n";
+  h["sweep"] =
+      std::string(
+          "usage: lantern sweep EXP.json --param PATH=V1,V2,... [--param ...] [--set PATH=VALUE "
+          "...] "
+          "[--out DIR]\n"
+          "Runs the grid of the --param values (and the experiment's own \"sweep\" section), one "
+          "run\n"
+          "directory per point under one sweep directory, and writes sweep.csv (one row per "
+          "point).\n\n"
+          "options:\n"
+          "  --param PATH=V1,V2      a swept field (repeatable; the last varies fastest)\n") +
+      kExperimentOptions +
+      "  (--out here is the sweep directory; default runs/<UTC time>-<name>-sweep)\n\n"
+      "example:\n  lantern sweep experiments/decode-latency.json --param limits.max_seqs=1,2,4,8\n";
+  h["generate"] =
+      std::string(
+          "usage: lantern generate --model DIR (--prompt TEXT | --prompt-ids IDS | --requests "
+          "FILE.jsonl) "
+          "[options]\n"
+          "Generates from a prompt and streams the text (or ids) to stdout; summary lines go to "
+          "stderr.\n\n"
+          "options:\n"
+          "  --prompt TEXT           prompt text (BOS prepended) (default: none)\n"
+          "  --chat                  wrap --prompt in the Llama 3 chat template (default: off)\n"
+          "  --system TEXT           system message (implies --chat) (default: none)\n"
+          "  --chat-form llama3|llama31  template form (default: from tokenizer_config.json)\n"
+          "  --date TEXT             llama31 \"Today Date\" (default 26 Jul 2024)\n"
+          "  --prompt-ids IDS        token ids, comma or space separated (default: none)\n"
+          "  --requests FILE.jsonl   a batch: {\"prompt\"|\"prompt_ids\", max_new_tokens, ...} a "
+          "line\n"
+          "  --max-new-tokens N      tokens to generate (default 32)\n"
+          "  --temperature T         0: greedy (default 0)\n"
+          "  --top-k K               0: off (default 0)\n"
+          "  --top-p P               1: off (default 1)\n"
+          "  --seed N                sampling seed (default 0)\n"
+          "  --ignore-eos            keep going past EOS (default: stop)\n"
+          "  --repeat N              submit the prompt N times (default 1)\n"
+          "  --ids                   print token ids instead of text (default: text)\n"
+          "  --out FILE.jsonl        write one result per request (default: none)\n") +
+      kEngineOptions + harness::harness_options_help() +
+      "\nexample:\n  lantern generate --model models/llama-3.2-1b --prompt \"Why is the sky "
+      "blue?\" --chat "
+      "--max-new-tokens 64\n";
+  h["bench"] =
+      std::string(
+          "usage: lantern bench --model DIR [--batch B] [--prompt-len P] [--decode-steps N] "
+          "[options]\n"
+          "Decode and prefill throughput against the roofline measured in the same run.\n\n"
+          "options:\n"
+          "  --batch B               requests decoded together (default 1)\n"
+          "  --prompt-len P          random prompt tokens each (default 128)\n"
+          "  --decode-steps N        tokens generated each (default 128)\n"
+          "  --seed N                seed of the random prompts (default 1)\n"
+          "  --bandwidth-gbs X       roofline bandwidth (default 0: measure a device copy)\n"
+          "  --json FILE             also write the numbers as JSON (default: none)\n") +
+      kEngineOptions +
+      "\nexample:\n  lantern bench --model models/llama-3.2-1b --device cuda --batch 8 "
+      "--prompt-len 128 "
+      "--decode-steps 128\n";
+  h["score"] = std::string(
+                   "usage: lantern score --model DIR --ids-file FILE --out LOGITS.bin "
+                   "[--prefill-tokens N] [options]\n"
+                   "Teacher-forced logits of a token sequence: float32 [positions x vocab], "
+                   "little-endian.\n\n"
+                   "options:\n"
+                   "  --ids-file FILE         token ids, comma or space separated (required)\n"
+                   "  --out FILE              logits file to write (required)\n"
+                   "  --prefill-tokens N      ids prefilled in one step, the rest decoded "
+                   "(default: all)\n") +
+               kEngineOptions +
+               "\nexample:\n  lantern score --model DIR --ids-file ids.txt --out logits.bin "
+               "--prefill-tokens 17\n";
+  h["inspect"] =
+      "usage: lantern inspect RUN_DIR [--compare OTHER_RUN] [--top N] [--phase "
+      "prefill|decode|mixed] "
+      "[--by op|kernel] [--check]\n"
+      "Summarises a run directory: top ops or kernels with rates and roofline share, alias plan, "
+      "KV, memory map.\n\n"
+      "options:\n"
+      "  --top N                 rows in the top table (default 15)\n"
+      "  --phase P               only steps of this phase (default: all)\n"
+      "  --by op|kernel          group by op or by GPU kernel (default op)\n"
+      "  --check                 also validate trace.json; exit 1 on violations or errors "
+      "(default: off)\n"
+      "  --compare OTHER_RUN     alias of `lantern compare RUN_DIR OTHER_RUN` (default: none)\n\n"
+      "example:\n  lantern inspect runs/mixed --phase decode --top 10\n";
+  h["synth"] =
+      "usage: lantern synth --preset NAME --out DIR [--seed N] [--tokenizer-dir DIR] [--threads "
+      "N]\n"
+      "Writes a complete HF model directory with seeded random bf16 weights of a preset's exact "
+      "shapes.\n\n"
+      "options:\n"
+      "  --preset NAME           tiny, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b (required)\n"
+      "  --out DIR               model directory to write (required)\n"
+      "  --seed N                weight seed (default 0)\n"
+      "  --tokenizer-dir DIR     folder with tokenizer.json (default: third_party/npm/llama3)\n"
+      "  --threads N             writer threads (default 0: one per hardware thread)\n\n"
+      "example:\n  lantern synth --preset llama-3.2-1b --out models/llama-3.2-1b --seed 0\n";
+  h["tokenize"] =
+      "usage: lantern tokenize --model DIR [TEXT | --file FILE | --jsonl FILE] [--no-special]\n"
+      "Text to token ids (a JSON array per input) with the model's tokenizer.json.\n\n"
+      "options:\n"
+      "  --model DIR             folder with tokenizer.json (required)\n"
+      "  --file FILE             tokenize the whole file (default: TEXT or stdin)\n"
+      "  --jsonl FILE            one JSON string a line, one id array a line out (default: none)\n"
+      "  --no-special            treat special-token text as plain text (default: parse it)\n\n"
+      "example:\n  lantern tokenize --model models/tiny-seed0 \"Hello world\"\n";
+  h["detokenize"] =
+      "usage: lantern detokenize --model DIR [--skip-special] < ids.json\n"
+      "Token ids (a JSON array on stdin) to text.\n\n"
+      "options:\n"
+      "  --model DIR             folder with tokenizer.json (required)\n"
+      "  --skip-special          drop special tokens (default: keep them)\n\n"
+      "example:\n  echo '[9906,1917]' | lantern detokenize --model models/tiny-seed0\n";
+  h["help"] =
+      "usage: lantern help [COMMAND | schema]\n"
+      "Lists the commands, or prints one command's usage, options with defaults and an example\n"
+      "(the same as `lantern COMMAND --help`); `schema`: every experiment field as a Markdown "
+      "table.\n\n"
+      "options:\n  (none)\n\n"
+      "example:\n  lantern help run\n";
+  return h;
+}
+
+int cmd_help(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "schema") {
+    std::fputs(experiment::schema_markdown().c_str(), stdout);
+    return 0;
+  }
+  if (argv.empty()) {
+    std::printf(
+        "usage: lantern <command> [options]   (lantern help COMMAND for one "
+        "command)\n\ncommands:\n");
+    for (const auto& [name, c] : commands())
+      std::printf("  %-12s %s\n", name.c_str(), c.summary.c_str());
+    return 0;
+  }
+  if (!commands().count(argv[0])) {
+    std::fprintf(stderr, "lantern help: unknown command '%s' (fix: `lantern help` lists them)\n",
+                 argv[0].c_str());
+    return 1;
+  }
+  std::fputs(help_text(argv[0]).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+std::string help_text(const std::string& command) {
+  static const std::map<std::string, std::string> texts = build();
+  auto it = texts.find(command);
+  if (it != texts.end()) return it->second;
+  auto c = commands().find(command);
+  return "usage: lantern " + command + " [options]\n" +
+         (c != commands().end() ? c->second.summary + "\n" : "");
+}
+
+LANTERN_COMMAND("help", "usage, options and an example of a command", cmd_help);
+
+}  // namespace lantern::cli

@@ -1,0 +1,109 @@
+// `lantern compare`'s model: metric lookup (summary medians, legacy keys),
+// noise marks from repetition spreads, kernel tables, config diff, rendering.
+#include "harness/experiment/compare.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "harness/experiment/serving.h"
+
+namespace lantern::experiment {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// A run whose repetitions measured `throughputs` and whose kernels are one
+// op "q_proj" at `us` per call in every repetition.
+CompareRun make_run(const std::string& name, std::vector<double> throughputs, double us,
+                    int max_seqs) {
+  CompareRun r;
+  r.name = name;
+  r.dir = "/runs/" + name;
+  std::vector<json> reps;
+  int64_t step = 0;
+  for (double t : throughputs) {
+    reps.push_back({{"output_throughput", t}, {"step_range", {step, step + 2}}});
+    for (int s = 0; s < 2; ++s, ++step) {
+      runfmt::KernelRow k;
+      k.launch = step;
+      k.step = step;
+      k.op = "q_proj";
+      k.family = "gemm";
+      k.variant_name = "cublas";
+      k.dur_us = us;
+      r.kernels.push_back(k);
+    }
+  }
+  r.metrics = {{"repetitions", reps}, {"summary", summarize_repetitions(reps)}};
+  r.manifest = {{"name", name},
+                {"experiment", {{"resolved", {{"limits", {{"max_seqs", max_seqs}}}}}}}};
+  return r;
+}
+
+TEST(Compare, MetricIsTheMedianWithTheRepetitionSpread) {
+  CompareRun r = make_run("a", {100, 110, 90}, 5, 1);
+  MetricValue m = metric_value(r, "output_throughput");
+  ASSERT_TRUE(m.present);
+  EXPECT_DOUBLE_EQ(m.value, 100);
+  EXPECT_DOUBLE_EQ(m.spread, 0.2);
+  EXPECT_FALSE(metric_value(r, "ttft_ms.p50").present);
+}
+
+TEST(Compare, LegacyRunsFromGenerateMapTheirKeys) {
+  CompareRun r;
+  r.metrics = {{"tokens_per_s", 42.0}, {"ttft_s", {{"p50", 0.25}}}};
+  EXPECT_DOUBLE_EQ(metric_value(r, "output_throughput").value, 42);
+  EXPECT_DOUBLE_EQ(metric_value(r, "ttft_ms.p50").value, 250);
+  EXPECT_EQ(metric_value(r, "output_throughput").spread, -1);  // one repetition: no band
+}
+
+TEST(Compare, NoiseMarkComparesTheDifferenceWithTheLargerSpread) {
+  MetricValue base{true, 100, 0.05};
+  EXPECT_EQ(noise_mark(base, MetricValue{true, 104, 0.02}), "~");  // 4 % < 5 %
+  EXPECT_EQ(noise_mark(base, MetricValue{true, 107, 0.02}), "*");  // 7 % > 5 %
+  EXPECT_EQ(noise_mark(base, MetricValue{true, 107, 0.10}), "~");  // its own band is 10 %
+  EXPECT_EQ(noise_mark(base, MetricValue{true, 150, -1}), "");     // one repetition: no mark
+  EXPECT_EQ(noise_mark(MetricValue{}, MetricValue{true, 1, 0}), "");
+}
+
+TEST(Compare, TablesRatiosMarksAndConfigDiff) {
+  CompareRun a = make_run("a", {100, 102, 98}, 10, 1);
+  CompareRun b = make_run("b", {150, 151, 149}, 5, 4);
+  Comparison c = compare_runs({a, b});
+  ASSERT_FALSE(c.metrics.rows.empty());
+  EXPECT_EQ(c.metrics.header, (std::vector<std::string>{"metric", "a", "b", "b/a"}));
+  EXPECT_EQ(c.metrics.rows[0][0], "output throughput (tok/s)");
+  EXPECT_EQ(c.metrics.rows[0][3], "1.500 *");
+  ASSERT_EQ(c.ops.rows.size(), 1u);
+  EXPECT_EQ(c.ops.rows[0][0], "q_proj");
+  EXPECT_EQ(c.ops.rows[0][1], "gemm.cublas");
+  EXPECT_EQ(c.ops.rows[0][2], "10.00");
+  EXPECT_EQ(c.ops.rows[0][4], "0.500 *");  // per-call times are identical within each run: spread 0
+  ASSERT_EQ(c.families.rows.size(), 1u);
+  EXPECT_EQ(c.families.rows[0][1], "10.00");  // one 10 us call per traced step
+  ASSERT_EQ(c.config.rows.size(), 1u);
+  EXPECT_EQ(c.config.rows[0], (std::vector<std::string>{"limits.max_seqs", "1", "4"}));
+}
+
+TEST(Compare, RunsWithTheSameNameAreToldApartByDirectory) {
+  CompareRun a = make_run("x", {1, 1}, 1, 1), b = make_run("x", {1, 1}, 1, 1);
+  a.dir = "/r/first";
+  b.dir = "/r/second";
+  Comparison c = compare_runs({a, b});
+  EXPECT_EQ(c.metrics.header[1], "first");
+  EXPECT_EQ(c.metrics.header[2], "second");
+  EXPECT_TRUE(c.config.rows.empty());
+}
+
+TEST(Table, RendersTextCsvAndMarkdown) {
+  Table t{"title", {"k", "v"}, {{"a,b", "1"}, {"c|d", "22"}}, {"note"}};
+  EXPECT_EQ(render(t, TableFormat::csv), "k,v\n\"a,b\",1\nc|d,22\n");
+  std::string md = render(t, TableFormat::markdown);
+  EXPECT_THAT(md, HasSubstr("| k | v |\n| --- | ---: |\n| a,b | 1 |\n| c\\|d | 22 |\n"));
+  std::string text = render(t, TableFormat::text);
+  EXPECT_EQ(text, "title\n  k    v\n  a,b  1\n  c|d 22\n  note\n");
+}
+
+}  // namespace
+}  // namespace lantern::experiment
