@@ -332,6 +332,7 @@ void Session::write(const EngineSummary& summary, bool complete) {
                              {"time_unit", "us"},
                              {"trimmed_gpu_overlaps", trace_stats.trimmed_overlaps}});
   writer.write_kernels(rows);
+  writer.write_timeline_index(trace, rows);
   writer.write_memory(memory_map);
   writer.write_kv(kv_data);
   writer.write_outputs(outputs);
