@@ -9,6 +9,7 @@
 #include <png.h>
 
 #include <cerrno>
+#include <cfloat>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -80,10 +81,11 @@ AppWindow::~AppWindow() {
 
 bool AppWindow::should_close() const { return glfwWindowShouldClose(window_); }
 
-void AppWindow::begin_frame() {
+void AppWindow::begin_frame(bool no_mouse) {
   glfwPollEvents();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
+  if (no_mouse) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
   ImGui::NewFrame();
 }
 

@@ -26,7 +26,8 @@ class AppWindow {
   AppWindow& operator=(const AppWindow&) = delete;
 
   bool should_close() const;
-  void begin_frame();      // poll events, new ImGui frame
+  // Poll events, new ImGui frame; `no_mouse`: the mouse is away (screenshots).
+  void begin_frame(bool no_mouse = false);
   void render();           // ImGui render into the back buffer (no swap)
   void swap();
   // The back buffer as top-down RGBA rows (call after render(), before swap()).

@@ -129,7 +129,7 @@ int screenshot(const Args& a) {
   const Panel panel = *panel_from_name(a.panel);
   // A few frames: tables and auto-sized windows settle on the second.
   for (int frame = 0; frame < 4; ++frame) {
-    window.begin_frame();
+    window.begin_frame(/*no_mouse=*/true);
     view.draw_single(panel);
     window.render();
     if (frame == 3) {

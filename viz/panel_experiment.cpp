@@ -14,14 +14,11 @@ namespace lantern::view {
 
 namespace {
 
-std::string leaf(const nlohmann::json& j, std::initializer_list<const char*> path) {
-  const nlohmann::json* p = &j;
-  for (const char* k : path) {
-    if (!p->is_object() || !p->contains(k)) return "-";
-    p = &(*p)[k];
-  }
-  if (p->is_null()) return "-";
-  return p->is_string() ? p->get<std::string>() : p->dump();
+std::string leaf(const nlohmann::json& j, std::initializer_list<const char*> path) { return json_text(j, path); }
+
+nlohmann::json config_of(const RunData& r) {
+  auto it = r.manifest.json.find("config");
+  return it != r.manifest.json.end() && it->is_object() ? *it : nlohmann::json::object();
 }
 
 void manifest_summary(const RunData& run) {
@@ -57,6 +54,11 @@ void manifest_summary(const RunData& run) {
   ui::kv_line("host", leaf(m, {"host", "hostname"}) + ", " + leaf(m, {"host", "cpu"}) + ", " +
                           leaf(m, {"host", "cpu_cores"}) + " cores");
   ui::kv_line("command", leaf(m, {"command"}));
+  const nlohmann::json& x = run.metrics;
+  auto ms = [&](const char* k) { return leaf(x, {k, "p50"}) == "-" ? std::string("-") : ui::number(std::atof(leaf(x, {k, "p50"}).c_str()) * 1e3, 4) + " ms"; };
+  ui::kv_line("throughput", leaf(x, {"tokens_per_s"}) == "-" ? std::string("-")
+                                : ui::number(std::atof(leaf(x, {"tokens_per_s"}).c_str()), 4) + " tok/s over " +
+                                      leaf(x, {"requests"}) + " requests; TTFT p50 " + ms("ttft_s") + ", TPOT p50 " + ms("tpot_s"));
 }
 
 void json_table(const char* id, const nlohmann::json& j, float height) {
@@ -171,7 +173,7 @@ void View::draw_experiment() {
       const float half = (ImGui::GetContentRegionAvail().x - 8) / 2;
       ImGui::BeginChild("##cfg", ImVec2(half, 0));
       ImGui::TextUnformatted("resolved config");
-      json_table("##config", a.manifest.json.value("config", nlohmann::json::object()), 0);
+      json_table("##config", config_of(a), 0);
       ImGui::EndChild();
       ImGui::SameLine();
       ImGui::BeginChild("##met", ImVec2(0, 0));
@@ -185,8 +187,8 @@ void View::draw_experiment() {
       ImGui::Text("A: %s    B: %s", a.data.name.c_str(), b.data.name.c_str());
       const float h = (ImGui::GetContentRegionAvail().y - 3 * ImGui::GetTextLineHeightWithSpacing()) / 3;
       ImGui::TextUnformatted("config differences");
-      diff_table("##cfgdiff", diff_json(a.data.manifest.json.value("config", nlohmann::json::object()),
-                                        b.data.manifest.json.value("config", nlohmann::json::object())),
+      diff_table("##cfgdiff", diff_json(config_of(a.data),
+                                        config_of(b.data)),
                  "A", "B", h);
       ImGui::TextUnformatted("metrics");
       diff_table("##metdiff", side_by_side_numbers(a.data.metrics, b.data.metrics), "A", "B", h);

@@ -42,11 +42,10 @@ void View::draw_kernels() {
     ker_.rows_phase = ker_.phase;
     ker_.resort = true;
   }
-  const std::string source = run.data.manifest.json.value("harness", nlohmann::json::object())
-                                 .value("kernel_timing", std::string());
+  const std::string source = json_text(run.data.manifest.json, {"harness", "kernel_timing"});
   ImGui::SameLine();
   ImGui::TextColored(ImVec4(0.65f, 0.65f, 0.65f, 1), "%zu rows, timing: %s", k->rows,
-                     source == "host" ? "host clock (CPU backend)" : source.empty() ? "?" : source.c_str());
+                     source == "host" ? "host clock (CPU backend)" : source.c_str());
 
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable |
@@ -95,12 +94,12 @@ void View::draw_kernels() {
       cell(s.family_variant);
       cell(std::to_string(s.count));
       num(s.total_us / 1e3, "%.3f");
-      num(s.mean_us, "%.2f");
-      num(s.p50_us, "%.2f");
-      num(s.p99_us, "%.2f");
-      num(s.gb_per_s, "%.1f");
-      num(s.tflop_per_s, "%.2f");
-      num(s.pct_roofline, "%.1f");
+      num(s.mean_us, "%.4g");
+      num(s.p50_us, "%.4g");
+      num(s.p99_us, "%.4g");
+      num(s.gb_per_s, "%.4g");
+      num(s.tflop_per_s, "%.3g");
+      num(s.pct_roofline, "%.3g");
       num(s.share_of_steps * 100, "%.1f");
     }
   ImGui::EndTable();

@@ -52,12 +52,16 @@ void View::draw_kv() {
   // Heatmap.
   dl->AddRectFilled(ImVec2(x0, heat_y0), ImVec2(x1, heat_y1), IM_COL32(34, 34, 38, 255));
   const float cw = (x1 - x0) / std::max(1, h.step_bins), ch = (heat_y1 - heat_y0) / std::max(1, h.block_bins);
+  // Block 0 at the bottom; vertical runs of equal cells drawn as one rectangle.
   for (int c = 0; c < h.step_bins; ++c)
-    for (int b = 0; b < h.block_bins; ++b) {
+    for (int b = 0; b < h.block_bins;) {
       const size_t cell = static_cast<size_t>(c) * h.block_bins + b;
-      if (h.used[cell] <= 0) continue;
-      dl->AddRectFilled(ImVec2(x0 + c * cw, heat_y0 + b * ch), ImVec2(x0 + (c + 1) * cw, heat_y0 + (b + 1) * ch),
-                        ui::color_for(static_cast<uint64_t>(h.owner[cell]), 0.35f + 0.65f * h.used[cell]));
+      int e = b + 1;
+      while (e < h.block_bins && h.owner[cell + (e - b)] == h.owner[cell] && h.used[cell + (e - b)] == h.used[cell]) ++e;
+      if (h.used[cell] > 0)
+        dl->AddRectFilled(ImVec2(x0 + c * cw, heat_y1 - e * ch), ImVec2(x0 + (c + 1) * cw, heat_y1 - b * ch),
+                          ui::color_for(static_cast<uint64_t>(h.owner[cell]), 0.35f + 0.65f * h.used[cell]));
+      b = e;
     }
   ui::value_axis(dl, x0 - 2, heat_y0, heat_y1, 0, kv.total_blocks, "block");
   // Sequence events above the heatmap.
@@ -95,12 +99,12 @@ void View::draw_kv() {
   dl->AddText(ImVec2(x0 + 94, curve_y0 + 2), IM_COL32(150, 170, 255, 255), frag_label);
   // Step axis under the curves.
   const double step_tick = ui::nice_step(nsteps, std::max(2, static_cast<int>((x1 - x0) / 80)));
-  for (double c = 0; c < nsteps; c += step_tick) {
+  for (double c = 0; c < nsteps - step_tick * 0.4; c += step_tick) {
     const float x = X(c + 0.5);
     dl->AddLine(ImVec2(x, curve_y1), ImVec2(x, curve_y1 + 4), ui::kDimText);
     dl->AddText(ImVec2(x + 2, curve_y1 + 3), ui::kDimText, std::to_string(kv.steps[static_cast<int>(c)].step).c_str());
   }
-  dl->AddText(ImVec2(x1 - 30, curve_y1 + 3), ui::kDimText, "step");
+  dl->AddText(ImVec2(x0 - 40, curve_y1 + 3), ui::kDimText, "step");
   // Cursor.
   const int cursor_col = column_of(cursor_.step);
   if (cursor_col < nsteps) {
@@ -118,7 +122,7 @@ void View::draw_kv() {
                                      " wasted token slots)");
     ui::kv_line("sequences", std::to_string(s.num_seqs));
     if (io.MousePos.y >= heat_y0 && io.MousePos.y < heat_y1 && h.block_bins > 0) {
-      const int b = std::clamp(static_cast<int>((io.MousePos.y - heat_y0) / ch), 0, h.block_bins - 1);
+      const int b = std::clamp(static_cast<int>((heat_y1 - io.MousePos.y) / ch), 0, h.block_bins - 1);
       const int c = std::min(col / h.steps_per_bin, h.step_bins - 1);
       const size_t cell = static_cast<size_t>(c) * h.block_bins + b;
       ui::kv_line("blocks", std::to_string(b * h.blocks_per_bin) + ".." +

@@ -60,7 +60,7 @@ void View::draw_lifetimes() {
 
   // The Gantt.
   ImVec2 p = ImGui::GetCursorScreenPos();
-  const float header_h = 18, row_h = 17;
+  const float font = ImGui::GetFontSize(), header_h = 18 + 2 * font + 4, row_h = 17;
   const float gx0 = p.x + label_w, gw = std::max(10.f, width - label_w - 4);
   const float col_w = gw / std::max(1, g.ops);
   float h = header_h + row_h * g.rows.size() + 8;
@@ -85,6 +85,12 @@ void View::draw_lifetimes() {
     }
   }
   dl->AddText(ImVec2(p.x, p.y), ui::kDimText, "view (buffer)  \\  op ->");
+  // Op names, staggered on two lines so each gets two columns of room.
+  for (int o = 0; o < g.ops && pat; ++o) {
+    const float x = gx0 + o * col_w, ty = p.y + 18 + (o % 2) * font;
+    ui::clipped_text(dl, ImVec2(x - col_w / 2, ty), ImVec2(x + col_w * 1.5f, ty + font), pat->ops[o].op,
+                     o % 2 ? ui::kDimText : IM_COL32(200, 200, 200, 255));
+  }
   float y = p.y + header_h;
   last_buffer = -2;
   for (const GanttRow& r : g.rows) {
@@ -99,6 +105,7 @@ void View::draw_lifetimes() {
       ImVec2 a(gx0 + b.first * col_w + 1, y + 2), c(gx0 + (b.last + 1) * col_w - 1, y + row_h - 2);
       ImU32 fill = ui::color_for_name(mem.views[r.view].name, b.unread ? 0.35f : 0.9f);
       dl->AddRectFilled(a, c, fill, 2);
+      dl->AddRect(a, c, ui::darker(fill, 0.5f), 2);  // consecutive values of one view stay apart
       if (b.stale) dl->AddRect(a, c, ui::kYellow, 2, 0, 2);
       if (b.overlaps) dl->AddRect(a, c, ui::kOrange, 2, 0, 2);
       if (b.violation) dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(c.x + 1, c.y + 1), ui::kRed, 2, 0, 2.5f);

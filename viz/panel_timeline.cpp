@@ -81,9 +81,9 @@ void range_details(const RunData& run, size_t r) {
   if (!args.is_object()) return;
   if (args.contains("bytes") || args.contains("flops")) {
     ui::kv_line("op / layer", run.str(icell(t, "name", r)) + "  layer " + std::to_string(icell(t, "layer", r)));
-    ui::kv_line("family.variant", args.value("family", std::string()) + "." +
-                                      (args.contains("variant") ? args["variant"].dump() : std::string()));
-    rate_lines(args.value("bytes", 0.0), args.value("flops", 0.0), dur, std::nan(""), std::nan(""), std::nan(""));
+    ui::kv_line("family.variant", json_text(args, {"family"}) + "." + json_text(args, {"variant"}));
+    auto number = [&](const char* k) { return args[k].is_number() ? args[k].get<double>() : 0.0; };
+    rate_lines(number("bytes"), number("flops"), dur, std::nan(""), std::nan(""), std::nan(""));
     ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.6f, 1), "(host time of the op: on CUDA, its kernels are on the stream rows)");
   }
   for (const auto& [key, v] : args.items())
@@ -212,6 +212,7 @@ void View::draw_timeline() {
     y += ImGui::GetFontSize() + 3;
   }
   for (const CounterSeries& s : tm.counters) {
+    if (s.vmin == 0 && s.vmax == 0) continue;  // e.g. device memory on a CPU run
     const float cy0 = y + 3, cy1 = y + kCounterHeight - 4;
     dl->AddText(ImVec2(origin.x + 14, y + 2), ui::kText, s.name.c_str());
     dl->AddText(ImVec2(origin.x + 14, y + 2 + ImGui::GetFontSize()), ui::kDimText,

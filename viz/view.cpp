@@ -189,6 +189,13 @@ void View::draw_single(Panel p) {
   ImGui::Begin(title.c_str(), nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                    ImGuiWindowFlags_NoSavedSettings);
+  for (int slot = 0; slot < 2; ++slot)  // load problems stay visible in screenshots too
+    if (runs_[slot])
+      for (const LoadMessage& m : runs_[slot]->data.messages)
+        ImGui::TextColored(m.level == LoadMessage::error     ? ImVec4(1, 0.35f, 0.3f, 1)
+                           : m.level == LoadMessage::warning ? ImVec4(1, 0.8f, 0.3f, 1)
+                                                             : ImVec4(0.6f, 0.8f, 1, 1),
+                           "%s%s", slot ? "B: " : "", m.text.c_str());
   draw_panel(p);
   ImGui::End();
 }
@@ -198,13 +205,20 @@ void View::draw_panel(Panel p) {
     no_data("No run open. File > Open, or: lantern-view RUN_DIR [RUN_DIR2]");
     return;
   }
-  switch (p) {
-    case Panel::memory: draw_memory(); break;
-    case Panel::lifetimes: draw_lifetimes(); break;
-    case Panel::kv: draw_kv(); break;
-    case Panel::timeline: draw_timeline(); break;
-    case Panel::kernels: draw_kernels(); break;
-    case Panel::experiment: draw_experiment(); break;
+  // A panel that meets data it cannot draw says so instead of taking the app
+  // down: the ImGui stack it left open is unwound to this window.
+  try {
+    switch (p) {
+      case Panel::memory: draw_memory(); break;
+      case Panel::lifetimes: draw_lifetimes(); break;
+      case Panel::kv: draw_kv(); break;
+      case Panel::timeline: draw_timeline(); break;
+      case Panel::kernels: draw_kernels(); break;
+      case Panel::experiment: draw_experiment(); break;
+    }
+  } catch (const std::exception& e) {
+    ImGui::ErrorCheckEndWindowRecover(nullptr);
+    ImGui::TextColored(ImVec4(1, 0.35f, 0.3f, 1), "%s: cannot draw this run: %s", panel_title(p), e.what());
   }
 }
 

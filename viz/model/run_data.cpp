@@ -110,6 +110,18 @@ void load_timeline(RunData& run) {
 
 }  // namespace
 
+std::string json_text(const nlohmann::json& j, std::initializer_list<const char*> path) {
+  const nlohmann::json* p = &j;
+  for (const char* k : path) {
+    if (!p->is_object()) return "-";
+    auto it = p->find(k);
+    if (it == p->end()) return "-";
+    p = &*it;
+  }
+  if (p->is_null()) return "-";
+  return p->is_string() ? p->get<std::string>() : p->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 bool RunData::has_errors() const {
   return std::any_of(messages.begin(), messages.end(),
                      [](const LoadMessage& m) { return m.level == LoadMessage::error; });
@@ -162,6 +174,9 @@ RunData load_run(const fs::path& dir) {
   guarded(run, kKv, [&] { run.kv = runfmt::kv_from_json(runfmt::detail::read_json_file(dir / kKv)); });
   guarded(run, kOutputs, [&] { load_outputs(run); });
   load_timeline(run);
+  // Panels index these objects: never leave them null or of another type.
+  if (!run.manifest.json.is_object()) run.manifest.json = nlohmann::json::object();
+  if (!run.metrics.is_object()) run.metrics = nlohmann::json::object();
   run.load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;

@@ -36,6 +36,10 @@ struct RunData {
   const std::string& str(int64_t id) const;  // index string (empty for -1)
 };
 
+// The string or number at a path of `j` as text ("-" when absent or null);
+// never throws, whatever the types met on the way.
+std::string json_text(const nlohmann::json& j, std::initializer_list<const char*> path);
+
 // Never throws on bad input: every problem is a message in the result.
 RunData load_run(const std::filesystem::path& dir);
 

@@ -84,7 +84,7 @@ Gui* gui() {
 }
 
 void frame(Gui* g, view::Panel panel) {
-  g->window->begin_frame();
+  g->window->begin_frame(true);
   g->view->draw_single(panel);
   g->window->render();
   g->window->swap();
