@@ -94,7 +94,10 @@ void AppWindow::render() {
   int w = 0, h = 0;
   glfwGetFramebufferSize(window_, &w, &h);
   glViewport(0, 0, w, h);
-  glClearColor(0.09f, 0.09f, 0.10f, 1.f);
+  // The clear colour is the windows' background: panels drawn full-window
+  // skip their background quad (View::draw_single).
+  const ImVec4 bg = ImGui::GetStyleColorVec4(ImGuiCol_WindowBg);
+  glClearColor(bg.x, bg.y, bg.z, 1.f);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 }

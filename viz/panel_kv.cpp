@@ -2,13 +2,47 @@
 // (binned to pixels), admissions / preemptions / finishes marked above it;
 // used, free and fragmentation curves under it on the same step axis; every
 // live sequence's block table at the cursor step.
+#include <GL/gl.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "viz/ui.h"
 #include "viz/view.h"
 
 namespace lantern::view {
+
+namespace {
+
+// Uploads the heatmap as an RGBA texture (columns = step bins, rows = block
+// bins, block 0 at the bottom): the panel then draws one quad however many
+// cells there are, which software GL needs.
+void upload_heatmap(const KvHeatmap& h, unsigned int& texture) {
+  std::vector<uint32_t> pixels(static_cast<size_t>(h.step_bins) * h.block_bins, IM_COL32(34, 34, 38, 255));
+  for (int c = 0; c < h.step_bins; ++c)
+    for (int b = 0; b < h.block_bins; ++b) {
+      const size_t cell = static_cast<size_t>(c) * h.block_bins + b;
+      if (h.used[cell] <= 0) continue;
+      const ImVec4 bg(34 / 255.f, 34 / 255.f, 38 / 255.f, 1);
+      ImVec4 fg = ImGui::ColorConvertU32ToFloat4(ui::color_for(static_cast<uint64_t>(h.owner[cell])));
+      const float a = 0.35f + 0.65f * h.used[cell];  // blended here: the texture is opaque
+      pixels[static_cast<size_t>(h.block_bins - 1 - b) * h.step_bins + c] = ImGui::ColorConvertFloat4ToU32(
+          ImVec4(bg.x + (fg.x - bg.x) * a, bg.y + (fg.y - bg.y) * a, bg.z + (fg.z - bg.z) * a, 1));
+    }
+  if (!texture) glGenTextures(1, &texture);
+  glBindTexture(GL_TEXTURE_2D, texture);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+  glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA, h.step_bins, h.block_bins, 0, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+}
+
+}  // namespace
 
 void View::draw_kv() {
   const LoadedRun& run = *runs_[0];
@@ -38,6 +72,7 @@ void View::draw_kv() {
   const int want_steps = std::max(1, static_cast<int>(x1 - x0)), want_blocks = std::max(1, static_cast<int>(heat_y1 - heat_y0));
   if (kv_.cached_step_bins != want_steps || kv_.cached_block_bins != want_blocks) {
     kv_.heat = bin_kv(kv, want_blocks, want_steps);
+    if (kv_.heat.step_bins > 0 && kv_.heat.block_bins > 0) upload_heatmap(kv_.heat, kv_.texture);
     kv_.cached_step_bins = want_steps;
     kv_.cached_block_bins = want_blocks;
   }
@@ -50,19 +85,10 @@ void View::draw_kv() {
     return static_cast<int>(it - kv.steps.begin());
   };
   // Heatmap.
-  dl->AddRectFilled(ImVec2(x0, heat_y0), ImVec2(x1, heat_y1), IM_COL32(34, 34, 38, 255));
-  const float cw = (x1 - x0) / std::max(1, h.step_bins), ch = (heat_y1 - heat_y0) / std::max(1, h.block_bins);
-  // Block 0 at the bottom; vertical runs of equal cells drawn as one rectangle.
-  for (int c = 0; c < h.step_bins; ++c)
-    for (int b = 0; b < h.block_bins;) {
-      const size_t cell = static_cast<size_t>(c) * h.block_bins + b;
-      int e = b + 1;
-      while (e < h.block_bins && h.owner[cell + (e - b)] == h.owner[cell] && h.used[cell + (e - b)] == h.used[cell]) ++e;
-      if (h.used[cell] > 0)
-        dl->AddRectFilled(ImVec2(x0 + c * cw, heat_y1 - e * ch), ImVec2(x0 + (c + 1) * cw, heat_y1 - b * ch),
-                          ui::color_for(static_cast<uint64_t>(h.owner[cell]), 0.35f + 0.65f * h.used[cell]));
-      b = e;
-    }
+  const float ch = (heat_y1 - heat_y0) / std::max(1, h.block_bins);
+  if (kv_.texture)
+    dl->AddImage(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(kv_.texture)), ImVec2(x0, heat_y0),
+                 ImVec2(x1, heat_y1));
   ui::value_axis(dl, x0 - 2, heat_y0, heat_y1, 0, kv.total_blocks, "block");
   // Sequence events above the heatmap.
   dl->AddText(ImVec2(p.x, p.y), ui::kDimText, "events");
@@ -77,7 +103,7 @@ void View::draw_kv() {
       dl->AddCircleFilled(ImVec2(x, my), 3, ui::kGrey);
   }
   // Curves: used and free blocks, fragmentation (right axis, %).
-  dl->AddRectFilled(ImVec2(x0, curve_y0), ImVec2(x1, curve_y1), IM_COL32(30, 30, 34, 255));
+  dl->AddRect(ImVec2(x0, curve_y0), ImVec2(x1, curve_y1), ui::kGridLine);
   ui::value_axis(dl, x0 - 2, curve_y0, curve_y1, 0, kv.total_blocks, "blocks");
   double max_frag = 0;
   for (const auto& s : kv.steps) max_frag = std::max(max_frag, s.fragmentation);

@@ -139,14 +139,21 @@ void View::draw_timeline() {
   auto X = [&](double t) { return x0 + static_cast<float>((t - tl_.t0) / us_per_px); };
 
   dl->PushClipRect(origin, ImVec2(origin.x + avail.x, origin.y + canvas_h), true);
-  dl->AddRectFilled(origin, ImVec2(origin.x + avail.x, origin.y + canvas_h), IM_COL32(22, 22, 26, 255));
   ui::time_axis(dl, x0, x1, origin.y + kAxisHeight - 2, tl_.t0, tl_.t1);
   dl->AddText(ImVec2(origin.x + 6, origin.y + 4), ui::kDimText, "time since run start");
 
-  // Cursor step shaded across all lanes.
-  if (const StepSpan* s = tm.step(cursor_.step))
-    dl->AddRectFilled(ImVec2(std::max(x0, X(s->t0)), origin.y + kAxisHeight),
-                      ImVec2(std::min(x1, X(s->t1)), origin.y + canvas_h), IM_COL32(255, 230, 80, 18));
+  // The cursor step: a band under the axis and its two edges (a shaded
+  // full-height rectangle would cost software GL a full-canvas blend).
+  if (const StepSpan* s = tm.step(cursor_.step)) {
+    const float a = std::max(x0, X(s->t0)), b = std::min(x1, X(s->t1));
+    if (b > a) {
+      dl->AddRectFilled(ImVec2(a, origin.y + kAxisHeight - 1), ImVec2(b, origin.y + kAxisHeight + 3),
+                        ui::with_alpha(ui::kCursor, 0.7f));
+      for (float x : {X(s->t0), X(s->t1)})
+        if (x >= x0 && x <= x1)
+          dl->AddLine(ImVec2(x, origin.y + kAxisHeight), ImVec2(x, origin.y + canvas_h), IM_COL32(255, 230, 80, 70));
+    }
+  }
 
   float y = origin.y + kAxisHeight + 4;
   std::string group;

@@ -149,9 +149,11 @@ void clipped_text(ImDrawList* dl, ImVec2 p0, ImVec2 p1, const std::string& text,
   if (width < 12) return;
   ImVec2 size = ImGui::CalcTextSize(text.c_str());
   const float y = p0.y + (p1.y - p0.y - size.y) / 2;
-  dl->PushClipRect(p0, p1, true);
-  dl->AddText(ImVec2(p0.x + std::max(2.f, (width - size.x) / 2), y), color, text.c_str());
-  dl->PopClipRect();
+  // Clipped on the CPU: a clip rect per label would make one draw call each,
+  // which software GL (llvmpipe) pays for dearly.
+  const ImVec4 clip(p0.x, p0.y, p1.x, p1.y);
+  dl->AddText(nullptr, 0.f, ImVec2(p0.x + std::max(2.f, (width - size.x) / 2), y), color, text.c_str(), nullptr, 0.f,
+              &clip);
 }
 
 void kv_line(const char* key, const std::string& value) {

@@ -151,9 +151,13 @@ void View::no_data(const char* what) {
 void View::frame() {
   handle_keys();
   draw_menu();
-  draw_messages();
-  for (int i = 0; i < kPanels; ++i)
-    if (show_[i]) panel_window(static_cast<Panel>(i));
+  if (single_) {
+    draw_single(*single_);
+  } else {
+    draw_messages();
+    for (int i = 0; i < kPanels; ++i)
+      if (show_[i]) panel_window(static_cast<Panel>(i));
+  }
   draw_open_dialog();
 }
 
@@ -186,9 +190,12 @@ void View::draw_single(Panel p) {
   if (runs_[0]) title += "  |  " + runs_[0]->data.name;
   if (cursor_.step >= 0) title += "  |  step " + std::to_string(cursor_.step);
   title += "###single";
+  // No window background: the frame's clear colour is the same, and a
+  // full-window blended quad costs software GL (llvmpipe) ~half its frame.
   ImGui::Begin(title.c_str(), nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
-                   ImGuiWindowFlags_NoSavedSettings);
+                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBackground |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
   for (int slot = 0; slot < 2; ++slot)  // load problems stay visible in screenshots too
     if (runs_[slot])
       for (const LoadMessage& m : runs_[slot]->data.messages)
@@ -235,6 +242,14 @@ void View::draw_menu() {
   }
   if (ImGui::BeginMenu("View")) {
     for (int i = 0; i < kPanels; ++i) ImGui::MenuItem(kTitles[i], nullptr, &show_[i]);
+    ImGui::Separator();
+    for (int i = 0; i < kPanels; ++i) {
+      std::string label = std::string("Full window: ") + kTitles[i];
+      std::string key = std::to_string(i + 1);
+      if (ImGui::MenuItem(label.c_str(), key.c_str(), single_ && *single_ == static_cast<Panel>(i)))
+        single_ = static_cast<Panel>(i);
+    }
+    if (ImGui::MenuItem("All panels (tiled)", "0", !single_)) single_.reset();
     ImGui::Separator();
     if (ImGui::MenuItem("Fit timeline to run", "Shift+F")) fit_timeline_to_run();
     if (ImGui::MenuItem("Fit timeline to step", "F")) fit_timeline_to_step();
@@ -334,7 +349,13 @@ void View::handle_keys() {
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) dlg_ = OpenDialog{true, 0, false, {}};
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false))
     glfwSetWindowShouldClose(glfwGetCurrentContext(), 1);
-  if (io.WantTextInput || !runs_[0]) return;
+  if (io.WantTextInput) return;
+  for (int i = 0; i <= kPanels; ++i)  // 1..6: one panel full-window; 0: all, tiled
+    if (!io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_0 + i, false)) {
+      if (i == 0) single_.reset();
+      else single_ = static_cast<Panel>(i - 1);
+    }
+  if (!runs_[0]) return;
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) set_step(std::max<int64_t>(0, cursor_.step - 1));
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) set_step(cursor_.step + 1);
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home)) && !runs_[0]->timeline.steps.empty())

@@ -93,6 +93,7 @@ class View {
   std::vector<LoadMessage> messages_;  // app-level (open failures)
   Cursor cursor_;
   std::array<bool, kPanels> show_{true, true, true, true, true, true};
+  std::optional<Panel> single_;  // one panel full-window (keys 1-6), else tiled windows
 
   struct TimelineState {
     double t0 = 0, t1 = 1;              // visible window, µs
@@ -110,6 +111,7 @@ class View {
   struct KvState {
     int cached_step_bins = 0, cached_block_bins = 0;
     KvHeatmap heat;
+    unsigned int texture = 0;           // the heatmap as one GL texture (one quad to draw)
     int64_t tables_step = -2;
     std::map<int64_t, std::map<int, std::vector<int32_t>>> tables;
   } kv_;

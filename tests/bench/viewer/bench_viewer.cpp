@@ -15,6 +15,8 @@
 
 #include "harness/runfmt/run_dir.h"
 #include "tests/viz/synthetic_run.h"
+#include <imgui.h>
+
 #include "viz/app_window.h"
 #include "viz/view.h"
 
@@ -72,8 +74,9 @@ Gui* gui() {
     auto* g = new Gui;
     if (!std::getenv("DISPLAY")) return g;
     view::WindowOptions o;
-    o.width = 1600;
-    o.height = 900;
+    // LANTERN_BENCH_WINDOW=WxH overrides the 1600x900 window.
+    if (const char* size = std::getenv("LANTERN_BENCH_WINDOW")) std::sscanf(size, "%dx%d", &o.width, &o.height);
+    else o.width = 1600, o.height = 900;
     o.vsync = false;
     g->window = std::make_unique<view::AppWindow>(o);
     g->view = std::make_unique<view::View>();
@@ -111,6 +114,44 @@ void BM_TimelinePanFrame(benchmark::State& state) {
   state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_TimelinePanFrame)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
+
+// The floor: an empty frame (clear, ImGui, swap) at the same window size.
+void BM_EmptyFrame(benchmark::State& state) {
+  Gui* g = gui();
+  if (!g->window) {
+    state.SkipWithError("no display: run under xvfb-run -a");
+    return;
+  }
+  for (auto _ : state) {
+    g->window->begin_frame(true);
+    g->window->render();
+    g->window->swap();
+  }
+  state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EmptyFrame)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+
+// One full-window ImGui window with a line of text: what any panel costs at least.
+void BM_BlankWindowFrame(benchmark::State& state) {
+  Gui* g = gui();
+  if (!g->window) {
+    state.SkipWithError("no display: run under xvfb-run -a");
+    return;
+  }
+  for (auto _ : state) {
+    g->window->begin_frame(true);
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(vp->WorkPos);
+    ImGui::SetNextWindowSize(vp->WorkSize);
+    ImGui::Begin("blank", nullptr, ImGuiWindowFlags_NoSavedSettings);
+    ImGui::TextUnformatted("blank");
+    ImGui::End();
+    g->window->render();
+    g->window->swap();
+  }
+  state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BlankWindowFrame)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
 
 void BM_PanelFrame(benchmark::State& state) {
   Gui* g = gui();
