@@ -115,12 +115,11 @@ std::vector<DiffRow> op_times(const LoadedRun& a, const LoadedRun& b) {
   for (const auto& s : a.by_op) ops[s.key].first = &s;
   for (const auto& s : b.by_op) ops[s.key].second = &s;
   std::vector<DiffRow> rows;
-  const std::string us = std::string(" ") + ui::micro() + "s";
   for (const auto& [key, p] : ops) {
     DiffRow r;
     r.key = key;
-    if (p.first) r.a = ui::number(p.first->mean_us, 4) + us + " x" + std::to_string(p.first->count);
-    if (p.second) r.b = ui::number(p.second->mean_us, 4) + us + " x" + std::to_string(p.second->count);
+    if (p.first) r.a = ui::duration(p.first->mean_us) + " x" + std::to_string(p.first->count);
+    if (p.second) r.b = ui::duration(p.second->mean_us) + " x" + std::to_string(p.second->count);
     if (p.first && p.second && p.first->mean_us > 0) r.ratio = p.second->mean_us / p.first->mean_us;
     rows.push_back(r);
   }
@@ -182,7 +181,10 @@ void View::draw_experiment() {
       ImGui::EndChild();
       ImGui::EndTabItem();
     }
-    if (runs_[0] && runs_[1] && ImGui::BeginTabItem("A vs B")) {
+    // With two runs the comparison is what the user came for: open on it once.
+    const ImGuiTabItemFlags ab_flags = exp_.ab_shown ? 0 : ImGuiTabItemFlags_SetSelected;
+    if (runs_[0] && runs_[1]) exp_.ab_shown = true;
+    if (runs_[0] && runs_[1] && ImGui::BeginTabItem("A vs B", nullptr, ab_flags)) {
       const LoadedRun &a = *runs_[0], &b = *runs_[1];
       ImGui::Text("A: %s    B: %s", a.data.name.c_str(), b.data.name.c_str());
       const float h = (ImGui::GetContentRegionAvail().y - 3 * ImGui::GetTextLineHeightWithSpacing()) / 3;
@@ -196,7 +198,9 @@ void View::draw_experiment() {
       diff_table("##opdiff", op_times(a, b), "A", "B", 0);
       ImGui::EndTabItem();
     }
-    if (sweep_ && ImGui::BeginTabItem("Sweep")) {
+    const ImGuiTabItemFlags sweep_flags = exp_.sweep_shown ? 0 : ImGuiTabItemFlags_SetSelected;
+    if (sweep_) exp_.sweep_shown = true;
+    if (sweep_ && ImGui::BeginTabItem("Sweep", nullptr, sweep_flags)) {
       const Sweep& s = *sweep_;
       ImGui::Text("%s: %zu runs", sweep_dir_.c_str(), s.points.size());
       for (const std::string& e : s.errors) ImGui::TextColored(ImVec4(1, 0.35f, 0.3f, 1), "%s", e.c_str());

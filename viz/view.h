@@ -126,6 +126,7 @@ class View {
   struct ExperimentState {
     int parameter = 0;
     std::vector<bool> metric_on;
+    bool ab_shown = false, sweep_shown = false;  // tabs selected once when they appear
   } exp_;
   struct OpenDialog {
     bool open = false;

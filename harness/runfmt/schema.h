@@ -7,8 +7,8 @@
 
 namespace lantern::runfmt {
 constexpr int kRunFormatMajor = 1;
-constexpr int kRunFormatMinor = 0;
-const char* run_format_version();  // "1.0"
+constexpr int kRunFormatMinor = 1;  // 1.1: timeline.bin
+const char* run_format_version();  // "1.1"
 
 struct FormatVersion {
   int major = 0, minor = 0;

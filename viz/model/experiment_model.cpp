@@ -1,6 +1,7 @@
 #include "viz/model/experiment_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "harness/runfmt/json_util.h"
@@ -12,6 +13,11 @@ namespace {
 
 std::string print(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) {  // 26.618660406200863 -> 26.6187
+    char s[32];
+    std::snprintf(s, sizeof s, "%.6g", v.get<double>());
+    return s;
+  }
   return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
