@@ -127,6 +127,7 @@ int screenshot(const Args& a) {
   View view;
   open_all(view, a);
   const Panel panel = *panel_from_name(a.panel);
+  if (panel == Panel::timeline) view.select_longest_in_step();  // show a details box
   // A few frames: tables and auto-sized windows settle on the second.
   for (int frame = 0; frame < 4; ++frame) {
     window.begin_frame(/*no_mouse=*/true);

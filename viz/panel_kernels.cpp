@@ -82,7 +82,7 @@ void View::draw_kernels() {
   char buf[64];
   auto num = [&](double v, const char* fmt) {
     if (std::isnan(v)) return cell("-");
-    std::snprintf(buf, sizeof buf, fmt, v);
+    std::snprintf(buf, sizeof buf, std::fabs(v) >= 1e4 ? "%.0f" : fmt, v);  // no 1.474e+05
     cell(buf);
   };
   while (clipper.Step())

@@ -99,6 +99,26 @@ void View::fit_timeline_to_step() {
   if (const StepSpan* s = runs_[0]->timeline.step(cursor_.step)) focus_time(s->t0, s->t1);
 }
 
+void View::select_longest_in_step() {
+  if (!runs_[0]) return;
+  const TimelineModel& t = runs_[0]->timeline;
+  const StepSpan* span = t.step(cursor_.step);
+  if (!span) return;
+  double best = -1;
+  for (int pass = 0; pass < 2 && best < 0; ++pass)  // GPU streams first, then host ops
+    for (size_t l = 0; l < t.lanes.size(); ++l) {
+      const Lane& lane = t.lanes[l];
+      if (pass == 0 ? lane.group.rfind("GPU", 0) != 0 : lane.label != "op") continue;
+      auto i = std::lower_bound(lane.t0.begin(), lane.t0.end(), span->t0) - lane.t0.begin();
+      for (; i < static_cast<long>(lane.size()) && lane.t0[i] < span->t1; ++i)
+        if (lane.t1[i] - lane.t0[i] > best) {
+          best = lane.t1[i] - lane.t0[i];
+          tl_.sel_lane = static_cast<int>(l);
+          tl_.sel_item = static_cast<uint32_t>(i);
+        }
+    }
+}
+
 // Finds the op's time in the step: the k-th op range of the step when the
 // step's op ranges match the pattern, else the first op of that name and
 // layer (graph replays have no op ranges: then its kernels).

@@ -65,6 +65,9 @@ class View {
   void focus_time(double t0, double t1);
   void fit_timeline_to_run();
   void fit_timeline_to_step();
+  // Selects the longest item of the cursor step (a GPU stream's kernel when
+  // there are any, else a host op) so the details box shows: screenshots.
+  void select_longest_in_step();
   double timeline_t0() const { return tl_.t0; }
   double timeline_t1() const { return tl_.t1; }
 

@@ -86,16 +86,16 @@ const fs::path& recorded_run() {
     Result s = run(bin("lantern").string() + " synth --preset tiny --out " + (root / "tiny").string());
     EXPECT_EQ(s.status, 0) << s.output;
     std::ofstream requests(root / "requests.jsonl");
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 4; ++i) {
       requests << "{\"prompt_ids\": [";
-      for (int t = 0; t < 8 + 9 * i; ++t) requests << (t ? "," : "") << (31 * t + 17 * i) % 5000 + 10;
+      for (int t = 0; t < 6 + 9 * i; ++t) requests << (t ? "," : "") << (31 * t + 17 * i) % 5000 + 10;
       requests << "]}\n";
     }
     requests.close();
-    // 5 requests, 3 slots and 12 KV blocks: sequences wait, and some are preempted.
+    // 4 requests, 3 slots, a 16-block pool: a request waits for a slot.
     Result g = run(bin("lantern").string() + " generate --model " + (root / "tiny").string() +
                    " --device cpu --requests " + (root / "requests.jsonl").string() +
-                   " --max-new-tokens 6 --max-seqs 3 --max-context 64 --kv-blocks 16 --ignore-eos --quiet"
+                   " --max-new-tokens 4 --max-seqs 3 --max-context 64 --kv-blocks 16 --ignore-eos --quiet"
                    " --record " + (root / "run").string());
     EXPECT_EQ(g.status, 0) << g.output;
     return root / "run";
