@@ -17,6 +17,29 @@ const StatsColumn kColumns[] = {StatsColumn::key,   StatsColumn::key,      Stats
                                 StatsColumn::pct_roofline, StatsColumn::share};
 }  // namespace
 
+void View::jump_to_group(const std::string& key) {
+  const RunData& d = runs_[0]->data;
+  const runfmt::IndexTable* k = d.index.find("kernels");
+  const runfmt::IndexColumn* col = k ? k->find(ker_.group == 0 ? "op" : ker_.group == 1 ? "family" : "kernel") : nullptr;
+  const runfmt::IndexColumn *variant = k ? k->find("variant_name") : nullptr, *step = k ? k->find("step") : nullptr;
+  const runfmt::IndexColumn *start = k ? k->find("start_us") : nullptr, *dur = k ? k->find("dur_us") : nullptr;
+  if (!col || !step || !start || !dur) return;
+  std::optional<size_t> first;
+  for (size_t r = 0; r < k->rows; ++r) {
+    std::string name = d.str(col->i[r]);
+    if (ker_.group == 1 && variant && !d.str(variant->i[r]).empty()) name += "." + d.str(variant->i[r]);
+    if (name != key) continue;
+    if (!first) first = r;
+    if (step->i[r] >= cursor_.step) {
+      first = r;
+      break;
+    }
+  }
+  if (!first) return;
+  focus_time(start->f[*first], start->f[*first] + dur->f[*first]);
+  set_time(start->f[*first]);
+}
+
 void View::draw_kernels() {
   const LoadedRun& run = *runs_[0];
   const runfmt::IndexTable* k = run.data.index.find("kernels");
@@ -90,6 +113,13 @@ void View::draw_kernels() {
       const KernelStat& s = ker_.rows[shown[i]];
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
+      // Click: the timeline (and so every panel) goes to this group's first
+      // kernel at or after the cursor step.
+      ImGui::PushID(i);
+      if (ImGui::Selectable("##row", false, ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap))
+        jump_to_group(s.key);
+      ImGui::PopID();
+      ImGui::SameLine(0, 0);
       ui::legend_chip(ui::color_for_name(s.key), s.key);
       cell(s.family_variant);
       cell(std::to_string(s.count));

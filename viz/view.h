@@ -88,6 +88,7 @@ class View {
   void draw_kernels();
   void draw_experiment();
   void no_data(const char* what);
+  void jump_to_group(const std::string& key);  // kernel table row -> timeline and cursor
   void locate_op_and_focus(int64_t step, int op_index, const std::string& op, int layer);
 
   std::array<std::unique_ptr<LoadedRun>, 2> runs_;
