@@ -20,6 +20,7 @@
 namespace lantern::view {
 namespace {
 
+#if LANTERN_VIEWER_BUILT
 namespace fs = std::filesystem;
 
 const char* kPanels[] = {"memory", "lifetimes", "kv", "timeline", "kernels", "experiment"};
@@ -43,7 +44,6 @@ Result run(const std::string& command) {
 
 fs::path bin(const char* name) { return fs::path(LANTERN_BINARY_DIR) / "bin" / name; }
 
-#if LANTERN_VIEWER_BUILT
 struct Image {
   int width = 0, height = 0;
   std::vector<uint8_t> rgba;
