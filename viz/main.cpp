@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <imgui.h>
+
 #include "engine/common.h"
 #include "harness/runfmt/run_dir.h"
 #include "viz/app_window.h"
@@ -33,6 +35,7 @@ constexpr const char* kUsage =
     "  --panel NAME          memory | lifetimes | kv | timeline | kernels | experiment\n"
     "  --step S              cursor step (default: the first step)\n"
     "  --size WxH            window size in pixels (default 1600x900)\n"
+    "  --frames N            quit after N frames (smoke tests)\n"
     "  --ini FILE            layout file (default $XDG_CONFIG_HOME/lantern-view.ini,\n"
     "                        else ~/.config/lantern-view.ini)\n"
     "  -h, --help            this help\n"
@@ -49,6 +52,7 @@ struct Args {
   std::vector<std::string> dirs;
   std::string screenshot, panel = "timeline", ini;
   long long step = -1;
+  long long frames = -1;  // --frames N: quit after N frames (smoke tests)
   int width = 1600, height = 900;
 };
 
@@ -79,6 +83,11 @@ Args parse(int argc, char** argv) {
       LANTERN_CHECK(std::sscanf(v.c_str(), "%dx%d", &a.width, &a.height) == 2 && a.width >= 320 &&
                         a.height >= 200 && a.width <= 8192 && a.height <= 8192,
                     "--size %s: expected WxH, e.g. 1600x900 (320x200 to 8192x8192)", v.c_str());
+    } else if (s == "--frames") {
+      std::string v = value();
+      char* end = nullptr;
+      a.frames = std::strtoll(v.c_str(), &end, 10);
+      LANTERN_CHECK(!v.empty() && *end == '\0' && a.frames > 0, "--frames %s: expected a count > 0", v.c_str());
     } else if (s == "--ini") {
       a.ini = value();
     } else if (s.rfind("-", 0) == 0) {
@@ -156,12 +165,13 @@ int interactive(const Args& a) {
   View view;
   view.register_settings();
   open_all(view, a);
-  while (!window.should_close()) {
+  for (long long frame = 0; !window.should_close() && frame != a.frames; ++frame) {
     window.begin_frame();
     view.frame();
     window.render();
     window.swap();
   }
+  ImGui::SaveIniSettingsToDisk(ini.c_str());  // layout and open panels, also when --frames ends it
   return 0;
 }
 

@@ -157,7 +157,9 @@ void sweep_plot(const Sweep& s, const std::string& param, const std::string& met
     ImVec2 pt(X(series[i].first), Y(series[i].second));
     if (i) dl->AddLine(ImVec2(X(series[i - 1].first), Y(series[i - 1].second)), pt, c, 2);
     dl->AddCircleFilled(pt, 4, c);
-    dl->AddText(ImVec2(pt.x + 5, pt.y - 16), ui::kText, ui::number(series[i].second, 3).c_str());
+    const std::string label = ui::number(series[i].second, 3);
+    const float lx = std::min(pt.x + 5, x1 - ImGui::CalcTextSize(label.c_str()).x - 2);
+    dl->AddText(ImVec2(lx, pt.y - 16), ui::kText, label.c_str());
   }
 }
 

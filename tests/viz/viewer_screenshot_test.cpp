@@ -5,6 +5,7 @@
 // Damaged runs still render (with their messages); bad arguments exit 1.
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,18 @@ TEST(ViewerScreenshots, DamagedRunsRenderWithTheirMessageAndBadArgumentsExit1) {
   Result missing = run(bin("lantern-view").string() + " --screenshot x.png --panel kv /nonexistent/run");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.output.find("not a directory"), std::string::npos) << missing.output;
+  // The interactive app: a few frames of every panel tiled, then its layout
+  // and open panels written to the ini file.
+  const fs::path ini = out / "layout.ini";
+  Result app = run("xvfb-run -a " + bin("lantern-view").string() + " --frames 5 --ini " + ini.string() + " " +
+                   damaged.string() + " " + damaged.string());
+  ASSERT_EQ(app.status, 0) << app.output;
+  std::ifstream in(ini);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("[LanternView][Panels]"), std::string::npos) << text;
+  EXPECT_NE(text.find("timeline=1"), std::string::npos) << text;
+  EXPECT_NE(text.find("[Window][Memory map]"), std::string::npos) << text;
+
   Result help = run(bin("lantern-view").string() + " --help");
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.output.find("example:"), std::string::npos);

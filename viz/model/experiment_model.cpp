@@ -107,6 +107,9 @@ Sweep load_sweep(const std::filesystem::path& dir) {
     }
     if (varies) (all_numbers ? numeric : other).push_back(k);
   }
+  // Sizes under "memory." follow from the limits: list them after the knobs.
+  auto derived = [](const std::string& k) { return k.rfind("memory.", 0) == 0 || k == "limits.logits_rows"; };
+  std::stable_partition(numeric.begin(), numeric.end(), [&](const std::string& k) { return !derived(k); });
   s.parameters = numeric;
   s.parameters.insert(s.parameters.end(), other.begin(), other.end());
   for (const auto& [k, v] : metrics[0]) {
