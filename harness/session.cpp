@@ -388,6 +388,7 @@ void Session::write_files(const Collected& c, const nlohmann::json& metrics,
                              {"time_unit", "us"},
                              {"trimmed_gpu_overlaps", trace_stats.trimmed_overlaps}});
   writer.write_kernels(c.rows);
+  writer.write_timeline_index(trace, c.rows);
   writer.write_memory(c.memory_map);
   writer.write_kv(c.kv_data);
   writer.write_outputs(c.outputs);

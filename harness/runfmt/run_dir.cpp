@@ -11,6 +11,7 @@
 #include "harness/runfmt/kernels_csv.h"
 #include "harness/runfmt/schema.h"
 #include "harness/runfmt/serialize.h"
+#include "harness/runfmt/timeline_index.h"
 #include "harness/runfmt/trace.h"
 
 namespace lantern::runfmt {
@@ -60,6 +61,11 @@ void RunWriter::write_outputs(const std::vector<OutputRow>& rows) const {
   for (const OutputRow& r : rows)
     text += output_to_json(r).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   detail::write_text_file(dir_ / files::kOutputs, text);
+}
+
+void RunWriter::write_timeline_index(const std::vector<TraceEvent>& events,
+                                     const std::vector<KernelRow>& rows) const {
+  runfmt::write_timeline_index(dir_ / files::kTimelineIndex, build_timeline_index(events, rows));
 }
 
 namespace {

@@ -25,6 +25,7 @@ constexpr const char* kKernels = "kernels.csv";
 constexpr const char* kMemory = "memory.json";
 constexpr const char* kKv = "kv.json";
 constexpr const char* kOutputs = "outputs.jsonl";
+constexpr const char* kTimelineIndex = "timeline.bin";  // binary side file (timeline_index.h)
 }  // namespace files
 
 class RunWriter {
@@ -42,6 +43,10 @@ class RunWriter {
   void write_memory(const MemoryMap& memory) const;
   void write_kv(const KvData& kv) const;
   void write_outputs(const std::vector<OutputRow>& rows) const;
+  // timeline.bin: trace events and kernel rows as binary columns, so viewers
+  // open big runs fast (the JSON and CSV stay the reference).
+  void write_timeline_index(const std::vector<TraceEvent>& events,
+                            const std::vector<KernelRow>& rows) const;
 
  private:
   std::filesystem::path dir_;

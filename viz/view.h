@@ -1,0 +1,143 @@
+#pragma once
+// lantern-view's one View (as Tracy's TracyView): the open runs, the shared
+// time cursor (step and time) every panel follows, and the panels, each drawn
+// by its own file (panel_memory.cpp, panel_lifetimes.cpp, panel_kv.cpp,
+// panel_timeline.cpp, panel_kernels.cpp, panel_experiment.cpp). Draws with
+// Dear ImGui; all data comes from viz/model (no CUDA, no GL here).
+#include <array>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "viz/model/experiment_model.h"
+#include "viz/model/kernel_stats.h"
+#include "viz/model/kv_model.h"
+#include "viz/model/run_data.h"
+#include "viz/model/timeline_model.h"
+
+namespace lantern::view {
+
+enum class Panel { memory = 0, lifetimes, kv, timeline, kernels, experiment };
+constexpr int kPanels = 6;
+const char* panel_name(Panel p);   // command-line name: "memory", "timeline", ...
+const char* panel_title(Panel p);  // window title: "Memory map", ...
+std::optional<Panel> panel_from_name(const std::string& name);
+
+// A run and what the panels derive from it once, at open.
+struct LoadedRun {
+  RunData data;
+  TimelineModel timeline;
+  std::vector<KernelStat> by_op, by_variant, by_kernel;
+  std::vector<SeqEvent> seq_events;
+  double derive_seconds = 0;
+};
+std::unique_ptr<LoadedRun> load(const std::filesystem::path& dir);
+
+// The shared cursor: a step and a time; setting one moves the other.
+struct Cursor {
+  int64_t step = -1;
+  double t_us = 0;
+};
+
+class View {
+ public:
+  View();
+  // Opens a run directory into slot 0 (A) or 1 (B), or a sweep directory
+  // (sub-directories that are runs). Problems become messages, never throws.
+  void open(const std::filesystem::path& dir, int slot = 0);
+  void open_sweep(const std::filesystem::path& dir);
+  bool has_run(int slot = 0) const { return runs_[slot] != nullptr; }
+  const LoadedRun* run(int slot = 0) const { return runs_[slot].get(); }
+
+  // Interactive frame: menu bar, messages, the open panels in their windows.
+  void frame();
+  // One panel filling the whole viewport (screenshots, benchmarks).
+  void draw_single(Panel p);
+
+  void set_step(int64_t step);    // cursor to a step (its start time)
+  void set_time(double t_us);     // cursor to a time (its step)
+  const Cursor& cursor() const { return cursor_; }
+  // The timeline shows [t0, t1] (and selects nothing new).
+  void focus_time(double t0, double t1);
+  void fit_timeline_to_run();
+  void fit_timeline_to_step();
+  // Selects the longest item of the cursor step (a GPU stream's kernel when
+  // there are any, else a host op) so the details box shows: screenshots.
+  void select_longest_in_step();
+  double timeline_t0() const { return tl_.t0; }
+  double timeline_t1() const { return tl_.t1; }
+
+  bool& shown(Panel p) { return show_[static_cast<int>(p)]; }
+  void register_settings();  // ini-file handler for open panels (call after ImGui::CreateContext)
+
+ private:
+  void draw_menu();
+  void draw_messages();
+  void draw_open_dialog();
+  void handle_keys();
+  void panel_window(Panel p);
+  void draw_panel(Panel p);
+  void draw_memory();
+  void draw_lifetimes();
+  void draw_kv();
+  void draw_timeline();
+  void draw_kernels();
+  void draw_experiment();
+  void no_data(const char* what);
+  void jump_to_group(const std::string& key);  // kernel table row -> timeline and cursor
+  void locate_op_and_focus(int64_t step, int op_index, const std::string& op, int layer);
+
+  std::array<std::unique_ptr<LoadedRun>, 2> runs_;
+  std::optional<Sweep> sweep_;
+  std::filesystem::path sweep_dir_;
+  std::vector<LoadMessage> messages_;  // app-level (open failures)
+  Cursor cursor_;
+  std::array<bool, kPanels> show_{true, true, true, true, true, true};
+  std::optional<Panel> single_;  // one panel full-window (keys 1-6), else tiled windows
+
+  struct TimelineState {
+    double t0 = 0, t1 = 1;              // visible window, µs
+    int sel_lane = -1;
+    uint32_t sel_item = 0;              // index in the lane
+    bool dragging = false;
+    std::vector<DrawItem> scratch;      // reused per lane per frame
+  } tl_;
+  struct MemoryState {
+    double zoom = 1, pan = 0;           // map axis: visible fraction and offset (0..1)
+  } mem_;
+  struct LifetimeState {
+    int hovered_row = -1;
+  } life_;
+  struct KvState {
+    int cached_step_bins = 0, cached_block_bins = 0;
+    KvHeatmap heat;
+    unsigned int texture = 0;           // the heatmap as one GL texture (one quad to draw)
+    int64_t tables_step = -2;
+    std::map<int64_t, std::map<int, std::vector<int32_t>>> tables;
+  } kv_;
+  struct KernelsState {
+    int group = 0;                      // 0 op, 1 family.variant, 2 kernel
+    int phase = 0;                      // 0 all, 1 prefill, 2 decode, 3 mixed
+    char filter[128] = {};
+    std::vector<KernelStat> rows;       // current grouping (phase-filtered)
+    int rows_group = -1, rows_phase = -1;
+    bool resort = true;
+  } ker_;
+  struct ExperimentState {
+    int parameter = 0;
+    std::vector<bool> metric_on;
+    bool ab_shown = false, sweep_shown = false;  // tabs selected once when they appear
+  } exp_;
+  struct OpenDialog {
+    bool open = false;
+    int slot = 0;
+    bool sweep = false;
+    char path[1024] = {};
+  } dlg_;
+};
+
+}  // namespace lantern::view
