@@ -8,6 +8,7 @@
 #include "engine/common.h"
 #include "engine/device.h"
 #include "engine/kv_cache.h"
+#include "engine/limits_fit.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
 
@@ -47,8 +48,19 @@ EngineLimits EngineLimits::from_json(const nlohmann::json& j) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     auto num = [&](auto& field) {
-      LANTERN_CHECK(it->is_number(), "limits.%s must be a number, got %s", k.c_str(), it->dump().c_str());
-      field = it->get<std::remove_reference_t<decltype(field)>>();
+      using T = std::remove_reference_t<decltype(field)>;
+      const std::string shown = it->dump().substr(0, 60);
+      if constexpr (std::is_integral_v<T>) {
+        // Full range first: 4294967297 must not wrap to 1.
+        LANTERN_CHECK(it->is_number_integer() && !(it->is_number_unsigned() && it->get<uint64_t>() > INT32_MAX) &&
+                          it->get<int64_t>() >= INT32_MIN && it->get<int64_t>() <= INT32_MAX,
+                      "limits.%s must be an integer in [%d, %d], got %s", k.c_str(), INT32_MIN, INT32_MAX,
+                      shown.c_str());
+        field = static_cast<T>(it->get<int64_t>());
+      } else {
+        LANTERN_CHECK(it->is_number(), "limits.%s must be a number, got %s", k.c_str(), shown.c_str());
+        field = it->get<T>();
+      }
     };
     if (k == "max_batch_tokens") num(l.max_batch_tokens);
     else if (k == "max_seqs") num(l.max_seqs);
@@ -93,6 +105,10 @@ class EngineImpl {
     limits_ = opt.limits;
     if (limits_.logits_rows == 0) limits_.logits_rows = limits_.max_seqs;
     limits_.validate(cfg_);
+    if (device_.is_cuda())
+      check_limits_fit(cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
+    else
+      check_limits_fit(cfg_, limits_, 4, host_memory_bytes(), "host memory");
     LANTERN_CHECK(weights_.backend() == opt.backend, "weights were loaded for %s but the engine runs on %s",
                   kernels::backend_name(weights_.backend()), kernels::backend_name(opt.backend));
     kernels_ = kernels::KernelSet::defaults(opt.backend);
@@ -147,9 +163,17 @@ class EngineImpl {
     return id;
   }
 
+  // Reads only what step() publishes under inbox_mutex_ (never the scheduler).
   bool idle() {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
-    return inbox_.empty() && scheduler_->idle();
+    return inbox_.empty() && !scheduler_busy_;
+  }
+
+  std::vector<RequestResult> take_finished() {
+    std::vector<RequestResult> out;
+    std::lock_guard<std::mutex> lock(finished_mutex_);
+    out.swap(finished_);
+    return out;
   }
 
   bool step() {
@@ -157,10 +181,14 @@ class EngineImpl {
       std::lock_guard<std::mutex> lock(inbox_mutex_);
       for (auto& s : inbox_) scheduler_->enqueue(std::move(s));
       inbox_.clear();
+      scheduler_busy_ = !scheduler_->idle();
     }
     if (scheduler_->idle()) return false;
     StepPlan plan = scheduler_->plan(steps_);
-    queued_ = static_cast<int>(scheduler_->num_waiting());
+    {
+      std::lock_guard<std::mutex> lock(inbox_mutex_);
+      queued_ = static_cast<int>(scheduler_->num_waiting());
+    }
     LANTERN_ASSERT(!plan.empty(), "scheduler made no progress with %zu waiting and %zu running",
                    scheduler_->num_waiting(), scheduler_->num_running());
 
@@ -257,7 +285,13 @@ class EngineImpl {
       res.first_token_s = done->first_token_s;
       res.finish_s = t;
       res.preemptions = done->preemptions;
+      std::lock_guard<std::mutex> lock(finished_mutex_);
       finished_.push_back(std::move(res));
+    }
+    {
+      std::lock_guard<std::mutex> lock(inbox_mutex_);
+      scheduler_busy_ = !scheduler_->idle();
+      queued_ = static_cast<int>(scheduler_->num_waiting());
     }
     LANTERN_OBSERVE(opt_.observer, on_kv_step(kv_->stats(steps_)));
     if (opt_.profile_last_step == steps_) profiler(false);
@@ -280,7 +314,9 @@ class EngineImpl {
   std::chrono::steady_clock::time_point start_;
   std::mutex inbox_mutex_;
   std::vector<std::unique_ptr<Sequence>> inbox_;
-  int queued_ = 0;
+  int queued_ = 0;              // scheduler's waiting count, published under inbox_mutex_
+  bool scheduler_busy_ = false;  // scheduler holds sequences, published under inbox_mutex_
+  std::mutex finished_mutex_;
   int64_t next_id_ = 0;
   int64_t steps_ = 0;
   std::vector<RequestResult> finished_;
@@ -311,11 +347,7 @@ void Engine::run_until_idle() {
   }
 }
 bool Engine::idle() const { return impl_->idle(); }
-std::vector<RequestResult> Engine::take_finished() {
-  std::vector<RequestResult> out;
-  out.swap(impl_->finished_);
-  return out;
-}
+std::vector<RequestResult> Engine::take_finished() { return impl_->take_finished(); }
 const ModelConfig& Engine::config() const { return impl_->cfg_; }
 const EngineLimits& Engine::limits() const { return impl_->limits_; }
 const MemoryBudget& Engine::memory_budget() const { return impl_->model_->budget(); }

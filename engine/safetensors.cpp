@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/common.h"
+#include "engine/json_parse.h"
 
 namespace lantern {
 
@@ -143,12 +144,7 @@ SafetensorsFile parse_safetensors_header(const std::string& header_json, const f
                 static_cast<unsigned long long>(file_bytes));
   const uint64_t data_bytes = file_bytes - out.data_start;
 
-  json h;
-  try {
-    h = json::parse(header_json);
-  } catch (const json::exception& e) {
-    LANTERN_FAIL("%s: header is not valid JSON: %s", file.c_str(), e.what());
-  }
+  json h = parse_json_text(header_json, file.string() + ": header");
   LANTERN_CHECK(h.is_object(), "%s: header must be a JSON object, got %s", file.c_str(),
                 show(h).c_str());
 
@@ -253,14 +249,7 @@ SafetensorsModel open_safetensors_model(const fs::path& model_dir) {
   std::map<std::string, std::string> weight_map;
   if (fs::exists(index, ec)) {
     model.index = index;
-    std::ifstream in(index);
-    LANTERN_CHECK(in, "cannot open %s", index.c_str());
-    json j;
-    try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      LANTERN_FAIL("%s is not valid JSON: %s", index.c_str(), e.what());
-    }
+    json j = parse_json_file(index);
     LANTERN_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
                   "%s: expected an object with a \"weight_map\" object", index.c_str());
     std::vector<std::string> shards;

@@ -3,6 +3,7 @@
 // --chat/--system), as token ids (--prompt-ids) or as a JSONL batch
 // (--requests). With --record DIR the harness writes a run directory.
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/common.h"
+#include "engine/json_parse.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "harness/cli/command.h"
 #include "harness/cli/engine_args.h"
@@ -30,7 +32,7 @@ std::vector<Request> read_requests(const std::string& file, const Tokenizer* tok
   for (int lineno = 1; std::getline(in, line); ++lineno) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      nlohmann::json j = nlohmann::json::parse(line);
+      nlohmann::json j = parse_json_text(line, strformat("--requests %s line %d", file.c_str(), lineno));
       Request r;
       if (j.contains("prompt_ids")) {
         r.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
@@ -50,7 +52,7 @@ std::vector<Request> read_requests(const std::string& file, const Tokenizer* tok
       out.push_back(std::move(r));
     } catch (const nlohmann::json::exception& e) {
       LANTERN_FAIL("--requests %s line %d: %s (expected {\"prompt_ids\": [...]} or {\"prompt\": \"...\"})",
-                   file.c_str(), lineno, e.what());
+                   file.c_str(), lineno, json_error_reason(e).c_str());
     }
   }
   LANTERN_CHECK(!out.empty(), "--requests %s holds no requests", file.c_str());
@@ -72,11 +74,11 @@ int cmd_generate(const std::vector<std::string>& argv) {
   if (std::filesystem::exists(model_dir / "tokenizer.json")) tok = Tokenizer::load(model_dir);
 
   Request req;
-  req.max_new_tokens = static_cast<int>(args.get_int("--max-new-tokens", 32));
-  req.sampling.temperature = static_cast<float>(args.get_double("--temperature", 0.0));
-  req.sampling.top_k = static_cast<int>(args.get_int("--top-k", 0));
-  req.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
-  req.sampling.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
+  req.max_new_tokens = static_cast<int>(args.get_int("--max-new-tokens", 32, 1));
+  req.sampling.temperature = static_cast<float>(args.get_double("--temperature", 0.0, 0.0, 1e6));
+  req.sampling.top_k = static_cast<int>(args.get_int("--top-k", 0, 0));
+  req.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0, 1e-9, 1.0));
+  req.sampling.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, LONG_MAX));
   req.stop_at_eos = !args.flag("--ignore-eos");
   std::string prompt_text;
   std::vector<Request> batch;
@@ -110,7 +112,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   LoadedEngine le = build_engine(args, nullptr, nullptr, [&](EngineOptions& o) { session.apply(o); });
   Engine& engine = *le.engine;
 
-  int repeat = static_cast<int>(args.get_int("--repeat", 1));
+  int repeat = static_cast<int>(args.get_int("--repeat", 1, 1, 1000000));
   bool stream = repeat == 1 && batch.empty();
   bool print_ids = args.flag("--ids") || !tok;
   std::optional<StreamDecoder> stream_dec;

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "engine/common.h"
+#include "engine/json_parse.h"
 #include "harness/runfmt/json_util.h"
 #include "harness/runfmt/kernels_csv.h"
 #include "harness/runfmt/schema.h"
@@ -101,12 +102,7 @@ Run load(const std::filesystem::path& dir, const ReadOptions& options) {
     ++number;
     if (line.empty()) continue;
     std::string where = strformat("%s line %zu", files::kOutputs, number);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      LANTERN_FAIL("%s: invalid JSON (%s)", where.c_str(), e.what());
-    }
+    json j = parse_json_text(line, where);
     run.outputs.push_back(output_from_json(j, where));
   }
   return run;
