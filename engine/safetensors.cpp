@@ -113,6 +113,31 @@ SafetensorsEntry parse_entry(const std::string& name, const json& e, const fs::p
   return out;
 }
 
+// The tensors must tile the data area exactly, as the reference reader
+// requires: a header length a byte or two short (the missing bytes are
+// padding spaces, so the JSON still parses) would otherwise shift every
+// tensor by that much and load silently wrong weights.
+void check_exact_cover(const SafetensorsFile& f) {
+  uint64_t expected = f.data_start;
+  for (const auto& t : f.tensors) {
+    LANTERN_CHECK(t.begin == expected,
+                  "%s: tensor %s starts at data offset %llu but the previous tensor ends at %llu: "
+                  "the data area must be covered exactly (header length %llu wrong, or a gap)",
+                  f.path.c_str(), t.name.c_str(),
+                  static_cast<unsigned long long>(t.begin - f.data_start),
+                  static_cast<unsigned long long>(expected - f.data_start),
+                  static_cast<unsigned long long>(f.header_bytes));
+    expected = t.end;
+  }
+  LANTERN_CHECK(expected == f.file_bytes,
+                "%s: %llu bytes after the last tensor (the tensors end at file byte %llu, the file "
+                "has %llu): header length %llu wrong, or trailing garbage",
+                f.path.c_str(), static_cast<unsigned long long>(f.file_bytes - expected),
+                static_cast<unsigned long long>(expected),
+                static_cast<unsigned long long>(f.file_bytes),
+                static_cast<unsigned long long>(f.header_bytes));
+}
+
 }  // namespace
 
 size_t safetensors_dtype_bytes(const std::string& dtype) {
@@ -186,6 +211,7 @@ SafetensorsFile parse_safetensors_header(const std::string& header_json, const f
                   static_cast<unsigned long long>(b.begin - out.data_start),
                   static_cast<unsigned long long>(b.end - out.data_start));
   }
+  check_exact_cover(out);
   return out;
 }
 
