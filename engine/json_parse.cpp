@@ -105,10 +105,21 @@ std::string json_error_reason(const std::exception& e) {
 }
 
 std::string cut_for_message(std::string_view s, size_t max) {
-  if (s.size() <= max) return std::string(s);
-  size_t n = max;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // UTF-8 boundary
-  return std::string(s.substr(0, n)) + strformat("... (%zu bytes)", s.size());
+  size_t n = s.size();
+  if (n > max) {
+    n = max;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // UTF-8 boundary
+  }
+  std::string out;
+  for (char c : s.substr(0, n)) {
+    // Control characters escaped: an error message is one line.
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += strformat("\\x%02x", static_cast<unsigned char>(c));
+    else
+      out += c;
+  }
+  if (n < s.size()) out += strformat("... (%zu bytes)", s.size());
+  return out;
 }
 
 json parse_json_text(std::string_view text, const std::string& what) {

@@ -34,7 +34,8 @@ std::string read_file_bytes(const std::filesystem::path& path);
 std::string json_error_reason(const std::exception& e);
 
 // `s` cut to `max` bytes (at a UTF-8 boundary) with "... (N bytes)" appended,
-// so an error never echoes a 20 KB input.
+// so an error never echoes a 20 KB input; control characters become \xNN so
+// it stays one line.
 std::string cut_for_message(std::string_view s, size_t max = 80);
 
 }  // namespace lantern
