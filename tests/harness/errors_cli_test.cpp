@@ -211,6 +211,16 @@ std::vector<Case> cases() {
                  return "generate --device cpu --quiet --prompt-ids 1 --max-new-tokens 4294967297 --model " +
                         d.string();
                }, "option --max-new-tokens expects an integer in [1, 2147483647], got '4294967297'"});
+  add(c, {"--requests line with a token id past 32 bits", [&](const fs::path& d) {
+             std::ofstream(d / "requests.jsonl") << "{\"prompt_ids\": [1, 2, 4294967297]}\n";
+             return "generate --device cpu --quiet --model " + d.string() + " --requests " +
+                    (d / "requests.jsonl").string();
+           }, "requests.jsonl line 1: prompt_ids must hold token ids in [0, 2^31), got 4294967297"});
+  add(c, {"--requests line with max_new_tokens past 32 bits", [&](const fs::path& d) {
+             std::ofstream(d / "requests.jsonl") << "{\"prompt_ids\": [1], \"max_new_tokens\": 4294967297}\n";
+             return "generate --device cpu --quiet --model " + d.string() + " --requests " +
+                    (d / "requests.jsonl").string();
+           }, "requests.jsonl line 1: max_new_tokens must be an integer in [1, 2147483647], got 4294967297"});
   add(c, {"--repeat 0", [&](const fs::path& d) { return gen(d) + " --repeat 0"; },
                "option --repeat expects an integer in [1, 1000000], got '0'"});
   add(c, {"negative temperature", [&](const fs::path& d) { return gen(d) + " --temperature -1"; },
