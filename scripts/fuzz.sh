@@ -33,7 +33,10 @@ cmake --build "$BUILD" -j "$(nproc)" >/dev/null
 # Small inputs keep every target in the thousands of executions per second.
 declare -A MAX_LEN=([config]=4096 [chat]=2048 [safetensors]=8192 [tokenizer_encode]=1024
                     [run_dir]=32768 [tokenizer_load]=16384)
-export TMPDIR="${FUZZ_TMPDIR:-/dev/shm}"
+# Scratch files (each input is written out, as the readers take paths) in RAM when possible.
+TMPDIR="${FUZZ_TMPDIR:-/dev/shm}"
+[[ -d "$TMPDIR" && -w "$TMPDIR" ]] || TMPDIR=/tmp
+export TMPDIR
 for t in "${TARGETS[@]}"; do
   bin="$BUILD/fuzz_$t"
   [[ -x "$bin" ]] || { echo "fuzz: no target $t" >&2; exit 1; }
