@@ -22,7 +22,7 @@ SUPP="$PWD/tests/sanitize/lsan.supp"
 stage_asan() {
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$JOBS" --target lantern lantern_tests
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1" \
+  ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:protect_shadow_gap=0" \
   LSAN_OPTIONS="suppressions=$SUPP:print_suppressions=0" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     ctest --preset asan -L cpu -j "$JOBS" --timeout 600
