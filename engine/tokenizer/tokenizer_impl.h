@@ -31,7 +31,7 @@ struct Tokenizer::Impl {
   std::string bytes_arena;              // id -> raw bytes: [bytes_off[id], bytes_off[id + 1])
   std::vector<uint32_t> bytes_off;
   std::vector<uint8_t> flags;                      // id -> TokenFlag bits
-  tok::FlatStringMap<int32_t> token_ids{1 << 18};  // spelling -> id
+  tok::FlatStringMap<int32_t> token_ids{1024};  // spelling -> id (grows; small files load fast)
 
   tok::BpeModel bpe;
   std::vector<tok::RegexSplitter> splitters;  // applied in order; empty = no split

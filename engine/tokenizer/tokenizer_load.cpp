@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer_impl.h"
 
@@ -24,15 +25,7 @@ constexpr const char* kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  LANTERN_CHECK(in, "cannot read %s: %s", path.c_str(), std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    LANTERN_FAIL("%s is not valid JSON: %s", path.c_str(), e.what());
-  }
+  return parse_json_file(path);
 }
 
 std::string type_of(const json& j) {
@@ -269,10 +262,13 @@ std::optional<int32_t> config_token(const json& cfg, const char* key, const Toke
   if (!cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
   const json& v = cfg[key];
   // Either "<|begin_of_text|>" or {"__type": "AddedToken", "content": "<|begin_of_text|>", ...}.
-  const std::string s = v.is_string() ? v.get<std::string>() : v.value("content", "");
+  LANTERN_CHECK(v.is_string() || (v.is_object() && v.contains("content") && v["content"].is_string()),
+                "%s: %s must be a token string or {\"content\": \"...\"}, got %s", path.c_str(), key,
+                cut_for_message(v.dump()).c_str());
+  const std::string s = v.is_string() ? v.get<std::string>() : v["content"].get<std::string>();
   const int32_t* id = t.token_ids.find(s);
   LANTERN_CHECK(id, "%s: %s '%s' is not in the vocabulary of tokenizer.json", path.c_str(), key,
-                s.c_str());
+                cut_for_message(s).c_str());
   if (text) *text = s;
   return *id;
 }
@@ -292,7 +288,7 @@ void load_config(const std::filesystem::path& path, Tokenizer::Impl& t) {
       t.chat = detect_chat_template(jinja);
     }
   } catch (const json::exception& e) {
-    LANTERN_FAIL("%s: malformed tokenizer_config.json (%s)", path.c_str(), e.what());
+    LANTERN_FAIL("%s: malformed tokenizer_config.json: %s", path.c_str(), json_error_reason(e).c_str());
   }
 }
 
@@ -305,7 +301,7 @@ void load_tokenizer_files(const std::filesystem::path& json_path,
   try {
     Loader(t, t.source).load(j);
   } catch (const json::exception& e) {
-    LANTERN_FAIL("%s: malformed tokenizer.json (%s)", json_path.c_str(), e.what());
+    LANTERN_FAIL("%s: malformed tokenizer.json: %s", json_path.c_str(), json_error_reason(e).c_str());
   }
   if (!config_path.empty() && std::filesystem::exists(config_path)) load_config(config_path, t);
   if (t.eos) t.stop.push_back(*t.eos);

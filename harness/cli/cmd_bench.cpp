@@ -49,7 +49,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     bw_gbs = roof.copy_gb_per_s;
   }
 
-  std::mt19937_64 rng(static_cast<uint64_t>(args.get_int("--seed", 1)));
+  std::mt19937_64 rng(static_cast<uint64_t>(args.get_int("--seed", 1, 0, LONG_MAX)));
   std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 300);
   auto submit_all = [&](int new_tokens) {
     for (int b = 0; b < batch; ++b) {

@@ -3,6 +3,7 @@
 // --chat/--system), as token ids (--prompt-ids) or as a JSONL batch
 // (--requests). With --record DIR the harness writes a run directory.
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "harness/cli/command.h"
 #include "harness/cli/engine_args.h"
@@ -30,27 +32,52 @@ std::vector<Request> read_requests(const std::string& file, const Tokenizer* tok
   for (int lineno = 1; std::getline(in, line); ++lineno) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      nlohmann::json j = nlohmann::json::parse(line);
+      nlohmann::json j = parse_json_text(line, strformat("--requests %s line %d", file.c_str(), lineno));
       Request r;
       if (j.contains("prompt_ids")) {
-        r.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
+        for (const auto& id : j.at("prompt_ids")) {
+          LANTERN_CHECK(id.is_number_integer() && !(id.is_number_unsigned() && id.get<uint64_t>() > INT32_MAX) &&
+                            id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX,
+                        "--requests %s line %d: prompt_ids must hold token ids in [0, 2^31), got %s",
+                        file.c_str(), lineno, cut_for_message(id.dump()).c_str());
+          r.prompt.push_back(static_cast<int32_t>(id.get<int64_t>()));
+        }
       } else {
         LANTERN_CHECK(tok, "--requests %s line %d has a text prompt but the model has no tokenizer.json",
                       file.c_str(), lineno);
         r.prompt = tok->encode(j.at("prompt").get<std::string>());
         if (auto bos = tok->bos_id()) r.prompt.insert(r.prompt.begin(), *bos);
       }
-      r.max_new_tokens = j.value("max_new_tokens", 32);
-      r.sampling.temperature = j.value("temperature", 0.0f);
-      r.sampling.top_k = j.value("top_k", 0);
-      r.sampling.top_p = j.value("top_p", 1.0f);
-      r.sampling.seed = j.value("seed", uint64_t{0});
+      // Every field range-checked in full (a 4294967297 must not wrap to 1).
+      const std::string where = strformat("--requests %s line %d", file.c_str(), lineno);
+      auto int_field = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+        if (!j.contains(key)) return fallback;
+        const auto& v = j[key];
+        LANTERN_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi)) &&
+                          v.get<int64_t>() >= lo && v.get<int64_t>() <= hi,
+                      "%s: %s must be an integer in [%lld, %lld], got %s", where.c_str(), key,
+                      static_cast<long long>(lo), static_cast<long long>(hi), cut_for_message(v.dump()).c_str());
+        return v.get<int64_t>();
+      };
+      auto real_field = [&](const char* key, double fallback, double lo, double hi) {
+        if (!j.contains(key)) return fallback;
+        const auto& v = j[key];
+        LANTERN_CHECK(v.is_number() && v.get<double>() >= lo && v.get<double>() <= hi,
+                      "%s: %s must be a number in [%g, %g], got %s", where.c_str(), key, lo, hi,
+                      cut_for_message(v.dump()).c_str());
+        return v.get<double>();
+      };
+      r.max_new_tokens = static_cast<int>(int_field("max_new_tokens", 32, 1, INT32_MAX));
+      r.sampling.temperature = static_cast<float>(real_field("temperature", 0.0, 0.0, 1e6));
+      r.sampling.top_k = static_cast<int>(int_field("top_k", 0, 0, INT32_MAX));
+      r.sampling.top_p = static_cast<float>(real_field("top_p", 1.0, 1e-9, 1.0));
+      r.sampling.seed = static_cast<uint64_t>(int_field("seed", 0, 0, INT64_MAX));
       r.stop_at_eos = !j.value("ignore_eos", false);
       r.tag = j.value("tag", std::string());
       out.push_back(std::move(r));
     } catch (const nlohmann::json::exception& e) {
       LANTERN_FAIL("--requests %s line %d: %s (expected {\"prompt_ids\": [...]} or {\"prompt\": \"...\"})",
-                   file.c_str(), lineno, e.what());
+                   file.c_str(), lineno, json_error_reason(e).c_str());
     }
   }
   LANTERN_CHECK(!out.empty(), "--requests %s holds no requests", file.c_str());
@@ -71,11 +98,11 @@ Args generate_args(const std::vector<std::string>& argv) {
 // Length and sampling settings of the single-prompt forms (not --requests).
 Request request_settings(const Args& args) {
   Request req;
-  req.max_new_tokens = static_cast<int>(args.get_int("--max-new-tokens", 32));
-  req.sampling.temperature = static_cast<float>(args.get_double("--temperature", 0.0));
-  req.sampling.top_k = static_cast<int>(args.get_int("--top-k", 0));
-  req.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0));
-  req.sampling.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
+  req.max_new_tokens = static_cast<int>(args.get_int("--max-new-tokens", 32, 1));
+  req.sampling.temperature = static_cast<float>(args.get_double("--temperature", 0.0, 0.0, 1e6));
+  req.sampling.top_k = static_cast<int>(args.get_int("--top-k", 0, 0));
+  req.sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0, 1e-9, 1.0));
+  req.sampling.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, LONG_MAX));
   req.stop_at_eos = !args.flag("--ignore-eos");
   return req;
 }
@@ -170,7 +197,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   LoadedEngine le = build_engine(args, nullptr, nullptr, [&](EngineOptions& o) { session.apply(o); });
   Engine& engine = *le.engine;
 
-  const int repeat = static_cast<int>(args.get_int("--repeat", 1));
+  const int repeat = static_cast<int>(args.get_int("--repeat", 1, 1, 1000000));
   const bool stream = repeat == 1 && batch.empty();
   TokenStream out_stream(t, print_ids);
   if (stream) req.on_token = [&](int64_t, int32_t tk) { out_stream.push(tk); };

@@ -197,6 +197,11 @@ int inspect(const std::vector<std::string>& argv) {
     return commands().at("compare").fn({args.positional()[0], *other});
   Run run = runfmt::RunReader::open(args.positional()[0], runfmt::ReadOptions{check});
   print_header(run);
+  if (run.kernels.empty())
+    std::fprintf(stderr,
+                 "lantern inspect: warning: %s/kernels.csv has no rows: the run recorded no kernel "
+                 "launches (harness off, or --no-cupti on a GPU run)\n",
+                 args.positional()[0].c_str());
   print_top(run, by_text == "op" ? runfmt::GroupBy::op : runfmt::GroupBy::kernel, phase,
             static_cast<size_t>(top));
   print_alias(run);

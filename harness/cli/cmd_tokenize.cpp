@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "harness/cli/command.h"
 
@@ -58,12 +59,7 @@ int run_jsonl(const Tokenizer& tok, const std::string& path, bool allow_special)
   for (size_t lineno = 1; std::getline(in, line); ++lineno) {
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;  // blank lines carry nothing
-    nlohmann::json obj;
-    try {
-      obj = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      LANTERN_FAIL("%s line %zu is not JSON: %s", path.c_str(), lineno, e.what());
-    }
+    nlohmann::json obj = parse_json_text(line, strformat("%s line %zu", path.c_str(), lineno));
     LANTERN_CHECK(obj.is_object() && obj.contains("text") && obj["text"].is_string(),
                   "%s line %zu: expected an object with a string \"text\", like {\"text\": \"hi\"}",
                   path.c_str(), lineno);
@@ -99,19 +95,14 @@ int cmd_detokenize(const std::vector<std::string>& argv) {
       args.positional().empty(),
       "detokenize reads the ids from stdin, e.g. echo '[9906]' | lantern detokenize --model DIR");
   const Tokenizer tok = Tokenizer::load(args.require("--model"));
-  nlohmann::json ids;
-  try {
-    ids = nlohmann::json::parse(read_all(std::cin));
-  } catch (const nlohmann::json::exception& e) {
-    LANTERN_FAIL("stdin is not JSON (%s): expected one array of token ids, e.g. [9906, 11]",
-                 e.what());
-  }
+  nlohmann::json ids = parse_json_text(read_all(std::cin), "stdin");
   LANTERN_CHECK(ids.is_array(), "stdin must hold one JSON array of token ids, e.g. [9906, 11]");
   std::vector<int32_t> v;
   for (const auto& id : ids) {
     LANTERN_CHECK(
         id.is_number_integer() && id.get<int64_t>() >= INT32_MIN && id.get<int64_t>() <= INT32_MAX,
-        "token ids must be integers; got %s", id.dump().c_str());
+        "token ids must be integers in [%d, %d]; got %s", INT32_MIN, INT32_MAX,
+        cut_for_message(id.dump()).c_str());
     v.push_back(id.get<int32_t>());
   }
   write_stdout(tok.decode(v, args.flag("--skip-special")));

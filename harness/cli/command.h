@@ -19,8 +19,13 @@ class Args {
   std::vector<std::string> get_all(const std::string& key) const;  // every one, in order (--set)
   std::string require(const std::string& key) const;  // throws naming the missing option
   std::string get_or(const std::string& key, const std::string& fallback) const;
-  long get_int(const std::string& key, long fallback) const;
-  double get_double(const std::string& key, double fallback) const;
+  // Whole-string numbers in full range, checked against [lo, hi] (the default
+  // is what an int holds): "--repeat 4294967296" is an error, not 0.
+  long get_int(const std::string& key, long fallback, long lo = -2147483647L - 1,
+               long hi = 2147483647L) const;
+  // Finite numbers only, checked against [lo, hi].
+  double get_double(const std::string& key, double fallback, double lo = -1.79e308,
+                    double hi = 1.79e308) const;
   bool flag(const std::string& key) const;
   const std::vector<std::string>& positional() const { return positional_; }
 

@@ -8,6 +8,7 @@
 
 #include "kernels/base/errors.h"
 #include "engine/device.h"
+#include "kernels/base/json_parse.h"
 
 namespace lantern::cli {
 
@@ -36,22 +37,14 @@ int gpu_from_args(const Args& args) {
 EngineLimits limits_from_args(const Args& args) {
   EngineLimits l;
   if (auto f = args.get("--limits")) {
-    std::ifstream in(*f);
-    LANTERN_CHECK(in, "cannot open limits file %s", f->c_str());
-    nlohmann::json j;
-    try {
-      in >> j;
-    } catch (const nlohmann::json::exception& e) {
-      LANTERN_FAIL("limits file %s is not valid JSON: %s", f->c_str(), e.what());
-    }
-    l = EngineLimits::from_json(j);
+    l = EngineLimits::from_json(parse_json_file(*f, "limits file " + *f));
   }
   l.max_batch_tokens = static_cast<int>(args.get_int("--max-batch-tokens", l.max_batch_tokens));
   l.max_seqs = static_cast<int>(args.get_int("--max-seqs", l.max_seqs));
   l.max_context = static_cast<int>(args.get_int("--max-context", l.max_context));
   l.kv_block_size = static_cast<int>(args.get_int("--kv-block-size", l.kv_block_size));
   l.kv_num_blocks = static_cast<int>(args.get_int("--kv-blocks", l.kv_num_blocks));
-  l.kv_memory_fraction = args.get_double("--kv-fraction", l.kv_memory_fraction);
+  l.kv_memory_fraction = args.get_double("--kv-fraction", l.kv_memory_fraction, 1e-6, 1.0);
   return l;
 }
 

@@ -1,9 +1,12 @@
 // `lantern`: entry point; dispatches to the subcommands registered in cli/*.cpp.
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 #include "harness/cli/command.h"
 
 namespace lantern::cli {
@@ -72,22 +75,25 @@ std::string Args::require(const std::string& key) const {
 std::string Args::get_or(const std::string& key, const std::string& fallback) const {
   return get(key).value_or(fallback);
 }
-long Args::get_int(const std::string& key, long fallback) const {
+long Args::get_int(const std::string& key, long fallback, long lo, long hi) const {
   auto v = get(key);
   if (!v) return fallback;
   char* end = nullptr;
+  errno = 0;
   long x = std::strtol(v->c_str(), &end, 10);
-  LANTERN_CHECK(end && *end == '\0' && !v->empty(), "option %s expects an integer, got '%s'",
-                key.c_str(), v->c_str());
+  LANTERN_CHECK(end && *end == '\0' && !v->empty() && errno != ERANGE && x >= lo && x <= hi,
+                "option %s expects an integer in [%ld, %ld], got '%s'", key.c_str(), lo, hi,
+                lantern::cut_for_message(*v).c_str());
   return x;
 }
-double Args::get_double(const std::string& key, double fallback) const {
+double Args::get_double(const std::string& key, double fallback, double lo, double hi) const {
   auto v = get(key);
   if (!v) return fallback;
   char* end = nullptr;
   double x = std::strtod(v->c_str(), &end);
-  LANTERN_CHECK(end && *end == '\0' && !v->empty(), "option %s expects a number, got '%s'",
-                key.c_str(), v->c_str());
+  LANTERN_CHECK(end && *end == '\0' && !v->empty() && std::isfinite(x) && x >= lo && x <= hi,
+                "option %s expects a number in [%g, %g], got '%s'", key.c_str(), lo, hi,
+                lantern::cut_for_message(*v).c_str());
   return x;
 }
 bool Args::flag(const std::string& key) const {

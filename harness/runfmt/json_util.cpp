@@ -1,5 +1,7 @@
 #include "harness/runfmt/json_util.h"
 
+#include "kernels/base/json_parse.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cinttypes>
@@ -16,11 +18,8 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
                 std::strerror(errno));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    LANTERN_FAIL("%s: invalid JSON (%s)", name.c_str(), e.what());
-  }
+  LANTERN_CHECK(!in.bad(), "%s: cannot read %s (%s)", name.c_str(), path.c_str(), std::strerror(errno));
+  return parse_json_text(buffer.str(), name);
 }
 
 void write_text_file(const std::filesystem::path& path, const std::string& text) {

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "kernels/base/errors.h"
+#include "kernels/base/json_parse.h"
 #include "harness/runfmt/json_util.h"
 #include "harness/runfmt/kernels_csv.h"
 #include "harness/runfmt/schema.h"
@@ -79,6 +80,27 @@ std::string read_text(const std::filesystem::path& path) {
   return buffer.str();
 }
 
+// Without options.trace the trace is not parsed (it is the largest file),
+// but a missing or cut-off trace.json must not pass silently: its first and
+// last bytes say whether the writer finished it.
+void check_trace_complete(const std::filesystem::path& path) {
+  const char* name = files::kTrace;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  LANTERN_CHECK(in.good(), "%s: cannot open %s (%s)", name, path.c_str(), std::strerror(errno));
+  const std::streamoff size = in.tellg();
+  std::string head(1, '\0'), tail(static_cast<size_t>(std::min<std::streamoff>(size, 16)), '\0');
+  in.seekg(0);
+  in.read(head.data(), 1);
+  in.seekg(size - static_cast<std::streamoff>(tail.size()));
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  const size_t last = tail.find_last_not_of(" \t\r\n");
+  LANTERN_CHECK(size > 0 && head[0] == '{' && last != std::string::npos && last >= 1 &&
+                    tail.compare(last - 1, 2, "]}") == 0,
+                "%s: truncated or not a trace (%lld bytes, does not end with \"]}\"): the run was "
+                "cut off while writing it",
+                name, static_cast<long long>(size));
+}
+
 Run load(const std::filesystem::path& dir, const ReadOptions& options) {
   Run run;
   run.dir = dir.string();
@@ -95,6 +117,8 @@ Run load(const std::filesystem::path& dir, const ReadOptions& options) {
           detail::need_as<std::string>(doc["otherData"], "format_version", files::kTrace),
           files::kTrace);
     run.trace = parse_trace(doc, files::kTrace);
+  } else {
+    check_trace_complete(dir / files::kTrace);
   }
   run.kernels = parse_kernels_csv(read_text(dir / files::kKernels), files::kKernels);
   run.memory = memory_from_json(detail::read_json_file(dir / files::kMemory));
@@ -107,12 +131,7 @@ Run load(const std::filesystem::path& dir, const ReadOptions& options) {
     ++number;
     if (line.empty()) continue;
     std::string where = strformat("%s line %zu", files::kOutputs, number);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      LANTERN_FAIL("%s: invalid JSON (%s)", where.c_str(), e.what());
-    }
+    json j = parse_json_text(line, where);
     run.outputs.push_back(output_from_json(j, where));
   }
   return run;

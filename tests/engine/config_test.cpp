@@ -170,7 +170,7 @@ TEST(Config, RejectsImpossibleValues) {
       {"rms_norm_eps", 0.0, "rms_norm_eps must be positive, got 0"},
       {"rms_norm_eps", -1e-5, "rms_norm_eps must be positive"},
       {"rope_theta", 0.0, "rope_theta must be greater than 1, got 0"},
-      {"max_position_embeddings", 0, "max_position_embeddings must be positive, got 0"},
+      {"max_position_embeddings", 0, "max_position_embeddings must be >= 2 (one prompt token and one generated), got 0"},
       {"model_type", "mistral", "model_type \"mistral\" is not supported (supported: llama)"},
       {"torch_dtype", "float16", "torch_dtype \"float16\" is not supported yet"},
       {"torch_dtype", "float32", "torch_dtype \"float32\" is not supported yet"},
@@ -187,6 +187,13 @@ TEST(Config, RejectsImpossibleValues) {
       {"bos_token_id", json::array({1, 2}), "bos_token_id must be one id"},
       {"rope_scaling", 5, "rope_scaling must be an object or null, got 5"},
       {"rms_norm_eps", 1e300, "rms_norm_eps = 1e+300 is out of range"},
+      // Hostile-input probe (issue 15): full-range integers, no 32-bit wrap.
+      {"eos_token_id", 4295055298ull, "eos_token_id 4295055298 is not a token id"},
+      {"eos_token_id", -2, "eos_token_id -2 is not a token id"},
+      {"bos_token_id", 200000, "bos_token_id 200000 is outside the vocabulary [0, 128256)"},
+      {"bos_token_id", 4294967297ull, "bos_token_id 4294967297 is not a token id"},
+      {"max_position_embeddings", 1, "max_position_embeddings must be >= 2"},
+      {"hidden_size", 4294969344ull, "hidden_size = 4294969344 is out of range"},
   };
   for (const auto& c : cases) {
     json j = base();

@@ -184,12 +184,47 @@ TEST(Safetensors, RejectsBadEntries) {
     EXPECT_THAT(header_error(p), HasSubstr(c.message)) << c.header;
     EXPECT_THAT(header_error(p), HasSubstr(p.string() + ": ")) << c.header;
   }
-  // Gaps between tensors and empty tensors are fine.
-  write_raw(p, R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]},
-                   "e":{"dtype":"F32","shape":[0,3],"data_offsets":[8,8]}})",
-            12);
+  // Empty tensors are fine where they do not split the tiling.
+  write_raw(p, R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},
+                   "e":{"dtype":"F32","shape":[0,3],"data_offsets":[4,4]}})",
+            4);
   SafetensorsFile f = read_safetensors_header(p);
   ASSERT_EQ(f.tensors.size(), 2u);
+}
+
+// Hostile-input probe (issue 15): the tensors must tile the data area exactly.
+TEST(Safetensors, RejectsGapsTrailingBytesAndShortHeaderLength) {
+  auto dir = test::scratch_dir("st_cover");
+  fs::path p = dir / "x.safetensors";
+  write_raw(p, R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]}})", 12);
+  EXPECT_THAT(header_error(p),
+              HasSubstr("tensor a starts at data offset 8 but the previous tensor ends at 0"));
+  write_raw(p, R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", 7);
+  EXPECT_THAT(header_error(p), HasSubstr(": 3 bytes after the last tensor"));
+  // The probe's case: the declared length stops 1 or 2 bytes early, inside the
+  // padding spaces, so the JSON still parses and every tensor would be read
+  // shifted by that much.
+  const std::string h = R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}  )";
+  for (uint64_t shorter : {1, 2}) {
+    write_raw(p, h, 4, h.size() - shorter);
+    EXPECT_THAT(header_error(p), HasSubstr(std::to_string(shorter) + " bytes after the last tensor"))
+        << shorter;
+  }
+  write_raw(p, h, 4);
+  EXPECT_EQ(read_safetensors_header(p).tensors.at(0).begin, 8 + h.size());
+}
+
+TEST(Safetensors, RejectsDuplicateKeysAndDeepMetadata) {
+  auto dir = test::scratch_dir("st_dup");
+  fs::path p = dir / "x.safetensors";
+  write_raw(p, R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},
+                   "a":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]}})",
+            8);
+  EXPECT_THAT(header_error(p), HasSubstr("key \"a\" appears twice in one object"));
+  // 100,000 levels in __metadata__ crashed the parser (SIGSEGV) before.
+  std::string deep = R"({"__metadata__":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  write_raw(p, deep, 0);
+  EXPECT_THAT(header_error(p), HasSubstr("JSON nested deeper than 256 levels"));
 }
 
 TEST(Safetensors, MatchReportsWrongShapeAndDtype) {

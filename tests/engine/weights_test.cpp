@@ -223,6 +223,50 @@ TEST(Weights, WarnsAboutExtraTensors) {
   EXPECT_EQ(w.views().size(), expected_tensors(cfg).size());
 }
 
+// Hostile-input probe (issue 15): a layer the config does not have means the
+// config and checkpoint disagree; that is an error, not a warning.
+TEST(Weights, RejectsLayersBeyondNumHiddenLayers) {
+  auto dir = test::scratch_dir("weights_extra_layer");
+  const ModelConfig cfg = micro_config();
+  std::vector<TensorSpec> specs = expected_tensors(cfg);
+  const std::string name = "model.layers." + std::to_string(cfg.num_layers) + ".mlp.up_proj.weight";
+  specs.push_back({name, {2 * 16, 16}, "BF16"});
+  SafetensorsLayout l = safetensors_layout(specs);
+  std::ofstream(dir / "model.safetensors", std::ios::binary)
+      << l.prefix << std::string(l.data_bytes, '\0');
+  EXPECT_THAT(error_of([&] { Weights::load(cfg, dir, kernels::Backend::cpu); }),
+              HasSubstr("tensor " + name + " belongs to layer " + std::to_string(cfg.num_layers) +
+                        " but config.json has num_hidden_layers=" + std::to_string(cfg.num_layers)));
+}
+
+// NaN/Inf weights load (the file is well-formed) but are reported at load,
+// naming the tensors and counts, on both the in-place and staged paths.
+TEST(Weights, WarnsAboutNonFiniteValues) {
+  auto dir = test::scratch_dir("weights_nan");
+  const ModelConfig cfg = micro_config();
+  write_synthetic_weights(cfg, dir / "model.safetensors", SynthOptions{});
+  const SafetensorsModel m = open_safetensors_model(dir);
+  const SafetensorsEntry* e = m.find("model.layers.1.mlp.down_proj.weight");
+  ASSERT_NE(e, nullptr);
+  {
+    std::fstream f(dir / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
+    const unsigned char nan_bf16[2] = {0xC0, 0x7F}, inf_bf16[2] = {0x80, 0xFF};  // little-endian
+    f.seekp(static_cast<std::streamoff>(e->begin + 6));
+    f.write(reinterpret_cast<const char*>(nan_bf16), 2);
+    f.seekp(static_cast<std::streamoff>(e->begin + 10));
+    f.write(reinterpret_cast<const char*>(inf_bf16), 2);
+  }
+  ::testing::internal::CaptureStderr();
+  Weights w = Weights::load(cfg, dir, kernels::Backend::cpu);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("2 NaN/Inf values in the weights: model.layers.1.mlp.down_proj.weight (2)"));
+  // A clean model prints nothing of the kind.
+  write_synthetic_weights(cfg, dir / "model.safetensors", SynthOptions{});
+  ::testing::internal::CaptureStderr();
+  Weights clean = Weights::load(cfg, dir, kernels::Backend::cpu);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), ::testing::Not(HasSubstr("NaN/Inf")));
+}
+
 TEST(Weights, ErrorsNameThePathAndTensor) {
   auto dir = test::scratch_dir("weights_errors");
   const ModelConfig cfg = micro_config();

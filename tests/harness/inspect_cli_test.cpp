@@ -143,6 +143,25 @@ TEST_F(InspectCli, TopTableShowsLaunchConfigAndOccupancy) {
   EXPECT_THAT(out, HasSubstr("64x2        256         64   3.0K 12.1% grid"));
 }
 
+// Hostile-input probe (issue 15): inspect without --check used to accept a
+// truncated trace.json and a header-only kernels.csv silently.
+TEST_F(InspectCli, TruncatedTraceAndEmptyKernelsAreNotSilent) {
+  auto dir = record("partial", testing::Plan{}, 1);
+  std::ifstream in(dir / "kernels.csv");
+  std::string header;
+  std::getline(in, header);
+  in.close();
+  std::ofstream(dir / "kernels.csv", std::ios::trunc) << header << "\n";
+  auto [status, out] = lantern("inspect " + dir.string());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("warning: " + dir.string() + "/kernels.csv has no rows"));
+  std::filesystem::resize_file(dir / "trace.json", std::filesystem::file_size(dir / "trace.json") / 2);
+  auto [status2, out2] = lantern("inspect " + dir.string());
+  EXPECT_EQ(status2, 1) << out2;
+  EXPECT_THAT(out2, HasSubstr("lantern inspect: error: run " + dir.string() +
+                              ": trace.json: truncated or not a trace"));
+}
+
 TEST_F(InspectCli, BadRunDirectoryIsAOneLineError) {
   auto [status, out] = lantern("inspect /nonexistent/run");
   EXPECT_EQ(status, 1);

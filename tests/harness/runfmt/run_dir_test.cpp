@@ -293,7 +293,31 @@ TEST_F(RunDirErrors, MissingFile) {
 TEST_F(RunDirErrors, InvalidJson) {
   put("metrics.json", "{\"tokens_per_s\": 12,");
   std::string e = error();
-  EXPECT_THAT(e, StartsWith("run " + dir.string() + ": metrics.json: invalid JSON"));
+  EXPECT_THAT(e, StartsWith("run " + dir.string() + ": metrics.json is not valid JSON (line 1"));
+}
+
+// Hostile-input probe (issue 15): without parsing the trace, a missing or
+// cut-off trace.json is still an error, not a silent success.
+TEST_F(RunDirErrors, TraceMissingOrTruncatedWithoutParsingIt) {
+  auto open_fast = [&] {
+    try {
+      RunReader::open(dir, ReadOptions{false});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(open_fast(), "(no error)");
+  const std::string full = [&] {
+    std::ifstream in(dir / "trace.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  put("trace.json", full.substr(0, full.size() / 2));
+  EXPECT_THAT(open_fast(), HasSubstr("trace.json: truncated or not a trace"));
+  put("trace.json", "");
+  EXPECT_THAT(open_fast(), HasSubstr("trace.json: truncated or not a trace (0 bytes"));
+  std::filesystem::remove(dir / "trace.json");
+  EXPECT_THAT(open_fast(), HasSubstr("trace.json: cannot open"));
 }
 
 TEST_F(RunDirErrors, NewerMajorIsRefused) {
