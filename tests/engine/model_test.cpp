@@ -84,7 +84,8 @@ TEST(ModelCpu, BudgetIsWhatTheLimitsImply) {
   EXPECT_EQ(b.kv_pool, static_cast<size_t>(b.kv_blocks) * 2 * l.kv_block_size * c.num_kv_heads *
                            c.head_dim * f32);
   EXPECT_EQ(b.block_tables,
-            static_cast<size_t>(c.num_layers) * l.max_seqs * blocks_per_seq * sizeof(int32_t));
+            // one row per slot plus the scratch slot (graph padding rows; docs/architecture.md)
+            static_cast<size_t>(c.num_layers) * (l.max_seqs + 1) * blocks_per_seq * sizeof(int32_t));
   EXPECT_EQ(b.total(), b.weights + b.arena + b.kv_pool + b.workspace + b.block_tables +
                            b.cuda_graphs);
   EXPECT_NE(b.table().find("(" + std::to_string(b.kv_blocks) + " blocks)"), std::string::npos)
