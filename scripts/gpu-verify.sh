@@ -75,7 +75,7 @@ for s in "${STAGES[@]}"; do
         --set repetitions=3 --set warmup=1 ;;
     kernelswap)
       for v in seed split_k_fused; do
-        stage kernelswap_$v 120 $BIN run experiments/kernel-swap-$v.json --set model.path=$MODEL --quiet \
+        stage kernelswap_$v 120 $BIN run experiments/kernel-swap-$v.json --set model.path=$MODEL --set model.preset=auto --quiet \
           --out "$LOGS/kernel-swap-$v"
       done
       TAIL=80 stage kernelswap 30 $BIN compare "$LOGS/kernel-swap-seed" "$LOGS/kernel-swap-split_k_fused" --markdown ;;
