@@ -283,8 +283,22 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
   return t;
 }
 
-// Friend of Weights: fills its private members.
+// Friend of Weights: fills its private members. load() reads as its steps:
+// check the tensor table, lay the views out in one block, plan the reads,
+// then fill the block on the host or through pinned staging on the GPU.
 struct WeightsLoader {
+  // What the two fill paths share.
+  struct Reads {
+    std::vector<fs::path> paths;
+    std::vector<Fd> fds;
+    std::vector<Chunk> chunks;
+    size_t payload = 0;
+    int threads = 1;
+    std::function<void(size_t, size_t)> progress;
+    double read_seconds = 0;
+    std::vector<size_t> nonfinite;
+  };
+
   static Weights load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
                       const std::function<void(size_t, size_t)>& progress_in, int gpu) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -293,9 +307,42 @@ struct WeightsLoader {
     const std::vector<TensorSpec> specs = expected_tensors(cfg);
     std::vector<std::string> extra;
     const std::vector<SafetensorsEntry> entries = match_tensor_table(model, specs, &extra);
+    check_extra_tensors(cfg, model_dir, extra);
+
+    Weights w;
+    w.backend_ = backend;
+    Reads r;
+    r.payload = lay_out_views(specs, w);
+    plan_reads(model, entries, w, r);
+    const bool report = !progress_in && r.payload > kProgressThreshold;
+    r.progress = report ? stderr_progress(backend) : progress_in;
+    r.threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxReadThreads);
+    r.nonfinite.assign(w.views_.size(), 0);
+    if (backend == kernels::Backend::cpu)
+      fill_host(w, r);
+    else
+      fill_device(w, r, gpu);
+    if (r.payload == 0 && r.progress) r.progress(0, 0);
+    warn_nonfinite(model_dir, w.views_, r.nonfinite);
+
+    w.stats_.bytes = r.payload;
+    w.stats_.read_seconds = r.read_seconds;
+    w.stats_.total_seconds = seconds_since(t0);
+    if (report)
+      std::fprintf(stderr,
+                   "loaded %.2f GB of weights to %s in %.3f s (%.2f GB/s; reading %.3f s)\n",
+                   r.payload / 1e9, kernels::backend_name(backend), w.stats_.total_seconds,
+                   w.stats_.gb_per_s(), r.read_seconds);
+    w.bind(cfg);
+    return w;
+  }
+
+  // Tensors the config does not use: an error for layers beyond
+  // num_hidden_layers (the config does not describe this checkpoint: a
+  // truncated config, or the wrong one), a warning for anything else.
+  static void check_extra_tensors(const ModelConfig& cfg, const fs::path& model_dir,
+                                  const std::vector<std::string>& extra) {
     for (const auto& name : extra) {
-      // model.layers.N.* with N >= num_hidden_layers: the config does not
-      // describe this checkpoint (a truncated config, or the wrong one).
       int layer = -1;
       if (std::sscanf(name.c_str(), "model.layers.%d.", &layer) == 1)
         LANTERN_CHECK(layer < cfg.num_layers,
@@ -303,16 +350,16 @@ struct WeightsLoader {
                       "the config does not match the checkpoint",
                       model_dir.c_str(), cut_for_message(name).c_str(), layer, cfg.num_layers);
     }
-    if (!extra.empty()) {
-      std::string names;
-      for (size_t i = 0; i < extra.size() && i < 8; ++i) names += (i ? ", " : "") + extra[i];
-      if (extra.size() > 8) names += strformat(", ... (%zu more)", extra.size() - 8);
-      std::fprintf(stderr, "warning: %s: %zu tensor%s not used by the model: %s\n",
-                   model_dir.c_str(), extra.size(), extra.size() == 1 ? "" : "s", names.c_str());
-    }
+    if (extra.empty()) return;
+    std::string names;
+    for (size_t i = 0; i < extra.size() && i < 8; ++i) names += (i ? ", " : "") + extra[i];
+    if (extra.size() > 8) names += strformat(", ... (%zu more)", extra.size() - 8);
+    std::fprintf(stderr, "warning: %s: %zu tensor%s not used by the model: %s\n", model_dir.c_str(),
+                 extra.size(), extra.size() == 1 ? "" : "s", names.c_str());
+  }
 
-    Weights w;
-    w.backend_ = backend;
+  // One view per tensor in config order, each aligned; returns the payload bytes.
+  static size_t lay_out_views(const std::vector<TensorSpec>& specs, Weights& w) {
     size_t offset = 0, payload = 0;
     for (const auto& s : specs) {
       w.views_.push_back(WeightView{s.name, offset, s.bytes(), s.shape});
@@ -320,105 +367,89 @@ struct WeightsLoader {
       payload += s.bytes();
     }
     w.bytes_ = std::max(offset, kWeightAlign);
+    return payload;
+  }
 
-    // Tensors in file order so every file is read front to back.
-    std::vector<fs::path> paths;
-    std::vector<Fd> fds;
+  // Tensors in file order so every file is read front to back.
+  static void plan_reads(const SafetensorsModel& model, const std::vector<SafetensorsEntry>& entries,
+                         const Weights& w, Reads& r) {
     for (const auto& f : model.files) {
       Fd fd;
       fd.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
       LANTERN_CHECK(fd.fd >= 0, "cannot open %s: %s", f.path.c_str(), std::strerror(errno));
-      paths.push_back(f.path);
-      fds.push_back(std::move(fd));
+      r.paths.push_back(f.path);
+      r.fds.push_back(std::move(fd));
     }
     std::vector<Piece> pieces;
     for (size_t i = 0; i < entries.size(); ++i) {
-      int file =
-          static_cast<int>(std::find(paths.begin(), paths.end(), entries[i].file) - paths.begin());
+      int file = static_cast<int>(std::find(r.paths.begin(), r.paths.end(), entries[i].file) -
+                                  r.paths.begin());
       pieces.push_back({file, entries[i].begin, entries[i].bytes(), w.views_[i].offset, 0});
     }
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
       return a.file != b.file ? a.file < b.file : a.file_offset < b.file_offset;
     });
-    const std::vector<Chunk> chunks = plan_chunks(pieces);
+    r.chunks = plan_chunks(pieces);
+  }
 
-    std::function<void(size_t, size_t)> progress = progress_in;
-    const bool report = !progress && payload > kProgressThreshold;
-    if (report) progress = stderr_progress(backend);
-    const int threads =
-        std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxReadThreads);
-    double read_seconds = 0;
-    size_t done = 0;
-    std::vector<size_t> nonfinite(w.views_.size(), 0);
-
-    if (backend == kernels::Backend::cpu) {
-      w.block_ = std::aligned_alloc(kWeightAlign, w.bytes_);
-      LANTERN_CHECK(w.block_, "out of host memory allocating the %zu-byte weight block", w.bytes_);
-      // Zero only the alignment gaps; every other byte is read from the files.
-      char* base = static_cast<char*>(w.block_);
-      size_t end = 0;
-      for (const auto& v : w.views_) {
-        std::memset(base + end, 0, v.offset - end);
-        end = v.offset + v.bytes;
-      }
-      std::memset(base + end, 0, w.bytes_ - end);
-      for (const auto& c : chunks) {
-        auto tr = std::chrono::steady_clock::now();
-        read_chunk(c, base, /*staged=*/false, fds, paths, threads);
-        read_seconds += seconds_since(tr);
-        tally_nonfinite(c, base, /*staged=*/false, w.views_, nonfinite);
-        done += c.bytes;
-        if (progress) progress(done, payload);
-      }
-    } else {
-      Device::select_gpu(gpu);
-      w.gpu_ = gpu;
-      void* block = nullptr;  // w.block_ stays null on failure
-      CUDA_CHECK_HINT(cudaMalloc(&block, w.bytes_),
-                      "the %zu-byte weight block does not fit in GPU %d's memory", w.bytes_, gpu);
-      w.block_ = block;
-      CudaStaging st;
-      CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
-      // Alignment gaps read as zeros, as on the CPU.
-      CUDA_CHECK(cudaMemsetAsync(w.block_, 0, w.bytes_, st.stream));
-      const size_t stage_bytes = std::min(kChunkBytes, std::max<size_t>(payload, 1));
-      for (int i = 0; i < kStagingBuffers; ++i) {
-        CUDA_CHECK(cudaHostAlloc(&st.host[i], stage_bytes, cudaHostAllocDefault));
-        CUDA_CHECK(cudaEventCreateWithFlags(&st.done[i], cudaEventDisableTiming));
-      }
-      char* dev = static_cast<char*>(w.block_);
-      for (size_t ci = 0; ci < chunks.size(); ++ci) {
-        const int b = static_cast<int>(ci % kStagingBuffers);
-        char* stage = static_cast<char*>(st.host[b]);
-        // Reuse a buffer only once the copies out of it have finished.
-        if (ci >= static_cast<size_t>(kStagingBuffers))
-          CUDA_CHECK(cudaEventSynchronize(st.done[b]));
-        auto tr = std::chrono::steady_clock::now();
-        read_chunk(chunks[ci], stage, /*staged=*/true, fds, paths, threads);
-        read_seconds += seconds_since(tr);
-        tally_nonfinite(chunks[ci], stage, /*staged=*/true, w.views_, nonfinite);
-        for (const auto& p : chunks[ci].pieces)
-          CUDA_CHECK(cudaMemcpyAsync(dev + p.dst_offset, stage + p.stage_offset, p.bytes,
-                                             cudaMemcpyHostToDevice, st.stream));
-        CUDA_CHECK(cudaEventRecord(st.done[b], st.stream));
-        done += chunks[ci].bytes;
-        if (progress) progress(done, payload);
-      }
-      CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  static void fill_host(Weights& w, Reads& r) {
+    w.block_ = std::aligned_alloc(kWeightAlign, w.bytes_);
+    LANTERN_CHECK(w.block_, "out of host memory allocating the %zu-byte weight block", w.bytes_);
+    // Zero only the alignment gaps; every other byte is read from the files.
+    char* base = static_cast<char*>(w.block_);
+    size_t end = 0;
+    for (const auto& v : w.views_) {
+      std::memset(base + end, 0, v.offset - end);
+      end = v.offset + v.bytes;
     }
-    if (payload == 0 && progress) progress(0, 0);
-    warn_nonfinite(model_dir, w.views_, nonfinite);
+    std::memset(base + end, 0, w.bytes_ - end);
+    size_t done = 0;
+    for (const auto& c : r.chunks) {
+      auto tr = std::chrono::steady_clock::now();
+      read_chunk(c, base, /*staged=*/false, r.fds, r.paths, r.threads);
+      r.read_seconds += seconds_since(tr);
+      tally_nonfinite(c, base, /*staged=*/false, w.views_, r.nonfinite);
+      done += c.bytes;
+      if (r.progress) r.progress(done, r.payload);
+    }
+  }
 
-    w.stats_.bytes = payload;
-    w.stats_.read_seconds = read_seconds;
-    w.stats_.total_seconds = seconds_since(t0);
-    if (report)
-      std::fprintf(stderr,
-                   "loaded %.2f GB of weights to %s in %.3f s (%.2f GB/s; reading %.3f s)\n",
-                   payload / 1e9, kernels::backend_name(backend), w.stats_.total_seconds,
-                   w.stats_.gb_per_s(), read_seconds);
-    w.bind(cfg);
-    return w;
+  // Reads into pinned staging buffers, copied to the device while the next
+  // chunk is read; a buffer is reused only once the copies out of it finished.
+  static void fill_device(Weights& w, Reads& r, int gpu) {
+    Device::select_gpu(gpu);
+    w.gpu_ = gpu;
+    void* block = nullptr;  // w.block_ stays null on failure
+    CUDA_CHECK_HINT(cudaMalloc(&block, w.bytes_),
+                    "the %zu-byte weight block does not fit in GPU %d's memory", w.bytes_, gpu);
+    w.block_ = block;
+    CudaStaging st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+    // Alignment gaps read as zeros, as on the CPU.
+    CUDA_CHECK(cudaMemsetAsync(w.block_, 0, w.bytes_, st.stream));
+    const size_t stage_bytes = std::min(kChunkBytes, std::max<size_t>(r.payload, 1));
+    for (int i = 0; i < kStagingBuffers; ++i) {
+      CUDA_CHECK(cudaHostAlloc(&st.host[i], stage_bytes, cudaHostAllocDefault));
+      CUDA_CHECK(cudaEventCreateWithFlags(&st.done[i], cudaEventDisableTiming));
+    }
+    char* dev = static_cast<char*>(w.block_);
+    size_t done = 0;
+    for (size_t ci = 0; ci < r.chunks.size(); ++ci) {
+      const int b = static_cast<int>(ci % kStagingBuffers);
+      char* stage = static_cast<char*>(st.host[b]);
+      if (ci >= static_cast<size_t>(kStagingBuffers)) CUDA_CHECK(cudaEventSynchronize(st.done[b]));
+      auto tr = std::chrono::steady_clock::now();
+      read_chunk(r.chunks[ci], stage, /*staged=*/true, r.fds, r.paths, r.threads);
+      r.read_seconds += seconds_since(tr);
+      tally_nonfinite(r.chunks[ci], stage, /*staged=*/true, w.views_, r.nonfinite);
+      for (const auto& p : r.chunks[ci].pieces)
+        CUDA_CHECK(cudaMemcpyAsync(dev + p.dst_offset, stage + p.stage_offset, p.bytes,
+                                   cudaMemcpyHostToDevice, st.stream));
+      CUDA_CHECK(cudaEventRecord(st.done[b], st.stream));
+      done += r.chunks[ci].bytes;
+      if (r.progress) r.progress(done, r.payload);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(st.stream));
   }
 };
 
