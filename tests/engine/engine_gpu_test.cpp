@@ -2,6 +2,8 @@
 // model: teacher-forced logits through prefill and decode, CUDA-graph decode
 // against eager decode, and a batched run under KV pressure.
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -49,19 +51,34 @@ TEST(EngineGpu, LogitsMatchTheCpuReferenceThroughPrefillAndDecode) {
     auto ref = test::score_positions(*cpu, ids, prompt);
     auto got = test::score_positions(*gpu, ids, prompt);
     double worst = 0;
-    int agree = 0;
+    int agree = 0, decided = 0;
     for (size_t p = 0; p < ids.size(); ++p) {
       ASSERT_EQ(got[p].size(), ref[p].size()) << p;
       worst = std::max(worst, test::rel_l2(got[p], ref[p]));
-      agree += std::max_element(got[p].begin(), got[p].end()) - got[p].begin() ==
-               std::max_element(ref[p].begin(), ref[p].end()) - ref[p].begin();
+      // The argmax can only move where the reference's top-1 margin is at
+      // most twice the largest difference at that position: there the bf16
+      // run may pick either token; everywhere else it must agree.
+      float max_diff = 0;
+      for (size_t i = 0; i < ref[p].size(); ++i) max_diff = std::max(max_diff, std::abs(got[p][i] - ref[p][i]));
+      std::vector<float> top(ref[p]);
+      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+      const auto got_top = std::max_element(got[p].begin(), got[p].end()) - got[p].begin();
+      const auto ref_top = std::max_element(ref[p].begin(), ref[p].end()) - ref[p].begin();
+      agree += got_top == ref_top;
+      if (top[0] - top[1] > 2 * max_diff) {
+        ++decided;
+        EXPECT_EQ(got_top, ref_top) << "prompt " << prompt << " position " << p << ": margin "
+                                    << top[0] - top[1] << " > 2 x max |diff| " << max_diff;
+      }
     }
     // bf16 activations through 2 layers: rel-L2 of a few 1e-3; 5e-2 catches
     // any real indexing or math error (those give O(1)).
     EXPECT_LT(worst, 5e-2) << "prompt " << prompt;
-    EXPECT_GE(agree, static_cast<int>(ids.size() * 0.9)) << "prompt " << prompt;
-    std::printf("[engine-gpu] prompt %d: worst rel-L2 %.2e, top-1 agreement %d/%zu\n", prompt, worst, agree,
-                ids.size());
+    // Random weights give near-flat logits, so not every position is decided;
+    // a quarter at least keeps the check from being vacuous.
+    EXPECT_GE(decided, static_cast<int>(ids.size() / 4)) << "prompt " << prompt;
+    std::printf("[engine-gpu] prompt %d: worst rel-L2 %.2e, top-1 agreement %d/%zu (%d decided by the margin, all agree)\n",
+                prompt, worst, agree, ids.size(), decided);
   }
 }
 
