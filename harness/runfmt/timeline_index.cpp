@@ -368,10 +368,10 @@ TimelineIndex read_timeline_index(const std::filesystem::path& path) {
       const char* p = r.take(table.rows * 8, "column data");
       if (col.type == IndexColumn::f64) {
         col.f.resize(table.rows);
-        std::memcpy(col.f.data(), p, table.rows * 8);
+        if (table.rows) std::memcpy(col.f.data(), p, table.rows * 8);  // empty tables: data() may be null
       } else {
         col.i.resize(table.rows);
-        std::memcpy(col.i.data(), p, table.rows * 8);
+        if (table.rows) std::memcpy(col.i.data(), p, table.rows * 8);
         if (col.type == IndexColumn::str)
           for (int64_t id : col.i)
             LANTERN_CHECK(id >= -1 && id < static_cast<int64_t>(strings),
