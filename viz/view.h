@@ -13,6 +13,7 @@
 
 #include <imgui.h>
 
+#include "viz/model/experiment_edit.h"
 #include "viz/model/experiment_model.h"
 #include "viz/model/kernel_stats.h"
 #include "viz/model/kv_model.h"
@@ -87,6 +88,14 @@ class View {
   void draw_timeline();
   void draw_kernels();
   void draw_experiment();
+  void draw_experiment_run();
+  void draw_experiment_ab();
+  void draw_experiment_sweep();
+  void reset_experiment_edit();  // the editor's draft from run A's manifest
+  void draw_experiment_edit();
+  void draw_edit_kernels();
+  void draw_edit_limits();
+  void draw_edit_save();
   void no_data(const char* what);
   void jump_to_group(const std::string& key);  // kernel table row -> timeline and cursor
   void locate_op_and_focus(int64_t step, int op_index, const std::string& op, int layer);
@@ -127,10 +136,24 @@ class View {
     int rows_group = -1, rows_phase = -1;
     bool resort = true;
   } ker_;
+  struct ExperimentEditState {
+    std::filesystem::path run_dir;              // the run the draft was made from
+    std::optional<EditableExperiment> source;   // nullopt: nothing to edit (why in `unavailable`)
+    std::string unavailable;
+    ExperimentEdits edits;
+    char name[128] = {}, description[512] = {}, path[1024] = {};
+    struct Text {
+      char text[64] = {};
+    };
+    std::map<std::string, Text> variant_text;  // runs before format 1.3: a text field per family
+    bool overwrite = false;
+    std::optional<SaveResult> saved;           // the last "Save as..."
+  };
   struct ExperimentState {
     int parameter = 0;
     std::vector<bool> metric_on;
     bool ab_shown = false, sweep_shown = false;  // tabs selected once when they appear
+    ExperimentEditState edit;
   } exp_;
   struct OpenDialog {
     bool open = false;
