@@ -17,6 +17,7 @@
 #include "viz/model/experiment_model.h"
 #include "viz/model/kernel_stats.h"
 #include "viz/model/kv_model.h"
+#include "viz/model/lifetimes.h"
 #include "viz/model/run_data.h"
 #include "viz/model/timeline_model.h"
 
@@ -27,6 +28,15 @@ constexpr int kPanels = 6;
 const char* panel_name(Panel p);   // command-line name: "memory", "timeline", ...
 const char* panel_title(Panel p);  // window title: "Memory map", ...
 std::optional<Panel> panel_from_name(const std::string& name);
+
+// The timeline canvas of one frame: where it is and the time window it shows.
+struct TimelineFrame {
+  ImVec2 origin;
+  float x0 = 0, x1 = 0, plot_w = 0, canvas_h = 0;  // the plot's pixel columns
+  double t0 = 0, t1 = 1, us_per_px = 1;           // the window, µs
+  bool hovered = false;
+  float X(double t) const { return x0 + static_cast<float>((t - t0) / us_per_px); }
+};
 
 // A run and what the panels derive from it once, at open.
 struct LoadedRun {
@@ -84,9 +94,26 @@ class View {
   void draw_panel(Panel p);
   void draw_memory();
   void draw_lifetimes();
+  void draw_gantt(const runfmt::MemoryMap& mem, int pattern, const Gantt& g, float width);
   void draw_kv();
+  void draw_kv_plots();
+  void draw_block_tables();
+  void refresh_kv_heatmap(const runfmt::KvData& kv, int want_steps, int want_blocks);
   void draw_timeline();
+  struct LaneClick {  // the timeline item clicked this frame
+    int lane = -1;
+    uint32_t item = 0;
+    bool merged = false;
+    DrawItem draw;
+  };
+  void timeline_toolbar();
+  void timeline_zoom_pan(TimelineFrame& f);
+  LaneClick draw_lanes(ImDrawList* dl, const TimelineFrame& f);
+  void draw_lane(ImDrawList* dl, size_t lane, const TimelineFrame& f, float y, LaneClick& click);
+  void timeline_clicks(const LaneClick& click, const TimelineFrame& f);
+  void timeline_details();
   void draw_kernels();
+  void kernel_toolbar();
   void draw_experiment();
   void draw_experiment_run();
   void draw_experiment_ab();
