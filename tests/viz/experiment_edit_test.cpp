@@ -144,6 +144,7 @@ TEST(ExperimentEdit, OlderRunsEditVariantsAsTextAndGenerateRunsHaveNothingToEdit
   json older = f.run.manifest.json;
   older["experiment"].erase("kernel_variants");  // as run format 1.2 wrote it
   older["format_version"] = "1.2";
+  older["experiment"]["resolved"]["limits"].erase("max_queue");  // a limit it lacks starts at the default
   std::string why;
   auto x = editable_experiment(older, &why);
   ASSERT_TRUE(x) << why;
@@ -151,6 +152,7 @@ TEST(ExperimentEdit, OlderRunsEditVariantsAsTextAndGenerateRunsHaveNothingToEdit
   EXPECT_EQ(x->ran.size(),
             f.run.manifest.json["config"]["kernels"].size());  // families still listed
   ExperimentEdits e = initial_edits(*x);
+  EXPECT_EQ(e.limits.at("max_queue"), 4096);
   e.limits["max_seqs"] = 5000;  // the schema is still checked
   EXPECT_THAT(
       save_edited_experiment(*x, e, test::scratch_dir("viz-edit-old") / "o.json", false).message(),

@@ -3,6 +3,8 @@
 // rendered with --screenshot under xvfb-run (Mesa llvmpipe), each PNG checked:
 // the requested size, not blank, and different from every other panel.
 // Damaged runs still render (with their messages); bad arguments exit 1.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -71,8 +73,13 @@ double differing(const Image& a, const Image& b) {
 // `lantern run`, so the experiment panel shows its editing section too.
 const fs::path& recorded_run() { return test::recorded_cpu_run().dir; }
 
+// xvfb-run -a starts at display :99 and takes the first free one; several
+// processes starting at once (ctest -j, other jobs on a shared machine) can
+// pick the same one and lose it mid-test. Start each process elsewhere.
+std::string xvfb_run() { return "xvfb-run -a -n " + std::to_string(100 + getpid() % 5000) + " "; }
+
 std::string view_command(const fs::path& out_dir, const fs::path& run_dir, const char* extra = "") {
-  std::string cmd = "xvfb-run -a sh -c '";
+  std::string cmd = xvfb_run() + "sh -c '";
   for (const char* p : kPanels)
     cmd += bin("lantern-view").string() + " --screenshot " + (out_dir / (std::string(p) + ".png")).string() +
            " --panel " + p + " --size " + std::to_string(kWidth) + "x" + std::to_string(kHeight) + " " + extra +
@@ -130,7 +137,7 @@ TEST(ViewerScreenshots, DamagedRunsRenderWithTheirMessageAndBadArgumentsExit1) {
   // The interactive app: a few frames of every panel tiled, then its layout
   // and open panels written to the ini file.
   const fs::path ini = out / "layout.ini";
-  Result app = run("xvfb-run -a " + bin("lantern-view").string() + " --frames 5 --ini " + ini.string() + " " +
+  Result app = run(xvfb_run() + bin("lantern-view").string() + " --frames 5 --ini " + ini.string() + " " +
                    damaged.string() + " " + damaged.string());
   ASSERT_EQ(app.status, 0) << app.output;
   std::ifstream in(ini);

@@ -131,9 +131,11 @@ ExperimentEdits initial_edits(const EditableExperiment& x) {
   for (const auto& [family, v] : x.resolved["kernels"].items())
     e.kernels[family] = v.is_string() ? v.get<std::string>() : v.dump();
   const json& limits = x.resolved["limits"];
-  for (const LimitSpec& s : limit_specs())
-    if (limits.contains(s.key) && limits[s.key].is_number())
-      e.limits[s.key] = limits[s.key].get<double>();
+  for (const LimitSpec& s : limit_specs()) {  // a limit the experiment lacks starts at its default
+    const json& v =
+        limits.contains(s.key) ? limits[s.key] : experiment::find_field("limits." + s.key)->def;
+    if (v.is_number()) e.limits[s.key] = v.get<double>();
+  }
   return e;
 }
 
