@@ -2,6 +2,7 @@
 // and resolved config; with a second run, configs diffed and metrics and
 // per-op kernel times side by side with ratios; with a sweep directory, each
 // metric plotted against the swept parameter (ImDrawList: no ImPlot in Debian).
+// Beside the run's config, "Edit as new experiment" (panel_experiment_edit.cpp).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -166,70 +167,98 @@ void sweep_plot(const Sweep& s, const std::string& param, const std::string& met
 }  // namespace
 
 void View::draw_experiment() {
-  if (ImGui::BeginTabBar("##exp")) {
-    if (runs_[0] && ImGui::BeginTabItem("Run")) {
-      const RunData& a = runs_[0]->data;
-      manifest_summary(a);
-      ImGui::Separator();
-      const float half = (ImGui::GetContentRegionAvail().x - 8) / 2;
-      ImGui::BeginChild("##cfg", ImVec2(half, 0));
-      ImGui::TextUnformatted("resolved config");
-      json_table("##config", config_of(a), 0);
-      ImGui::EndChild();
-      ImGui::SameLine();
-      ImGui::BeginChild("##met", ImVec2(0, 0));
-      ImGui::TextUnformatted("metrics");
-      json_table("##metrics", a.metrics, 0);
-      ImGui::EndChild();
-      ImGui::EndTabItem();
-    }
-    // With two runs the comparison is what the user came for: open on it once.
-    const ImGuiTabItemFlags ab_flags = exp_.ab_shown ? 0 : ImGuiTabItemFlags_SetSelected;
-    if (runs_[0] && runs_[1]) exp_.ab_shown = true;
-    if (runs_[0] && runs_[1] && ImGui::BeginTabItem("A vs B", nullptr, ab_flags)) {
-      const LoadedRun &a = *runs_[0], &b = *runs_[1];
-      ImGui::Text("A: %s    B: %s", a.data.name.c_str(), b.data.name.c_str());
-      const float h = (ImGui::GetContentRegionAvail().y - 3 * ImGui::GetTextLineHeightWithSpacing()) / 3;
-      ImGui::TextUnformatted("config differences");
-      diff_table("##cfgdiff", diff_json(config_of(a.data),
-                                        config_of(b.data)),
-                 "A", "B", h);
-      ImGui::TextUnformatted("metrics");
-      diff_table("##metdiff", side_by_side_numbers(a.data.metrics, b.data.metrics), "A", "B", h);
-      ImGui::TextUnformatted("kernel time per op (mean per call x calls)");
-      diff_table("##opdiff", op_times(a, b), "A", "B", 0);
-      ImGui::EndTabItem();
-    }
-    const ImGuiTabItemFlags sweep_flags = exp_.sweep_shown ? 0 : ImGuiTabItemFlags_SetSelected;
-    if (sweep_) exp_.sweep_shown = true;
-    if (sweep_ && ImGui::BeginTabItem("Sweep", nullptr, sweep_flags)) {
-      const Sweep& s = *sweep_;
-      ImGui::Text("%s: %zu runs", sweep_dir_.c_str(), s.points.size());
-      for (const std::string& e : s.errors) ImGui::TextColored(ImVec4(1, 0.35f, 0.3f, 1), "%s", e.c_str());
-      if (s.parameters.empty()) {
-        no_data("the runs' configs do not differ: nothing was swept");
-      } else {
-        std::vector<const char*> names;
-        for (const auto& p : s.parameters) names.push_back(p.c_str());
-        ImGui::SetNextItemWidth(300);
-        ImGui::Combo("swept parameter", &exp_.parameter, names.data(), static_cast<int>(names.size()));
-        ImGui::BeginChild("##metrics", ImVec2(260, 0), true);
-        for (size_t i = 0; i < s.metrics.size(); ++i) {
-          bool on = exp_.metric_on[i];
-          if (ImGui::Checkbox(s.metrics[i].c_str(), &on)) exp_.metric_on[i] = on;
-        }
-        ImGui::EndChild();
-        ImGui::SameLine();
-        ImGui::BeginChild("##plots");
-        const float w = ImGui::GetContentRegionAvail().x;
-        for (size_t i = 0; i < s.metrics.size(); ++i)
-          if (exp_.metric_on[i]) sweep_plot(s, s.parameters[exp_.parameter], s.metrics[i], ImVec2(w, 220));
-        ImGui::EndChild();
-      }
-      ImGui::EndTabItem();
-    }
-    ImGui::EndTabBar();
+  if (!ImGui::BeginTabBar("##exp")) return;
+  if (runs_[0] && ImGui::BeginTabItem("Run")) {
+    draw_experiment_run();
+    ImGui::EndTabItem();
   }
+  // With two runs the comparison is what the user came for: open on it once.
+  const ImGuiTabItemFlags ab_flags = exp_.ab_shown ? 0 : ImGuiTabItemFlags_SetSelected;
+  if (runs_[0] && runs_[1]) exp_.ab_shown = true;
+  if (runs_[0] && runs_[1] && ImGui::BeginTabItem("A vs B", nullptr, ab_flags)) {
+    draw_experiment_ab();
+    ImGui::EndTabItem();
+  }
+  const ImGuiTabItemFlags sweep_flags = exp_.sweep_shown ? 0 : ImGuiTabItemFlags_SetSelected;
+  if (sweep_) exp_.sweep_shown = true;
+  if (sweep_ && ImGui::BeginTabItem("Sweep", nullptr, sweep_flags)) {
+    draw_experiment_sweep();
+    ImGui::EndTabItem();
+  }
+  ImGui::EndTabBar();
+}
+
+// The manifest, the resolved config and the metrics; beside them the editor
+// when the run holds a resolved experiment (`lantern run`).
+void View::draw_experiment_run() {
+  const RunData& a = runs_[0]->data;
+  if (exp_.edit.run_dir != a.dir) reset_experiment_edit();
+  const bool editable = exp_.edit.source.has_value();
+  const float half = (ImGui::GetContentRegionAvail().x - 8) / 2;
+  if (editable) ImGui::BeginChild("##runinfo", ImVec2(half, 0));
+  manifest_summary(a);
+  if (!editable) ImGui::TextColored(ImVec4(0.65f, 0.65f, 0.65f, 1), "editing: %s", exp_.edit.unavailable.c_str());
+  ImGui::Separator();
+  if (editable) {  // config over metrics, the editor on the right
+    const float h = (ImGui::GetContentRegionAvail().y - 2 * ImGui::GetTextLineHeightWithSpacing()) / 2;
+    ImGui::TextUnformatted("resolved config");
+    json_table("##config", config_of(a), h);
+    ImGui::TextUnformatted("metrics");
+    json_table("##metrics", a.metrics, 0);
+    ImGui::EndChild();
+    ImGui::SameLine();
+    ImGui::BeginChild("##edit", ImVec2(0, 0), true);
+    draw_experiment_edit();
+    ImGui::EndChild();
+    return;
+  }
+  ImGui::BeginChild("##cfg", ImVec2(half, 0));
+  ImGui::TextUnformatted("resolved config");
+  json_table("##config", config_of(a), 0);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("##met", ImVec2(0, 0));
+  ImGui::TextUnformatted("metrics");
+  json_table("##metrics", a.metrics, 0);
+  ImGui::EndChild();
+}
+
+void View::draw_experiment_ab() {
+  const LoadedRun &a = *runs_[0], &b = *runs_[1];
+  ImGui::Text("A: %s    B: %s", a.data.name.c_str(), b.data.name.c_str());
+  const float h = (ImGui::GetContentRegionAvail().y - 3 * ImGui::GetTextLineHeightWithSpacing()) / 3;
+  ImGui::TextUnformatted("config differences");
+  diff_table("##cfgdiff", diff_json(config_of(a.data), config_of(b.data)), "A", "B", h);
+  ImGui::TextUnformatted("metrics");
+  diff_table("##metdiff", side_by_side_numbers(a.data.metrics, b.data.metrics), "A", "B", h);
+  ImGui::TextUnformatted("kernel time per op (mean per call x calls)");
+  diff_table("##opdiff", op_times(a, b), "A", "B", 0);
+}
+
+void View::draw_experiment_sweep() {
+  const Sweep& s = *sweep_;
+  ImGui::Text("%s: %zu runs", sweep_dir_.c_str(), s.points.size());
+  for (const std::string& e : s.errors) ImGui::TextColored(ImVec4(1, 0.35f, 0.3f, 1), "%s", e.c_str());
+  if (s.parameters.empty()) {
+    no_data("the runs' configs do not differ: nothing was swept");
+    return;
+  }
+  std::vector<const char*> names;
+  for (const auto& p : s.parameters) names.push_back(p.c_str());
+  ImGui::SetNextItemWidth(300);
+  ImGui::Combo("swept parameter", &exp_.parameter, names.data(), static_cast<int>(names.size()));
+  ImGui::BeginChild("##metrics", ImVec2(260, 0), true);
+  for (size_t i = 0; i < s.metrics.size(); ++i) {
+    bool on = exp_.metric_on[i];
+    if (ImGui::Checkbox(s.metrics[i].c_str(), &on)) exp_.metric_on[i] = on;
+  }
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("##plots");
+  const float w = ImGui::GetContentRegionAvail().x;
+  for (size_t i = 0; i < s.metrics.size(); ++i)
+    if (exp_.metric_on[i]) sweep_plot(s, s.parameters[exp_.parameter], s.metrics[i], ImVec2(w, 220));
+  ImGui::EndChild();
 }
 
 }  // namespace lantern::view

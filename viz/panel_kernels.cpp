@@ -40,13 +40,65 @@ void View::jump_to_group(const std::string& key) {
   set_time(start->f[*first]);
 }
 
-void View::draw_kernels() {
+namespace {
+
+void setup_kernel_columns(int group) {
+  ImGui::TableSetupScrollFreeze(1, 1);
+  const std::string us = std::string(ui::micro()) + "s";
+  ImGui::TableSetupColumn(kGroups[group] + 4, ImGuiTableColumnFlags_WidthStretch, 0, 0);
+  ImGui::TableSetupColumn("family.variant", 0, 0, 1);
+  ImGui::TableSetupColumn("count", ImGuiTableColumnFlags_PreferSortDescending, 0, 2);
+  ImGui::TableSetupColumn("total ms", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending, 0, 3);
+  ImGui::TableSetupColumn(("mean " + us).c_str(), ImGuiTableColumnFlags_PreferSortDescending, 0, 4);
+  ImGui::TableSetupColumn(("p50 " + us).c_str(), ImGuiTableColumnFlags_PreferSortDescending, 0, 5);
+  ImGui::TableSetupColumn(("p99 " + us).c_str(), ImGuiTableColumnFlags_PreferSortDescending, 0, 6);
+  ImGui::TableSetupColumn("GB/s", ImGuiTableColumnFlags_PreferSortDescending, 0, 7);
+  ImGui::TableSetupColumn("TFLOP/s", ImGuiTableColumnFlags_PreferSortDescending, 0, 8);
+  ImGui::TableSetupColumn("% roofline", ImGuiTableColumnFlags_PreferSortDescending, 0, 9);
+  ImGui::TableSetupColumn("% of step", ImGuiTableColumnFlags_PreferSortDescending, 0, 10);
+  ImGui::TableHeadersRow();
+}
+
+void cell(const std::string& s) {
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(s.c_str());
+}
+
+void number_cell(double v, const char* fmt) {
+  if (std::isnan(v)) return cell("-");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::fabs(v) >= 1e4 ? "%.0f" : fmt, v);  // no 1.474e+05
+  cell(buf);
+}
+
+// One table row; true when it was clicked.
+bool kernel_row(const KernelStat& s, int i) {
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  ImGui::PushID(i);
+  const bool clicked =
+      ImGui::Selectable("##row", false, ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap);
+  ImGui::PopID();
+  ImGui::SameLine(0, 0);
+  ui::legend_chip(ui::color_for_name(s.key), s.key);
+  cell(s.family_variant);
+  cell(std::to_string(s.count));
+  number_cell(s.total_us / 1e3, "%.3f");
+  number_cell(s.mean_us, "%.4g");
+  number_cell(s.p50_us, "%.4g");
+  number_cell(s.p99_us, "%.4g");
+  number_cell(s.gb_per_s, "%.4g");
+  number_cell(s.tflop_per_s, "%.3g");
+  number_cell(s.pct_roofline, "%.3g");
+  number_cell(s.share_of_steps * 100, "%.1f");
+  return clicked;
+}
+
+}  // namespace
+
+// Grouping, phase and filter; the rows are recomputed when the first two change.
+void View::kernel_toolbar() {
   const LoadedRun& run = *runs_[0];
-  const runfmt::IndexTable* k = run.data.index.find("kernels");
-  if (!k || k->rows == 0) {
-    no_data("No kernel rows (kernels.csv is empty: CUPTI off, or the harness timeline off)");
-    return;
-  }
   ImGui::SetNextItemWidth(170);
   ImGui::Combo("##group", &ker_.group, kGroups, 3);
   ImGui::SameLine();
@@ -65,6 +117,16 @@ void View::draw_kernels() {
     ker_.rows_phase = ker_.phase;
     ker_.resort = true;
   }
+}
+
+void View::draw_kernels() {
+  const LoadedRun& run = *runs_[0];
+  const runfmt::IndexTable* k = run.data.index.find("kernels");
+  if (!k || k->rows == 0) {
+    no_data("No kernel rows (kernels.csv is empty: CUPTI off, or the harness timeline off)");
+    return;
+  }
+  kernel_toolbar();
   const std::string source = json_text(run.data.manifest.json, {"harness", "kernel_timing"});
   ImGui::SameLine();
   ImGui::TextColored(ImVec4(0.65f, 0.65f, 0.65f, 1), "%zu rows, timing: %s", k->rows,
@@ -74,20 +136,7 @@ void View::draw_kernels() {
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable |
                                 ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX;
   if (!ImGui::BeginTable("##kernels", 11, flags)) return;
-  ImGui::TableSetupScrollFreeze(1, 1);
-  const std::string us = std::string(ui::micro()) + "s";
-  ImGui::TableSetupColumn(kGroups[ker_.group] + 4, ImGuiTableColumnFlags_WidthStretch, 0, 0);
-  ImGui::TableSetupColumn("family.variant", 0, 0, 1);
-  ImGui::TableSetupColumn("count", ImGuiTableColumnFlags_PreferSortDescending, 0, 2);
-  ImGui::TableSetupColumn("total ms", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending, 0, 3);
-  ImGui::TableSetupColumn(("mean " + us).c_str(), ImGuiTableColumnFlags_PreferSortDescending, 0, 4);
-  ImGui::TableSetupColumn(("p50 " + us).c_str(), ImGuiTableColumnFlags_PreferSortDescending, 0, 5);
-  ImGui::TableSetupColumn(("p99 " + us).c_str(), ImGuiTableColumnFlags_PreferSortDescending, 0, 6);
-  ImGui::TableSetupColumn("GB/s", ImGuiTableColumnFlags_PreferSortDescending, 0, 7);
-  ImGui::TableSetupColumn("TFLOP/s", ImGuiTableColumnFlags_PreferSortDescending, 0, 8);
-  ImGui::TableSetupColumn("% roofline", ImGuiTableColumnFlags_PreferSortDescending, 0, 9);
-  ImGui::TableSetupColumn("% of step", ImGuiTableColumnFlags_PreferSortDescending, 0, 10);
-  ImGui::TableHeadersRow();
+  setup_kernel_columns(ker_.group);
   if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs())
     if ((specs->SpecsDirty || ker_.resort) && specs->SpecsCount > 0) {
       const auto& s = specs->Specs[0];
@@ -98,40 +147,11 @@ void View::draw_kernels() {
   const std::vector<size_t> shown = filter_stats(ker_.rows, ker_.filter);
   ImGuiListClipper clipper;
   clipper.Begin(static_cast<int>(shown.size()));
-  auto cell = [](const std::string& s) {
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(s.c_str());
-  };
-  char buf[64];
-  auto num = [&](double v, const char* fmt) {
-    if (std::isnan(v)) return cell("-");
-    std::snprintf(buf, sizeof buf, std::fabs(v) >= 1e4 ? "%.0f" : fmt, v);  // no 1.474e+05
-    cell(buf);
-  };
   while (clipper.Step())
-    for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
-      const KernelStat& s = ker_.rows[shown[i]];
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
+    for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i)
       // Click: the timeline (and so every panel) goes to this group's first
       // kernel at or after the cursor step.
-      ImGui::PushID(i);
-      if (ImGui::Selectable("##row", false, ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap))
-        jump_to_group(s.key);
-      ImGui::PopID();
-      ImGui::SameLine(0, 0);
-      ui::legend_chip(ui::color_for_name(s.key), s.key);
-      cell(s.family_variant);
-      cell(std::to_string(s.count));
-      num(s.total_us / 1e3, "%.3f");
-      num(s.mean_us, "%.4g");
-      num(s.p50_us, "%.4g");
-      num(s.p99_us, "%.4g");
-      num(s.gb_per_s, "%.4g");
-      num(s.tflop_per_s, "%.3g");
-      num(s.pct_roofline, "%.3g");
-      num(s.share_of_steps * 100, "%.1f");
-    }
+      if (kernel_row(ker_.rows[shown[i]], i)) jump_to_group(ker_.rows[shown[i]].key);
   ImGui::EndTable();
 }
 

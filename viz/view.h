@@ -13,9 +13,11 @@
 
 #include <imgui.h>
 
+#include "viz/model/experiment_edit.h"
 #include "viz/model/experiment_model.h"
 #include "viz/model/kernel_stats.h"
 #include "viz/model/kv_model.h"
+#include "viz/model/lifetimes.h"
 #include "viz/model/run_data.h"
 #include "viz/model/timeline_model.h"
 
@@ -26,6 +28,15 @@ constexpr int kPanels = 6;
 const char* panel_name(Panel p);   // command-line name: "memory", "timeline", ...
 const char* panel_title(Panel p);  // window title: "Memory map", ...
 std::optional<Panel> panel_from_name(const std::string& name);
+
+// The timeline canvas of one frame: where it is and the time window it shows.
+struct TimelineFrame {
+  ImVec2 origin;
+  float x0 = 0, x1 = 0, plot_w = 0, canvas_h = 0;  // the plot's pixel columns
+  double t0 = 0, t1 = 1, us_per_px = 1;           // the window, µs
+  bool hovered = false;
+  float X(double t) const { return x0 + static_cast<float>((t - t0) / us_per_px); }
+};
 
 // A run and what the panels derive from it once, at open.
 struct LoadedRun {
@@ -83,10 +94,35 @@ class View {
   void draw_panel(Panel p);
   void draw_memory();
   void draw_lifetimes();
+  void draw_gantt(const runfmt::MemoryMap& mem, int pattern, const Gantt& g, float width);
   void draw_kv();
+  void draw_kv_plots();
+  void draw_block_tables();
+  void refresh_kv_heatmap(const runfmt::KvData& kv, int want_steps, int want_blocks);
   void draw_timeline();
+  struct LaneClick {  // the timeline item clicked this frame
+    int lane = -1;
+    uint32_t item = 0;
+    bool merged = false;
+    DrawItem draw;
+  };
+  void timeline_toolbar();
+  void timeline_zoom_pan(TimelineFrame& f);
+  LaneClick draw_lanes(ImDrawList* dl, const TimelineFrame& f);
+  void draw_lane(ImDrawList* dl, size_t lane, const TimelineFrame& f, float y, LaneClick& click);
+  void timeline_clicks(const LaneClick& click, const TimelineFrame& f);
+  void timeline_details();
   void draw_kernels();
+  void kernel_toolbar();
   void draw_experiment();
+  void draw_experiment_run();
+  void draw_experiment_ab();
+  void draw_experiment_sweep();
+  void reset_experiment_edit();  // the editor's draft from run A's manifest
+  void draw_experiment_edit();
+  void draw_edit_kernels();
+  void draw_edit_limits();
+  void draw_edit_save();
   void no_data(const char* what);
   void jump_to_group(const std::string& key);  // kernel table row -> timeline and cursor
   void locate_op_and_focus(int64_t step, int op_index, const std::string& op, int layer);
@@ -127,10 +163,24 @@ class View {
     int rows_group = -1, rows_phase = -1;
     bool resort = true;
   } ker_;
+  struct ExperimentEditState {
+    std::filesystem::path run_dir;              // the run the draft was made from
+    std::optional<EditableExperiment> source;   // nullopt: nothing to edit (why in `unavailable`)
+    std::string unavailable;
+    ExperimentEdits edits;
+    char name[128] = {}, description[512] = {}, path[1024] = {};
+    struct Text {
+      char text[64] = {};
+    };
+    std::map<std::string, Text> variant_text;  // runs before format 1.3: a text field per family
+    bool overwrite = false;
+    std::optional<SaveResult> saved;           // the last "Save as..."
+  };
   struct ExperimentState {
     int parameter = 0;
     std::vector<bool> metric_on;
     bool ab_shown = false, sweep_shown = false;  // tabs selected once when they appear
+    ExperimentEditState edit;
   } exp_;
   struct OpenDialog {
     bool open = false;

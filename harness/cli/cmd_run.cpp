@@ -25,11 +25,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   const json doc = experiment::load_json_file(file);
   const auto sets = overrides_from(args.get_all("--set"));
   experiment::Experiment e = experiment::resolve(doc, file.string(), sets);
-  if (auto path = args.get("--resolved-out")) {  // what the peers read (experiments/peers/)
-    std::ofstream out(*path);
-    LANTERN_CHECK(out, "cannot write --resolved-out %s", path->c_str());
-    out << e.resolved.dump(2) << "\n";
-  }
+  if (auto path = args.get("--resolved-out"))  // what the peers read (experiments/peers/)
+    experiment::save_experiment_file(*path, e.resolved);
   if (!e.resolved["sweep"].empty() && !args.flag("--dry-run"))
     return run_sweep(file, {}, args.get_all("--set"), args.get_or("--out", ""),
                      args.flag("--quiet"), argv);

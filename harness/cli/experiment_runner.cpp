@@ -74,20 +74,23 @@ ModelChoice resolve_model(const Experiment& e, kernels::Backend backend, bool qu
   return {dir, preset};
 }
 
-experiment::ModelFacts model_facts(const ModelConfig& cfg, kernels::Backend backend) {
-  experiment::ModelFacts f;
-  f.max_position_embeddings = cfg.max_position_embeddings;
+// {family: [{"variant": N, "name": "..."}]}: the registry's variants on
+// `backend`, what check_against validates `kernels` with. Recorded in the
+// manifest (run format 1.3) so a viewer without CUDA can offer and check them.
+json registry_variants(kernels::Backend backend) {
+  json out = json::object();
   const auto& reg = kernels::Registry::global();
   for (int i = 0; i < kernels::kNumFamilies; ++i) {
     auto fam = static_cast<kernels::Family>(i);
-    std::vector<std::string>& names = f.kernel_variants[kernels::family_name(fam)];
+    json& list = out[kernels::family_name(fam)] = json::array();
     for (const kernels::KernelEntry* k : reg.variants(fam))
-      if (k->backend == backend) {
-        names.push_back(k->name);
-        names.push_back(std::to_string(k->variant));
-      }
+      if (k->backend == backend) list.push_back({{"variant", k->variant}, {"name", k->name}});
   }
-  return f;
+  return out;
+}
+
+experiment::ModelFacts model_facts(const ModelConfig& cfg, kernels::Backend backend) {
+  return experiment::model_facts_from(registry_variants(backend), cfg.max_position_embeddings);
 }
 
 EngineLimits limits_of(const Experiment& e, const ModelConfig& cfg) {
@@ -229,6 +232,7 @@ json experiment_section(const Experiment& e, const ModelChoice& model, kernels::
           {"schema_version", experiment::kSchemaVersion},
           {"resolved", e.resolved},
           {"overrides", overrides},
+          {"kernel_variants", registry_variants(backend)},
           {"effective",
            {{"device", kernels::backend_name(backend)},
             {"model_dir", model.dir.string()},

@@ -309,6 +309,12 @@ void contradictions(const Experiment& e, Checker& c) {
                 " tokens exceed limits.max_context = " + std::to_string(max_context),
             "lower the lengths or raise limits.max_context");
   }
+  const json& limits = e.resolved["limits"];
+  if (limits["max_seqs"].get<int>() > limits["max_batch_tokens"].get<int>())  // EngineLimits::validate
+    c.add("$.limits.max_seqs",
+          "limits.max_seqs = " + limits["max_seqs"].dump() + " exceeds limits.max_batch_tokens = " +
+              limits["max_batch_tokens"].dump() + " (every running sequence needs a row per step)",
+          "raise max_batch_tokens or lower max_seqs");
   if (e.resolved["limits"]["kv_block_size"].get<int>() > max_context)
     c.add("$.limits.kv_block_size", "a KV block is larger than limits.max_context",
           "lower kv_block_size");
@@ -484,6 +490,46 @@ std::vector<std::string> check_against(const Experiment& e, const ModelFacts& fa
               std::to_string(facts.max_position_embeddings),
           "lower it to at most " + std::to_string(facts.max_position_embeddings));
   return c.issues;
+}
+
+ModelFacts model_facts_from(const json& variants, int max_position_embeddings) {
+  ModelFacts f;
+  f.max_position_embeddings = max_position_embeddings;
+  auto bad = [&](const std::string& why) {
+    throw ExperimentError({"experiment.kernel_variants: " + why +
+                           " (fix: record the run again with this lantern)"});
+  };
+  if (!variants.is_object()) bad("expected an object {family: [variants]}");
+  for (const auto& [family, list] : variants.items()) {
+    if (!list.is_array()) bad("'" + family + "' is not a list");
+    std::vector<std::string>& names = f.kernel_variants[family];
+    for (const json& v : list) {
+      if (!v.is_object() || !v.contains("name") || !v["name"].is_string() ||
+          !v.contains("variant") || !v["variant"].is_number_integer())
+        bad("'" + family + "' holds an entry without a string name and an integer variant");
+      names.push_back(v["name"].get<std::string>());
+      names.push_back(std::to_string(v["variant"].get<int64_t>()));
+    }
+  }
+  return f;
+}
+
+void save_experiment_file(const std::filesystem::path& file, const json& experiment) {
+  std::filesystem::path tmp = file;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp);
+    LANTERN_CHECK(out.good(), "%s: cannot write (fix: check that the folder exists and is writable)",
+                  file.c_str());
+    out << experiment.dump(2) << "\n";
+    out.close();
+    LANTERN_CHECK(out.good(), "%s: write failed (fix: check free space)", file.c_str());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) std::filesystem::remove(tmp);
+  LANTERN_CHECK(!ec, "%s: cannot rename the written file into place: %s", file.c_str(),
+                ec.message().c_str());
 }
 
 }  // namespace lantern::experiment

@@ -71,6 +71,15 @@ struct ModelFacts {
 };
 // Kernel families and variants, max_context vs the model: one line each.
 std::vector<std::string> check_against(const Experiment& e, const ModelFacts& facts);
+// Facts from what a run recorded: `variants` is the manifest's
+// experiment.kernel_variants ({family: [{"variant": N, "name": "..."}]});
+// throws ExperimentError when it has another shape.
+ModelFacts model_facts_from(const nlohmann::json& variants, int max_position_embeddings);
+
+// An experiment as a file: 2-space JSON and a newline, written to a
+// temporary beside `file` and renamed over it (never half a file). Throws
+// naming the file when it cannot be written.
+void save_experiment_file(const std::filesystem::path& file, const nlohmann::json& experiment);
 
 // "$.a.b" from "a.b".
 std::string json_path(const std::string& dotted);

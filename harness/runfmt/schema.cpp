@@ -6,7 +6,7 @@
 
 namespace lantern::runfmt {
 
-const char* run_format_version() { return "1.2"; }
+const char* run_format_version() { return "1.3"; }
 
 FormatVersion parse_format_version(const std::string& text, const std::string& file) {
   FormatVersion v;

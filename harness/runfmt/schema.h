@@ -7,8 +7,9 @@
 
 namespace lantern::runfmt {
 constexpr int kRunFormatMajor = 1;
-constexpr int kRunFormatMinor = 2;  // 1.1: kernels.csv launch configuration and occupancy; 1.2: timeline.bin
-const char* run_format_version();  // "1.2"
+constexpr int kRunFormatMinor = 3;  // 1.1: kernels.csv launch configuration and occupancy; 1.2: timeline.bin;
+                                   // 1.3: manifest experiment.kernel_variants
+const char* run_format_version();  // "1.3"
 
 struct FormatVersion {
   int major = 0, minor = 0;

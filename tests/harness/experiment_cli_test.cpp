@@ -167,6 +167,10 @@ void check_manifest_and_metrics() {
   EXPECT_EQ(m["experiment"]["resolved"]["limits"]["kv_block_size"], 16);     // the default
   EXPECT_EQ(m["experiment"]["overrides"], json::array({"limits.max_batch_tokens=48"}));
   EXPECT_EQ(m["experiment"]["effective"]["device"], "cpu");
+  // Run format 1.3: the registry's variants on the run's backend (what lantern-view offers).
+  EXPECT_EQ(m["format_version"], "1.3");
+  EXPECT_EQ(m["experiment"]["kernel_variants"]["rmsnorm"],
+            json::parse(R"([{"variant": 0, "name": "cpu_ref"}])"));
   EXPECT_EQ(m["hashes"]["weights"].get<std::string>().size(), 16u);
   EXPECT_EQ(m["hashes"]["tokenizer"].get<std::string>().size(), 16u);
   EXPECT_TRUE(m["git"].contains("commit"));

@@ -1,8 +1,10 @@
 // lantern-view end to end, headless: a run recorded on the CPU backend (the
-// tiny synthetic model through `lantern generate --record`), every panel
+// tiny synthetic model through `lantern run`), every panel
 // rendered with --screenshot under xvfb-run (Mesa llvmpipe), each PNG checked:
 // the requested size, not blank, and different from every other panel.
 // Damaged runs still render (with their messages); bad arguments exit 1.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -12,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_util.h"
+#include "tests/viz/recorded_run.h"
 #include "tests/viz/synthetic_run.h"
 
 #if LANTERN_VIEWER_BUILT
@@ -27,23 +30,9 @@ namespace fs = std::filesystem;
 const char* kPanels[] = {"memory", "lifetimes", "kv", "timeline", "kernels", "experiment"};
 constexpr int kWidth = 960, kHeight = 560;
 
-struct Result {
-  int status = -1;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  Result r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-fs::path bin(const char* name) { return fs::path(LANTERN_BINARY_DIR) / "bin" / name; }
+using Result = test::CommandResult;
+Result run(const std::string& command) { return test::run_command(command); }
+fs::path bin(const char* name) { return test::built_binary(name); }
 
 struct Image {
   int width = 0, height = 0;
@@ -80,32 +69,17 @@ double differing(const Image& a, const Image& b) {
   return static_cast<double>(n) / (a.rgba.size() / 4);
 }
 
-// One CPU run per test process (about two seconds).
-const fs::path& recorded_run() {
-  static fs::path dir = [] {
-    fs::path root = test::scratch_dir("viewer-screenshots");
-    Result s = run(bin("lantern").string() + " synth --preset tiny --out " + (root / "tiny").string());
-    EXPECT_EQ(s.status, 0) << s.output;
-    std::ofstream requests(root / "requests.jsonl");
-    for (int i = 0; i < 4; ++i) {
-      requests << "{\"prompt_ids\": [";
-      for (int t = 0; t < 6 + 9 * i; ++t) requests << (t ? "," : "") << (31 * t + 17 * i) % 5000 + 10;
-      requests << "]}\n";
-    }
-    requests.close();
-    // 4 requests, 3 slots, a 16-block pool: a request waits for a slot.
-    Result g = run(bin("lantern").string() + " generate --model " + (root / "tiny").string() +
-                   " --device cpu --requests " + (root / "requests.jsonl").string() +
-                   " --max-new-tokens 4 --max-seqs 3 --max-context 64 --kv-blocks 16 --ignore-eos --quiet"
-                   " --record " + (root / "run").string());
-    EXPECT_EQ(g.status, 0) << g.output;
-    return root / "run";
-  }();
-  return dir;
-}
+// One CPU run per test process (tests/viz/recorded_run.h), recorded by
+// `lantern run`, so the experiment panel shows its editing section too.
+const fs::path& recorded_run() { return test::recorded_cpu_run().dir; }
+
+// xvfb-run -a starts at display :99 and takes the first free one; several
+// processes starting at once (ctest -j, other jobs on a shared machine) can
+// pick the same one and lose it mid-test. Start each process elsewhere.
+std::string xvfb_run() { return "xvfb-run -a -n " + std::to_string(100 + getpid() % 5000) + " "; }
 
 std::string view_command(const fs::path& out_dir, const fs::path& run_dir, const char* extra = "") {
-  std::string cmd = "xvfb-run -a sh -c '";
+  std::string cmd = xvfb_run() + "sh -c '";
   for (const char* p : kPanels)
     cmd += bin("lantern-view").string() + " --screenshot " + (out_dir / (std::string(p) + ".png")).string() +
            " --panel " + p + " --size " + std::to_string(kWidth) + "x" + std::to_string(kHeight) + " " + extra +
@@ -163,7 +137,7 @@ TEST(ViewerScreenshots, DamagedRunsRenderWithTheirMessageAndBadArgumentsExit1) {
   // The interactive app: a few frames of every panel tiled, then its layout
   // and open panels written to the ini file.
   const fs::path ini = out / "layout.ini";
-  Result app = run("xvfb-run -a " + bin("lantern-view").string() + " --frames 5 --ini " + ini.string() + " " +
+  Result app = run(xvfb_run() + bin("lantern-view").string() + " --frames 5 --ini " + ini.string() + " " +
                    damaged.string() + " " + damaged.string());
   ASSERT_EQ(app.status, 0) << app.output;
   std::ifstream in(ini);

@@ -21,6 +21,21 @@ std::string print(const nlohmann::json& v) {
   return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+using Flat = std::map<std::string, nlohmann::json>;
+
+// Key `k` of both sides printed, and B / A when both are numbers and A != 0.
+DiffRow diff_row(const std::string& k, const Flat& fa, const Flat& fb) {
+  DiffRow row;
+  row.key = k;
+  auto ia = fa.find(k), ib = fb.find(k);
+  if (ia != fa.end()) row.a = print(ia->second);
+  if (ib != fb.end()) row.b = print(ib->second);
+  if (ia != fa.end() && ib != fb.end() && ia->second.is_number() && ib->second.is_number() &&
+      ia->second.get<double>() != 0)
+    row.ratio = ib->second.get<double>() / ia->second.get<double>();
+  return row;
+}
+
 }  // namespace
 
 std::map<std::string, nlohmann::json> flatten(const nlohmann::json& j, const std::string& prefix) {
@@ -45,14 +60,7 @@ std::vector<DiffRow> diff_json(const nlohmann::json& a, const nlohmann::json& b)
   for (const std::string& k : keys) {
     auto ia = fa.find(k), ib = fb.find(k);
     if (ia != fa.end() && ib != fb.end() && ia->second == ib->second) continue;
-    DiffRow row;
-    row.key = k;
-    if (ia != fa.end()) row.a = print(ia->second);
-    if (ib != fb.end()) row.b = print(ib->second);
-    if (ia != fa.end() && ib != fb.end() && ia->second.is_number() && ib->second.is_number() &&
-        ia->second.get<double>() != 0)
-      row.ratio = ib->second.get<double>() / ia->second.get<double>();
-    out.push_back(std::move(row));
+    out.push_back(diff_row(k, fa, fb));
   }
   return out;
 }
@@ -65,17 +73,7 @@ std::vector<DiffRow> side_by_side_numbers(const nlohmann::json& a, const nlohman
   for (auto& [k, v] : fb)
     if (v.is_number() && !v.is_boolean()) keys.insert(k);
   std::vector<DiffRow> out;
-  for (const std::string& k : keys) {
-    DiffRow row;
-    row.key = k;
-    auto ia = fa.find(k), ib = fb.find(k);
-    if (ia != fa.end()) row.a = print(ia->second);
-    if (ib != fb.end()) row.b = print(ib->second);
-    if (ia != fa.end() && ib != fb.end() && ia->second.is_number() && ib->second.is_number() &&
-        ia->second.get<double>() != 0)
-      row.ratio = ib->second.get<double>() / ia->second.get<double>();
-    out.push_back(std::move(row));
-  }
+  for (const std::string& k : keys) out.push_back(diff_row(k, fa, fb));
   return out;
 }
 

@@ -88,21 +88,38 @@ Gui* gui() {
   return g;
 }
 
-void frame(Gui* g, view::Panel panel) {
+// The window, or nullptr after marking the benchmark skipped (no display).
+Gui* gui_or_skip(benchmark::State& state) {
+  Gui* g = gui();
+  if (!g->window) {
+    state.SkipWithError("no display: run under xvfb-run -a");
+    return nullptr;
+  }
+  return g;
+}
+
+// One frame: clear, ImGui, `draw`, render, swap.
+template <class Draw>
+void frame_with(Gui* g, Draw draw) {
   g->window->begin_frame(true);
-  g->view->draw_single(panel);
+  draw();
   g->window->render();
   g->window->swap();
+}
+
+void frame(Gui* g, view::Panel panel) {
+  frame_with(g, [&] { g->view->draw_single(panel); });
+}
+
+void count_fps(benchmark::State& state) {
+  state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 // Pans the timeline by 1/120 of its width per frame at a zoom of
 // `state.range(0)`: 0 the whole run, 1 one step (~1.4 ms), 2 a 100 µs window.
 void BM_TimelinePanFrame(benchmark::State& state) {
-  Gui* g = gui();
-  if (!g->window) {
-    state.SkipWithError("no display: run under xvfb-run -a");
-    return;
-  }
+  Gui* g = gui_or_skip(state);
+  if (!g) return;
   const auto& tm = g->view->run()->timeline;
   const double mid = (tm.t_begin + tm.t_end) / 2;
   double width = state.range(0) == 0 ? tm.t_end - tm.t_begin : state.range(0) == 1 ? 1400 : 100;
@@ -113,60 +130,46 @@ void BM_TimelinePanFrame(benchmark::State& state) {
     g->view->focus_time(t0, t0 + width);
     frame(g, view::Panel::timeline);
   }
-  state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  count_fps(state);
 }
 BENCHMARK(BM_TimelinePanFrame)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime()->MeasureProcessCPUTime();
 
 // The floor: an empty frame (clear, ImGui, swap) at the same window size.
 void BM_EmptyFrame(benchmark::State& state) {
-  Gui* g = gui();
-  if (!g->window) {
-    state.SkipWithError("no display: run under xvfb-run -a");
-    return;
-  }
-  for (auto _ : state) {
-    g->window->begin_frame(true);
-    g->window->render();
-    g->window->swap();
-  }
-  state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  Gui* g = gui_or_skip(state);
+  if (!g) return;
+  for (auto _ : state) frame_with(g, [] {});
+  count_fps(state);
 }
 BENCHMARK(BM_EmptyFrame)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime()->MeasureProcessCPUTime();
 
 // One full-window ImGui window with a line of text: what any panel costs at least.
+void blank_window() {
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->WorkPos);
+  ImGui::SetNextWindowSize(vp->WorkSize);
+  ImGui::Begin("blank", nullptr, ImGuiWindowFlags_NoSavedSettings);
+  ImGui::TextUnformatted("blank");
+  ImGui::End();
+}
+
 void BM_BlankWindowFrame(benchmark::State& state) {
-  Gui* g = gui();
-  if (!g->window) {
-    state.SkipWithError("no display: run under xvfb-run -a");
-    return;
-  }
-  for (auto _ : state) {
-    g->window->begin_frame(true);
-    const ImGuiViewport* vp = ImGui::GetMainViewport();
-    ImGui::SetNextWindowPos(vp->WorkPos);
-    ImGui::SetNextWindowSize(vp->WorkSize);
-    ImGui::Begin("blank", nullptr, ImGuiWindowFlags_NoSavedSettings);
-    ImGui::TextUnformatted("blank");
-    ImGui::End();
-    g->window->render();
-    g->window->swap();
-  }
-  state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  Gui* g = gui_or_skip(state);
+  if (!g) return;
+  for (auto _ : state) frame_with(g, blank_window);
+  count_fps(state);
 }
 BENCHMARK(BM_BlankWindowFrame)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime()->MeasureProcessCPUTime();
 
 void BM_PanelFrame(benchmark::State& state) {
-  Gui* g = gui();
-  if (!g->window) {
-    state.SkipWithError("no display: run under xvfb-run -a");
-    return;
-  }
+  Gui* g = gui_or_skip(state);
+  if (!g) return;
   const auto panel = static_cast<view::Panel>(state.range(0));
   state.SetLabel(view::panel_name(panel));
   g->view->set_step(40);
   for (int i = 0; i < 3; ++i) frame(g, panel);
   for (auto _ : state) frame(g, panel);
-  state.counters["fps"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  count_fps(state);
 }
 BENCHMARK(BM_PanelFrame)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime()->MeasureProcessCPUTime();
 

@@ -133,7 +133,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "both model.path and model.preset", "keep one"},
         BadCase{
             R"({"limits": {"max_context": 8, "kv_block_size": 16}, "workload": {"prompt_len": {"dist": "fixed", "value": 2}, "output_len": {"dist": "fixed", "value": 2}}})",
-            "$.limits.kv_block_size", "larger than limits.max_context", "lower kv_block_size"}));
+            "$.limits.kv_block_size", "larger than limits.max_context", "lower kv_block_size"},
+        BadCase{R"({"limits": {"max_seqs": 64, "max_batch_tokens": 32}})", "$.limits.max_seqs",
+                "max_seqs = 64 exceeds limits.max_batch_tokens = 32", "raise max_batch_tokens"}));
 
 TEST(Experiment, EveryProblemIsReportedAtOnce) {
   auto lines = problems(
@@ -234,6 +236,31 @@ TEST(Experiment, KernelVariantsAndModelLimitsAreCheckedAgainstTheFacts) {
               HasSubstr("$.limits.max_context: limits.max_context = 4000 is above the model's"));
   // The default max_context is lowered to the model's limit, not an error.
   EXPECT_TRUE(check_against(resolve(json::object(), "x.json", {}), facts).empty());
+}
+
+TEST(Experiment, RecordedVariantListsBecomeTheSameFactsAndBadShapesAreRefused) {
+  ModelFacts f = model_facts_from(
+      json::parse(R"({"attention_decode": [{"variant": 0, "name": "cpu_ref"}], "rmsnorm": []})"), 2048);
+  EXPECT_EQ(f.max_position_embeddings, 2048);
+  EXPECT_EQ(f.kernel_variants["attention_decode"], (std::vector<std::string>{"cpu_ref", "0"}));
+  EXPECT_TRUE(f.kernel_variants["rmsnorm"].empty());
+  EXPECT_THROW(model_facts_from(json::array(), 0), ExperimentError);
+  EXPECT_THROW(model_facts_from(json::parse(R"({"a": [{"variant": "x", "name": "y"}]})"), 0),
+               ExperimentError);
+}
+
+TEST(Experiment, SavedFilesReadBackEqualAndFailuresNameTheFile) {
+  const auto dir = lantern::test::scratch_dir("experiment-save");
+  json e = resolve(json::parse(R"({"name": "saved", "limits": {"max_seqs": 3}})"), "x.json", {}).resolved;
+  save_experiment_file(dir / "saved.json", e);
+  EXPECT_EQ(load_json_file(dir / "saved.json"), e);
+  EXPECT_FALSE(std::filesystem::exists(dir / "saved.json.tmp"));
+  try {
+    save_experiment_file(dir / "no" / "such" / "x.json", e);
+    FAIL() << "expected a write error";
+  } catch (const Error& err) {
+    EXPECT_THAT(err.what(), HasSubstr("x.json: cannot write"));
+  }
 }
 
 TEST(Experiment, DidYouMeanOnlySuggestsCloseWords) {
