@@ -7,6 +7,7 @@
 #   FUZZ_SECONDS=60 scripts/fuzz.sh       # longer pass over every target
 #
 # Targets: safetensors config tokenizer_load tokenizer_encode chat run_dir
+# experiment
 # (each is build/fuzz/fuzz_NAME; seeds in tests/fuzz/corpus/NAME, crashers
 # kept in tests/fuzz/regressions/NAME and replayed first). The working corpus
 # grows in build/fuzz/corpus/NAME, never in the repository.
@@ -23,7 +24,7 @@ while (($#)); do
     *) TARGETS+=("$1"); shift ;;
   esac
 done
-((${#TARGETS[@]})) || TARGETS=(config chat safetensors tokenizer_encode run_dir tokenizer_load)
+((${#TARGETS[@]})) || TARGETS=(config chat safetensors tokenizer_encode run_dir tokenizer_load experiment)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found: run scripts/setup.sh" >&2; exit 1; }
 
 cmake -S tests/fuzz -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
@@ -32,7 +33,7 @@ cmake --build "$BUILD" -j "$(nproc)" >/dev/null
 
 # Small inputs keep every target in the thousands of executions per second.
 declare -A MAX_LEN=([config]=4096 [chat]=2048 [safetensors]=8192 [tokenizer_encode]=1024
-                    [run_dir]=32768 [tokenizer_load]=16384)
+                    [run_dir]=32768 [tokenizer_load]=16384 [experiment]=4096)
 # Scratch files (each input is written out, as the readers take paths) in RAM when possible.
 TMPDIR="${FUZZ_TMPDIR:-/dev/shm}"
 [[ -d "$TMPDIR" && -w "$TMPDIR" ]] || TMPDIR=/tmp

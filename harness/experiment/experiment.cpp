@@ -1,10 +1,12 @@
 #include "harness/experiment/experiment.h"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
 #include "harness/experiment/schema.h"
+#include "kernels/base/json_parse.h"
 
 namespace lantern::experiment {
 
@@ -12,14 +14,19 @@ namespace {
 
 using nlohmann::json;
 
+// Token counts and ids the workload stores as int: larger ones would wrap.
+constexpr int64_t kMaxTokens = 1 << 24;
+constexpr int64_t kMaxTokenId = INT32_MAX;
+
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
   return out;
 }
 
+// Invalid UTF-8 (a bare-word --set value) is replaced, never thrown about.
 std::string short_json(const json& v) {
-  std::string s = v.dump();
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
 
@@ -35,15 +42,17 @@ struct Checker {
   std::string file;
   std::vector<std::string> issues;
 
+  // Keys and strings from the file are echoed: control characters are
+  // escaped and a huge key is cut, so each problem stays one short line.
   void add(const std::string& path, const std::string& problem, const std::string& fix) {
-    issues.push_back(file + ": " + path + ": " + problem +
-                     (fix.empty() ? "" : " (fix: " + fix + ")"));
+    issues.push_back(cut_for_message(
+        file + ": " + path + ": " + problem + (fix.empty() ? "" : " (fix: " + fix + ")"), 1500));
   }
 
   void unknown_key(const std::string& path, const std::string& key,
                    const std::vector<std::string>& valid) {
     std::string guess = did_you_mean(key, valid);
-    add(path, "unknown key '" + key + "'",
+    add(path, "unknown key '" + cut_for_message(key) + "'",
         guess.empty() ? "valid keys here: " + join(valid, ", ") : "did you mean '" + guess + "'?");
   }
 
@@ -176,16 +185,18 @@ struct Checker {
         ++forms;
         bool ok = x.is_array() && !x.empty();
         if (ok)
-          for (const json& id : x) ok = ok && id.is_number_integer() && id.get<int64_t>() >= 0;
+          for (const json& id : x)
+            ok = ok && id.is_number_integer() && id.get<int64_t>() >= 0 &&
+                 id.get<int64_t>() <= kMaxTokenId;
         if (!ok)
-          add(kp, "expected a non-empty array of token ids (integers >= 0)",
+          add(kp, "expected a non-empty array of token ids (integers in [0, 2147483647])",
               "write e.g. [128000, 9906]");
       } else if (k == "chat") {
         ++forms;
         chat(kp, x);
       } else if (k == "max_new_tokens") {
-        if (!x.is_number_integer() || x.get<int64_t>() < 1)
-          add(kp, "expected an integer >= 1, got " + short_json(x), "write e.g. 32");
+        if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > kMaxTokens)
+          add(kp, "expected an integer in [1, 16777216], got " + short_json(x), "write e.g. 32");
       } else if (k == "tag" && !x.is_string()) {
         add(kp, "expected a string", "write a short label");
       }
@@ -232,10 +243,12 @@ struct Checker {
         value(f, path + ".dist", x);
       } else {
         const bool zero_ok = k == "stddev" || k == "sigma" || k == "min" || k == "max";
-        if (!x.is_number() || x.get<double>() < (zero_ok ? 0 : 1))
+        // sigma multiplies a log: e^16 is already 8.9 million times the median.
+        const double hi = k == "sigma" ? 16 : static_cast<double>(kMaxTokens);
+        if (!x.is_number() || x.get<double>() < (zero_ok ? 0 : 1) || x.get<double>() > hi)
           add(path + "." + k,
-              std::string("expected a number >= ") + (zero_ok ? "0" : "1") + ", got " +
-                  short_json(x),
+              std::string("expected a number in [") + (zero_ok ? "0" : "1") + ", " +
+                  (k == "sigma" ? "16" : "16777216") + "], got " + short_json(x),
               "write a token count");
       }
     }
@@ -258,8 +271,10 @@ struct Checker {
       need("median");
       need("sigma");
     }
+    // max 0 means "no cap", except for uniform, where it is the top of the range.
     if (v.contains("min") && v.contains("max") && v["min"].is_number() && v["max"].is_number() &&
-        v["max"].get<double>() > 0 && v["min"].get<double>() > v["max"].get<double>())
+        (v["max"].get<double>() > 0 || dist == "uniform") &&
+        v["min"].get<double>() > v["max"].get<double>())
       add(path, "min " + v["min"].dump() + " is above max " + v["max"].dump(), "swap them");
   }
 };
@@ -347,7 +362,7 @@ void check_override_path(const std::string& path) {
   std::vector<std::string> leaves;
   for (const Field& f : schema()) leaves.push_back(f.path);
   std::string guess = did_you_mean(path, leaves);
-  LANTERN_FAIL("--set %s: no such field (fix: %s)", path.c_str(),
+  LANTERN_FAIL("--set %s: no such field (fix: %s)", cut_for_message(path).c_str(),
                guess.empty() ? "docs/experiments.md lists the fields"
                              : ("did you mean " + guess + "?").c_str());
 }
@@ -356,7 +371,7 @@ Override parse_override(const std::string& text) {
   auto eq = text.find('=');
   LANTERN_CHECK(eq != std::string::npos && eq > 0,
                 "--set '%s' must look like path=value (fix: e.g. --set limits.max_seqs=4)",
-                text.c_str());
+                cut_for_message(text).c_str());
   Override o;
   o.text = text;
   o.path = text.substr(0, eq);
@@ -364,6 +379,12 @@ Override parse_override(const std::string& text) {
   o.value = json::parse(raw, nullptr, /*allow_exceptions=*/false);
   if (o.value.is_discarded()) o.value = raw;  // a bare word is a string
   check_override_path(o.path);
+  try {
+    (void)o.value.dump();  // the manifest records it: it must be valid UTF-8
+  } catch (const json::type_error&) {
+    LANTERN_FAIL("--set %s: the value is not valid UTF-8 (fix: write it in UTF-8)",
+                 o.path.c_str());
+  }
   return o;
 }
 
@@ -388,22 +409,14 @@ json load_json_file(const std::filesystem::path& file) {
   LANTERN_CHECK(in, "%s: cannot open the file (fix: check the path)", file.c_str());
   std::stringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
+  // Bounded nesting and duplicate keys refused (json_parse.h), syntax errors
+  // with line and column.
   try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < e.byte - 1 && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    LANTERN_FAIL(
-        "%s: invalid JSON at line %zu, column %zu (fix: check the commas and quotes there)",
-        file.c_str(), line, col);
+    return parse_json_text(buf.str(), file.string());
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find(" is not valid JSON (") == std::string::npos) throw;
+    LANTERN_FAIL("%s (fix: check the commas and quotes there)", what.c_str());
   }
 }
 

@@ -151,7 +151,7 @@ TEST(Experiment, InvalidJsonNamesLineAndColumn) {
     load_json_file(file);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("broken.json: invalid JSON at line 3"));
+    EXPECT_THAT(e.what(), HasSubstr("broken.json is not valid JSON (line 3"));
     EXPECT_THAT(e.what(), HasSubstr("(fix: "));
   }
 }
