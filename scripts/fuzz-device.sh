@@ -67,7 +67,7 @@ done
 # Relative single-core cost of 1M executions (seconds, measured on the helper
 # machine, docs/reliability.md): how the wall-time budget is shared.
 declare -A COST=([config]=716 [chat]=392 [safetensors]=1837 [tokenizer_encode]=585
-                 [run_dir]=1033 [tokenizer_load]=3600 [experiment]=2200)
+                 [run_dir]=1033 [tokenizer_load]=3600 [experiment]=930)
 cost_left=0
 for t in "${TARGETS[@]}"; do cost_left=$((cost_left + ${COST[$t]:-1000})); done
 budget_left=$BUDGET
