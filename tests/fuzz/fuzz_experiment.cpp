@@ -39,13 +39,13 @@ void check_lines(const ExperimentError& e) {
 // Like expect_clean, with ExperimentError's lines checked one by one.
 template <class F>
 void expect_clean_lines(F&& f) {
-  try {
-    f();
-  } catch (const ExperimentError& e) {
-    check_lines(e);
-  } catch (const Error& e) {
-    fuzz::check_message(e);
-  }
+  fuzz::expect_clean([&] {
+    try {
+      f();
+    } catch (const ExperimentError& e) {
+      check_lines(e);
+    }
+  });
 }
 
 // Bytes as ids (BOS first); chat is "role: content\n" per message.
