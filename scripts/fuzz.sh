@@ -5,34 +5,36 @@
 #   scripts/fuzz.sh                       # CI: every target, FUZZ_SECONDS (5) each
 #   scripts/fuzz.sh --runs 1000000 config # one target for N executions
 #   FUZZ_SECONDS=60 scripts/fuzz.sh       # longer pass over every target
+#   scripts/fuzz.sh --build-only          # build/fuzz/fuzz_* only (scripts/fuzz-device.sh)
 #
-# Targets: safetensors config tokenizer_load tokenizer_encode chat run_dir
-# (each is build/fuzz/fuzz_NAME; seeds in tests/fuzz/corpus/NAME, crashers
-# kept in tests/fuzz/regressions/NAME and replayed first). The working corpus
+# Targets: scripts/fuzz-targets.sh (each is build/fuzz/fuzz_NAME; seeds in
+# tests/fuzz/corpus/NAME, crashers kept in tests/fuzz/regressions/NAME and
+# replayed first). The working corpus
 # grows in build/fuzz/corpus/NAME, never in the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
+source scripts/fuzz-targets.sh
 BUILD="$ROOT/build/fuzz"
 RUNS=""
+BUILD_ONLY=0
 TARGETS=()
 while (($#)); do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
 done
-((${#TARGETS[@]})) || TARGETS=(config chat safetensors tokenizer_encode run_dir tokenizer_load)
+((${#TARGETS[@]})) || TARGETS=("${FUZZ_TARGETS[@]}")
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found: run scripts/setup.sh" >&2; exit 1; }
 
 cmake -S tests/fuzz -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" >/dev/null
+((BUILD_ONLY)) && exit 0
 
-# Small inputs keep every target in the thousands of executions per second.
-declare -A MAX_LEN=([config]=4096 [chat]=2048 [safetensors]=8192 [tokenizer_encode]=1024
-                    [run_dir]=32768 [tokenizer_load]=16384)
 # Scratch files (each input is written out, as the readers take paths) in RAM when possible.
 TMPDIR="${FUZZ_TMPDIR:-/dev/shm}"
 [[ -d "$TMPDIR" && -w "$TMPDIR" ]] || TMPDIR=/tmp
@@ -51,7 +53,7 @@ for t in "${TARGETS[@]}"; do
   [[ -n "$RUNS" ]] && limit=(-runs="$RUNS")
   log="$BUILD/fuzz_$t.log"
   start=$(date +%s)
-  if ! "$bin" "${limit[@]}" -max_len="${MAX_LEN[$t]}" -timeout=10 -rss_limit_mb=4096 \
+  if ! "$bin" "${limit[@]}" -max_len="${FUZZ_MAX_LEN[$t]}" -timeout=10 -rss_limit_mb=4096 \
        -print_final_stats=1 -artifact_prefix="$BUILD/crash-$t-" "$work" >"$log" 2>&1; then
     echo "fuzz: $t found a problem (input saved as $BUILD/crash-$t-*):" >&2
     grep -E "ERROR|SUMMARY|runtime error|bad error message|deadly" "$log" | head -20 >&2

@@ -8,27 +8,9 @@
 # gpu-machine build's bin/, tests/, bench/).
 set -u
 cd "$(dirname "$0")/.."
-OUT="${OUT:-/tmp/lantern-perf-out}"
-LOGS=/tmp/lantern-perf-logs  # tarred into $OUT/logs.tar.gz at the end (the tool returns few files)
-mkdir -p "$OUT" "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.devlibs:${LD_LIBRARY_PATH:-}"
-STAGES=" ${*:-tests bench chain kbench} "
-has() { [[ $STAGES == *" $1 "* ]]; }
-B=${BIN_DIR:-build/gpu-machine}
-LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests KBENCH=$B/bench/bench_kernels
-MODEL=models/llama-3.2-1b
+GPU_STEPS_NAME=perf GPU_STEPS_DEFAULT="tests bench chain kbench"
+source scripts/gpu-steps.sh "$@"
 OLD=gemm=2,rmsnorm=2,swiglu=1,residual=1,rope=1,kv_write=1,attention_decode=3
-
-step() {  # step NAME LIMIT_S command...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$LOGS/summary.txt"
-  return $rc
-}
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
 [[ -f $MODEL/model.safetensors ]] || (step synth 150 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 \
   --tokenizer-dir .device/llama3 &)
 if has tests; then

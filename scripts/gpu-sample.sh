@@ -6,24 +6,8 @@
 #   BIN_DIR=build/default bash scripts/gpu-sample.sh [tests kbench decode]
 set -u
 cd "$(dirname "$0")/.."
-OUT="${OUT:-/tmp/lantern-sample-out}"
-LOGS=/tmp/lantern-sample-logs
-mkdir -p "$OUT" "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.devlibs:${LD_LIBRARY_PATH:-}"
-STAGES=" ${*:-tests kbench decode profile} "
-has() { [[ $STAGES == *" $1 "* ]]; }
-B=${BIN_DIR:-build/gpu-machine}
-LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests KBENCH=$B/bench/bench_kernels
-MODEL=models/llama-3.2-1b
-step() {  # step NAME LIMIT_S command...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$LOGS/summary.txt"
-  return $rc
-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
+GPU_STEPS_NAME=sample GPU_STEPS_DEFAULT="tests kbench decode profile"
+source scripts/gpu-steps.sh "$@"
 need_synth=0
 if { has decode || has profile; } && [[ ! -f $MODEL/model.safetensors ]]; then
   need_synth=1

@@ -1,10 +1,13 @@
 #include "harness/experiment/experiment.h"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
+#include "harness/experiment/checker.h"
 #include "harness/experiment/schema.h"
+#include "kernels/base/json_parse.h"
 
 namespace lantern::experiment {
 
@@ -12,257 +15,12 @@ namespace {
 
 using nlohmann::json;
 
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
-
-std::string short_json(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
-}
-
 json::json_pointer pointer(const std::string& dotted) {
   std::string p = "/" + dotted;
   for (char& c : p)
     if (c == '.') c = '/';
   return json::json_pointer(p);
 }
-
-// Collects problems as "FILE: $.path: problem (fix: ...)".
-struct Checker {
-  std::string file;
-  std::vector<std::string> issues;
-
-  void add(const std::string& path, const std::string& problem, const std::string& fix) {
-    issues.push_back(file + ": " + path + ": " + problem +
-                     (fix.empty() ? "" : " (fix: " + fix + ")"));
-  }
-
-  void unknown_key(const std::string& path, const std::string& key,
-                   const std::vector<std::string>& valid) {
-    std::string guess = did_you_mean(key, valid);
-    add(path, "unknown key '" + key + "'",
-        guess.empty() ? "valid keys here: " + join(valid, ", ") : "did you mean '" + guess + "'?");
-  }
-
-  bool range(const std::string& path, const Field& f, double x) {
-    bool lo = !f.min || x >= *f.min, hi = !f.max || x <= *f.max;
-    if (lo && hi) return true;
-    auto num = [](double v) {
-      return v == std::floor(v) && std::abs(v) < 1e15 ? strformat("%.0f", v) : strformat("%g", v);
-    };
-    const std::string r =
-        "[" + (f.min ? num(*f.min) : "-inf") + ", " + (f.max ? num(*f.max) : "inf") + "]";
-    add(path, "value " + num(x) + " is out of range " + r, "use a value in " + r);
-    return false;
-  }
-
-  void value(const Field& f, const std::string& path, const json& v) {
-    auto wrong_type = [&] {
-      add(path,
-          std::string("expected ") + kind_name(f.kind) + ", got " + v.type_name() + " " +
-              short_json(v),
-          std::string("write a value of type ") + kind_name(f.kind) +
-              (f.def.is_null() ? "" : ", e.g. " + short_json(f.def)));
-    };
-    switch (f.kind) {
-      case Kind::object:
-        if (!v.is_object()) return wrong_type();
-        object(f.path, path, v);
-        return;
-      case Kind::nullable_string:
-        if (!v.is_null() && !v.is_string()) wrong_type();
-        return;
-      case Kind::string:
-        if (!v.is_string()) return wrong_type();
-        if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(),
-                                            v.get<std::string>()) == f.choices.end()) {
-          std::string guess = did_you_mean(v.get<std::string>(), f.choices);
-          add(path, "'" + v.get<std::string>() + "' is not one of " + join(f.choices, ", "),
-              guess.empty() ? "use one of them" : "did you mean '" + guess + "'?");
-        }
-        return;
-      case Kind::integer:
-        if (!v.is_number_integer()) return wrong_type();
-        range(path, f, v.get<double>());
-        return;
-      case Kind::number:
-        if (!v.is_number()) return wrong_type();
-        range(path, f, v.get<double>());
-        return;
-      case Kind::boolean:
-        if (!v.is_boolean()) wrong_type();
-        return;
-      case Kind::family_map:
-        if (!v.is_object()) return wrong_type();
-        for (auto& [k, x] : v.items())
-          if (!x.is_string() && !(x.is_number_integer() && x.get<int64_t>() >= 0))
-            add(path + "." + k, "expected a variant name or number, got " + short_json(x),
-                "write e.g. \"seed\" or 2 (docs/kernels.md lists the variants)");
-        return;
-      case Kind::sweep_map:
-        if (!v.is_object()) return wrong_type();
-        sweep(path, v);
-        return;
-      case Kind::prompt_list:
-        if (!v.is_array()) return wrong_type();
-        for (size_t i = 0; i < v.size(); ++i) prompt(path + "[" + std::to_string(i) + "]", v[i]);
-        return;
-      case Kind::length_dist:
-        if (!v.is_object()) return wrong_type();
-        length_dist(path, v);
-        return;
-    }
-  }
-
-  void object(const std::string& parent, const std::string& path, const json& v) {
-    std::vector<std::string> valid = child_keys(parent);
-    for (auto& [k, x] : v.items()) {
-      const Field* f = find_field(parent.empty() ? k : parent + "." + k);
-      if (!f) {
-        unknown_key(path, k, valid);
-        continue;
-      }
-      value(*f, path + "." + k, x);
-    }
-  }
-
-  void sweep(const std::string& path, const json& v) {
-    for (auto& [k, x] : v.items()) {
-      const Field* f = find_field(k);
-      bool dynamic = k.rfind("kernels.", 0) == 0 && k.size() > 8;
-      bool dist_key =
-          k.rfind("workload.prompt_len.", 0) == 0 || k.rfind("workload.output_len.", 0) == 0;
-      if (!dynamic && !dist_key && (!f || f->kind == Kind::object || f->kind == Kind::sweep_map)) {
-        std::vector<std::string> leaves;
-        for (const Field& g : schema())
-          if (g.kind != Kind::object && g.kind != Kind::sweep_map) leaves.push_back(g.path);
-        std::string guess = did_you_mean(k, leaves);
-        add(path + "." + k, "'" + k + "' is not a field that can be swept",
-            guess.empty() ? "use a field path such as limits.max_seqs"
-                          : "did you mean '" + guess + "'?");
-        continue;
-      }
-      if (!x.is_array() || x.empty())
-        add(path + "." + k, "expected a non-empty array of values, got " + short_json(x),
-            "write e.g. [1, 2, 4]");
-      else if (f && !dynamic)
-        for (size_t i = 0; i < x.size(); ++i)
-          value(*f, path + "." + k + "[" + std::to_string(i) + "]", x[i]);
-    }
-  }
-
-  void prompt(const std::string& path, const json& p) {
-    if (p.is_string()) return;
-    if (!p.is_object()) {
-      add(path, std::string("expected a string or an object, got ") + p.type_name(),
-          "write \"text\", {\"ids\": [128000, 9906]} or {\"chat\": [{\"role\": \"user\", "
-          "\"content\": \"...\"}]}");
-      return;
-    }
-    int forms = 0;
-    for (auto& [k, x] : p.items()) {
-      if (std::find(prompt_keys().begin(), prompt_keys().end(), k) == prompt_keys().end()) {
-        unknown_key(path, k, prompt_keys());
-        continue;
-      }
-      const std::string kp = path + "." + k;
-      if (k == "text") {
-        ++forms;
-        if (!x.is_string()) add(kp, "expected a string", "write the prompt text");
-      } else if (k == "ids") {
-        ++forms;
-        bool ok = x.is_array() && !x.empty();
-        if (ok)
-          for (const json& id : x) ok = ok && id.is_number_integer() && id.get<int64_t>() >= 0;
-        if (!ok)
-          add(kp, "expected a non-empty array of token ids (integers >= 0)",
-              "write e.g. [128000, 9906]");
-      } else if (k == "chat") {
-        ++forms;
-        chat(kp, x);
-      } else if (k == "max_new_tokens") {
-        if (!x.is_number_integer() || x.get<int64_t>() < 1)
-          add(kp, "expected an integer >= 1, got " + short_json(x), "write e.g. 32");
-      } else if (k == "tag" && !x.is_string()) {
-        add(kp, "expected a string", "write a short label");
-      }
-    }
-    if (forms != 1)
-      add(path,
-          forms == 0 ? "a prompt needs one of text, ids or chat"
-                     : "a prompt has more than one of text, ids, chat",
-          "keep exactly one");
-  }
-
-  void chat(const std::string& path, const json& x) {
-    if (!x.is_array() || x.empty()) {
-      add(path, "expected a non-empty array of messages",
-          "write [{\"role\": \"user\", \"content\": \"...\"}]");
-      return;
-    }
-    for (size_t i = 0; i < x.size(); ++i) {
-      const std::string mp = path + "[" + std::to_string(i) + "]";
-      const json& m = x[i];
-      if (!m.is_object() || !m.contains("role") || !m.contains("content") ||
-          !m["role"].is_string() || !m["content"].is_string() || m.size() != 2) {
-        add(mp, "expected {\"role\": \"...\", \"content\": \"...\"}",
-            "give exactly role and content, both strings");
-        continue;
-      }
-      const std::string role = m["role"];
-      if (role != "system" && role != "user" && role != "assistant")
-        add(mp + ".role", "'" + role + "' is not one of system, user, assistant",
-            "use one of them");
-    }
-  }
-
-  void length_dist(const std::string& path, const json& v) {
-    const auto& keys = length_dist_keys();
-    for (auto& [k, x] : v.items()) {
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-        unknown_key(path, k, keys);
-        continue;
-      }
-      if (k == "dist") {
-        static const Field f{
-            "dist", Kind::string, "fixed", {}, {}, {"fixed", "uniform", "normal", "lognormal"}, ""};
-        value(f, path + ".dist", x);
-      } else {
-        const bool zero_ok = k == "stddev" || k == "sigma" || k == "min" || k == "max";
-        if (!x.is_number() || x.get<double>() < (zero_ok ? 0 : 1))
-          add(path + "." + k,
-              std::string("expected a number >= ") + (zero_ok ? "0" : "1") + ", got " +
-                  short_json(x),
-              "write a token count");
-      }
-    }
-    if (v.contains("dist") && !v["dist"].is_string()) return;  // reported above
-    const std::string dist = v.value("dist", std::string("fixed"));
-    auto need = [&](const char* key) {
-      if (!v.contains(key))
-        add(path, "dist '" + dist + "' needs '" + key + "'", std::string("add \"") + key + "\"");
-    };
-    if (dist == "fixed") need("value");
-    if (dist == "uniform") {
-      need("min");
-      need("max");
-    }
-    if (dist == "normal") {
-      need("mean");
-      need("stddev");
-    }
-    if (dist == "lognormal") {
-      need("median");
-      need("sigma");
-    }
-    if (v.contains("min") && v.contains("max") && v["min"].is_number() && v["max"].is_number() &&
-        v["max"].get<double>() > 0 && v["min"].get<double>() > v["max"].get<double>())
-      add(path, "min " + v["min"].dump() + " is above max " + v["max"].dump(), "swap them");
-  }
-};
 
 // Checks among fields that need no model: one line each.
 void contradictions(const Experiment& e, Checker& c) {
@@ -353,7 +111,7 @@ void check_override_path(const std::string& path) {
   std::vector<std::string> leaves;
   for (const Field& f : schema()) leaves.push_back(f.path);
   std::string guess = did_you_mean(path, leaves);
-  LANTERN_FAIL("--set %s: no such field (fix: %s)", path.c_str(),
+  LANTERN_FAIL("--set %s: no such field (fix: %s)", cut_for_message(path).c_str(),
                guess.empty() ? "docs/experiments.md lists the fields"
                              : ("did you mean " + guess + "?").c_str());
 }
@@ -362,7 +120,7 @@ Override parse_override(const std::string& text) {
   auto eq = text.find('=');
   LANTERN_CHECK(eq != std::string::npos && eq > 0,
                 "--set '%s' must look like path=value (fix: e.g. --set limits.max_seqs=4)",
-                text.c_str());
+                cut_for_message(text).c_str());
   Override o;
   o.text = text;
   o.path = text.substr(0, eq);
@@ -370,6 +128,12 @@ Override parse_override(const std::string& text) {
   o.value = json::parse(raw, nullptr, /*allow_exceptions=*/false);
   if (o.value.is_discarded()) o.value = raw;  // a bare word is a string
   check_override_path(o.path);
+  try {
+    (void)o.value.dump();  // the manifest records it: it must be valid UTF-8
+  } catch (const json::type_error&) {
+    LANTERN_FAIL("--set %s: the value is not valid UTF-8 (fix: write it in UTF-8)",
+                 o.path.c_str());
+  }
   return o;
 }
 
@@ -394,22 +158,14 @@ json load_json_file(const std::filesystem::path& file) {
   LANTERN_CHECK(in, "%s: cannot open the file (fix: check the path)", file.c_str());
   std::stringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
+  // Bounded nesting and duplicate keys refused (json_parse.h), syntax errors
+  // with line and column.
   try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < e.byte - 1 && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    LANTERN_FAIL(
-        "%s: invalid JSON at line %zu, column %zu (fix: check the commas and quotes there)",
-        file.c_str(), line, col);
+    return parse_json_text(buf.str(), file.string());
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find(" is not valid JSON (") == std::string::npos) throw;
+    LANTERN_FAIL("%s (fix: check the commas and quotes there)", what.c_str());
   }
 }
 

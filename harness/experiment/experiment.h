@@ -50,7 +50,8 @@ struct Experiment {
   std::string name() const { return resolved.at("name").get<std::string>(); }
 };
 
-// Reads a JSON file; throws "FILE: invalid JSON at line L, column C: ..." .
+// Reads a JSON file (parse_json_text: bounded nesting, no duplicate keys);
+// throws "FILE is not valid JSON (line L, column C: ...) (fix: ...)".
 nlohmann::json load_json_file(const std::filesystem::path& file);
 // Problems with a user document (before defaults), one line each.
 std::vector<std::string> validate(const nlohmann::json& doc, const std::string& file);

@@ -167,9 +167,12 @@ int draw_length(const json& dist, Rng& rng, int lo, int hi) {
   double x = 0;
   if (kind == "fixed")
     x = dist.value("value", 1.0);
-  else if (kind == "uniform")
-    x = static_cast<double>(rng.uniform_int(static_cast<int64_t>(dist.value("min", 1.0)),
-                                            static_cast<int64_t>(dist.value("max", 1.0))));
+  else if (kind == "uniform") {
+    // validate() keeps min <= max <= 2^24; an empty range would divide by zero.
+    const auto lo_d = static_cast<int64_t>(dist.value("min", 1.0));
+    const auto hi_d = static_cast<int64_t>(dist.value("max", 1.0));
+    x = static_cast<double>(rng.uniform_int(lo_d, std::max(lo_d, hi_d)));
+  }
   else if (kind == "normal")
     x = dist.value("mean", 1.0) + dist.value("stddev", 0.0) * rng.normal();
   else

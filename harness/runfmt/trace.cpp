@@ -128,88 +128,109 @@ std::vector<TraceEvent> parse_trace(const nlohmann::json& doc, const std::string
   return events;
 }
 
-std::vector<std::string> check_trace(const std::vector<TraceEvent>& events) {
-  std::vector<std::string> problems;
-  auto problem = [&](std::string s) {
-    if (problems.size() < 50) problems.push_back(std::move(s));
-  };
-  // Per-thread lists of complete events and begin/end events, in file order.
-  std::map<std::pair<int, int>, std::vector<const TraceEvent*>> complete, begin_end;
-  for (const TraceEvent& e : events) {
-    switch (e.ph) {
-      case 'X':
-        if (!(e.dur_us >= 0)) problem(strformat("'%s' has negative duration", e.name.c_str()));
-        complete[{e.pid, e.tid}].push_back(&e);
-        break;
-      case 'B':
-      case 'E':
-        begin_end[{e.pid, e.tid}].push_back(&e);
-        break;
-      case 'C': {
-        bool ok = e.args.is_object() && !e.args.empty();
-        if (ok)
-          for (const auto& [k, v] : e.args.items()) ok = ok && v.is_number();
-        if (!ok) problem(strformat("counter '%s' needs numeric args", e.name.c_str()));
-        break;
-      }
-      case 'M':
-        if (!e.args.is_object() || !e.args.contains("name") || !e.args["name"].is_string())
-          problem(strformat("metadata '%s' needs args.name", e.name.c_str()));
-        break;
-      case 'i':
-      case 'I':
-        break;
-      default:
-        problem(strformat("event '%s' has unsupported phase '%c'", e.name.c_str(), e.ph));
-    }
-    if (e.ph != 'M' && !(e.ts_us >= 0))
-      problem(strformat("'%s' has a negative or missing timestamp", e.name.c_str()));
+namespace {
+
+// Collects at most 50 problems (a broken trace would repeat one per event).
+struct Problems {
+  std::vector<std::string> list;
+  void add(std::string s) {
+    if (list.size() < 50) list.push_back(std::move(s));
   }
-  for (auto& [track, list] : complete) {
-    // Parents first: earlier start, then longer; file order breaks exact ties.
-    std::stable_sort(list.begin(), list.end(), [](const TraceEvent* a, const TraceEvent* b) {
-      if (a->ts_us != b->ts_us) return a->ts_us < b->ts_us;
-      return a->dur_us > b->dur_us;
-    });
-    std::vector<const TraceEvent*> stack;
-    for (const TraceEvent* e : list) {
-      while (!stack.empty() && stack.back()->ts_us + stack.back()->dur_us <= e->ts_us + kNestSlackUs)
-        stack.pop_back();
-      if (!stack.empty()) {
-        const TraceEvent* parent = stack.back();
-        if (e->ts_us + e->dur_us > parent->ts_us + parent->dur_us + kNestSlackUs)
-          problem(strformat("pid %d tid %d: '%s' [%.3f, %.3f] overlaps '%s' [%.3f, %.3f] "
-                            "without nesting",
-                            track.first, track.second, e->name.c_str(), e->ts_us,
-                            e->ts_us + e->dur_us, parent->name.c_str(), parent->ts_us,
-                            parent->ts_us + parent->dur_us));
-      }
+};
+
+using Track = std::pair<int, int>;  // pid, tid
+
+// The checks that need only the event itself.
+void check_event(const TraceEvent& e, Problems& p) {
+  switch (e.ph) {
+    case 'X':
+      if (!(e.dur_us >= 0)) p.add(strformat("'%s' has negative duration", e.name.c_str()));
+      break;
+    case 'C': {
+      bool ok = e.args.is_object() && !e.args.empty();
+      if (ok)
+        for (const auto& [k, v] : e.args.items()) ok = ok && v.is_number();
+      if (!ok) p.add(strformat("counter '%s' needs numeric args", e.name.c_str()));
+      break;
+    }
+    case 'M':
+      if (!e.args.is_object() || !e.args.contains("name") || !e.args["name"].is_string())
+        p.add(strformat("metadata '%s' needs args.name", e.name.c_str()));
+      break;
+    case 'B':
+    case 'E':
+    case 'i':
+    case 'I':
+      break;
+    default:
+      p.add(strformat("event '%s' has unsupported phase '%c'", e.name.c_str(), e.ph));
+  }
+  if (e.ph != 'M' && !(e.ts_us >= 0))
+    p.add(strformat("'%s' has a negative or missing timestamp", e.name.c_str()));
+}
+
+// Complete events on one thread must nest (or follow each other).
+void check_nesting(const Track& track, std::vector<const TraceEvent*>& list, Problems& p) {
+  // Parents first: earlier start, then longer; file order breaks exact ties.
+  std::stable_sort(list.begin(), list.end(), [](const TraceEvent* a, const TraceEvent* b) {
+    if (a->ts_us != b->ts_us) return a->ts_us < b->ts_us;
+    return a->dur_us > b->dur_us;
+  });
+  std::vector<const TraceEvent*> stack;
+  for (const TraceEvent* e : list) {
+    while (!stack.empty() && stack.back()->ts_us + stack.back()->dur_us <= e->ts_us + kNestSlackUs)
+      stack.pop_back();
+    if (!stack.empty()) {
+      const TraceEvent* parent = stack.back();
+      if (e->ts_us + e->dur_us > parent->ts_us + parent->dur_us + kNestSlackUs)
+        p.add(strformat("pid %d tid %d: '%s' [%.3f, %.3f] overlaps '%s' [%.3f, %.3f] "
+                        "without nesting",
+                        track.first, track.second, e->name.c_str(), e->ts_us,
+                        e->ts_us + e->dur_us, parent->name.c_str(), parent->ts_us,
+                        parent->ts_us + parent->dur_us));
+    }
+    stack.push_back(e);
+  }
+}
+
+// Begin/end events on one thread must pair up, innermost first.
+void check_begin_end(const Track& track, std::vector<const TraceEvent*>& list, Problems& p) {
+  std::stable_sort(list.begin(), list.end(), [](const TraceEvent* a, const TraceEvent* b) {
+    return a->ts_us < b->ts_us;
+  });
+  std::vector<const TraceEvent*> stack;
+  for (const TraceEvent* e : list) {
+    if (e->ph == 'B') {
       stack.push_back(e);
+    } else if (stack.empty()) {
+      p.add(strformat("pid %d tid %d: end '%s' at %.3f without a begin", track.first,
+                      track.second, e->name.c_str(), e->ts_us));
+    } else {
+      if (!e->name.empty() && e->name != stack.back()->name)
+        p.add(strformat("pid %d tid %d: end '%s' closes '%s'", track.first, track.second,
+                        e->name.c_str(), stack.back()->name.c_str()));
+      stack.pop_back();
     }
   }
-  for (auto& [track, list] : begin_end) {
-    std::stable_sort(list.begin(), list.end(), [](const TraceEvent* a, const TraceEvent* b) {
-      return a->ts_us < b->ts_us;
-    });
-    std::vector<const TraceEvent*> stack;
-    for (const TraceEvent* e : list) {
-      if (e->ph == 'B') {
-        stack.push_back(e);
-      } else if (stack.empty()) {
-        problem(strformat("pid %d tid %d: end '%s' at %.3f without a begin", track.first,
-                          track.second, e->name.c_str(), e->ts_us));
-      } else {
-        if (!e->name.empty() && e->name != stack.back()->name)
-          problem(strformat("pid %d tid %d: end '%s' closes '%s'", track.first, track.second,
-                            e->name.c_str(), stack.back()->name.c_str()));
-        stack.pop_back();
-      }
-    }
-    for (const TraceEvent* e : stack)
-      problem(strformat("pid %d tid %d: begin '%s' at %.3f is never ended", track.first,
-                        track.second, e->name.c_str(), e->ts_us));
+  for (const TraceEvent* e : stack)
+    p.add(strformat("pid %d tid %d: begin '%s' at %.3f is never ended", track.first,
+                    track.second, e->name.c_str(), e->ts_us));
+}
+
+}  // namespace
+
+std::vector<std::string> check_trace(const std::vector<TraceEvent>& events) {
+  Problems problems;
+  // Per-thread lists of complete events and begin/end events, in file order.
+  std::map<Track, std::vector<const TraceEvent*>> complete, begin_end;
+  for (const TraceEvent& e : events) {
+    check_event(e, problems);
+    if (e.ph == 'X') complete[{e.pid, e.tid}].push_back(&e);
+    if (e.ph == 'B' || e.ph == 'E') begin_end[{e.pid, e.tid}].push_back(&e);
   }
-  return problems;
+  for (auto& [track, list] : complete) check_nesting(track, list, problems);
+  for (auto& [track, list] : begin_end) check_begin_end(track, list, problems);
+  return problems.list;
 }
 
 TraceEvent process_name_event(int pid, const std::string& name) {

@@ -20,6 +20,7 @@
 #include "kernels/base/errors.h"
 #include "engine/engine.h"
 #include "engine/synth.h"
+#include "tests/engine/kv_watch.h"
 #include "tests/engine/model_fixtures.h"
 #include "tests/test_util.h"
 
@@ -40,17 +41,7 @@ const std::filesystem::path& micro_model() {
   return dir;
 }
 
-// Watches the KV pool after every step.
-struct KvWatch : Observer {
-  std::mutex mu;
-  KvStepStats last;
-  int max_used = 0;
-  void on_kv_step(const KvStepStats& s) override {
-    std::lock_guard<std::mutex> lock(mu);
-    last = s;
-    max_used = std::max(max_used, s.used_blocks);
-  }
-};
+using test::KvWatch;
 
 // The micro model gains nothing from OpenMP teams, and their spin-waiting
 // barriers starve the submitter threads on a 2-core machine (and libgomp is

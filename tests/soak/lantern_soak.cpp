@@ -34,6 +34,7 @@
 
 #include "kernels/base/errors.h"
 #include "engine/engine.h"
+#include "tests/engine/kv_watch.h"
 
 namespace lantern {
 namespace {
@@ -149,17 +150,6 @@ void warm_up_process(const ModelConfig& cfg, const Options& o, const EngineLimit
   (void)engine.take_finished();
 }
 
-struct KvWatch : Observer {
-  std::mutex mu;
-  KvStepStats last;
-  int max_used = 0;
-  void on_kv_step(const KvStepStats& s) override {
-    std::lock_guard<std::mutex> lock(mu);
-    last = s;
-    max_used = std::max(max_used, s.used_blocks);
-  }
-};
-
 struct Planned {
   std::vector<int32_t> prompt;
   int max_new = 0;
@@ -253,12 +243,9 @@ size_t rerun_engine(const ModelConfig& cfg, const Options& o, const EngineLimits
   return before;
 }
 
-int run(const Options& o) {
-  const auto t_start = std::chrono::steady_clock::now();
-  auto seconds = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  };
-  ModelConfig cfg = ModelConfig::load(o.model);
+// The soak's limits: a KV pool of room for max_seqs/8 full-context sequences
+// (unless --kv-blocks), so preemption is forced.
+EngineLimits soak_limits(const ModelConfig& cfg, const Options& o) {
   EngineLimits lim;
   lim.max_seqs = o.max_seqs;
   lim.max_batch_tokens = o.max_batch_tokens;
@@ -267,13 +254,144 @@ int run(const Options& o) {
   lim.logits_rows = std::min(o.max_batch_tokens, 256);
   const int blocks_per_seq = (o.max_context + lim.kv_block_size - 1) / lim.kv_block_size;
   lim.kv_num_blocks = o.kv_blocks ? o.kv_blocks : cfg.num_layers * blocks_per_seq * std::max(1, o.max_seqs / 8);
+  return lim;
+}
 
+struct Clock {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+// What the engine thread saw while the producer submitted the work.
+struct Drive {
+  std::vector<int64_t> ids;  // per planned request
+  std::vector<RequestResult> done;
+  std::vector<size_t> mem_samples;  // device free bytes every 50 steps after warm-up
+  int64_t steps = 0;
+};
+
+// A producer thread submits each request at its arrival time; this thread
+// steps until the producer is done and the engine idle.
+Drive drive(Engine& engine, const std::vector<Planned>& work, const Options& o, const Clock& clock) {
+  Drive d;
+  d.ids.assign(work.size(), -1);
+  std::atomic<bool> producer_done{false};
+  const double t0 = engine.now_s();
+  std::thread producer([&] {
+    for (size_t i = 0; i < work.size(); ++i) {
+      const double wait = work[i].arrival_s - (engine.now_s() - t0);
+      if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      Request r;
+      r.prompt = work[i].prompt;
+      r.max_new_tokens = work[i].max_new;
+      r.stop_at_eos = false;
+      r.tag = std::to_string(i);
+      d.ids[i] = engine.submit(std::move(r));
+    }
+    producer_done = true;
+  });
+  double last_progress = 0;
+  while (!producer_done || !engine.idle()) {
+    if (!engine.step()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    ++d.steps;
+    for (auto& r : engine.take_finished()) d.done.push_back(std::move(r));
+    if (d.steps >= o.warmup_steps && d.steps % 50 == 0) d.mem_samples.push_back(device_free_bytes(o.backend));
+    if (clock.seconds() - last_progress > 5) {
+      last_progress = clock.seconds();
+      std::fprintf(stderr, "soak: %6.1f s  %zu/%d finished, step %lld\n", clock.seconds(), d.done.size(),
+                   o.requests, static_cast<long long>(d.steps));
+    }
+  }
+  producer.join();
+  for (auto& r : engine.take_finished()) d.done.push_back(std::move(r));
+  return d;
+}
+
+// Completion, KV blocks and memory flatness; failures appended, figures returned.
+nlohmann::json check_completion(const Drive& d, const std::vector<Planned>& work, const test::KvWatch& kv,
+                                std::vector<std::string>& failures) {
+  std::set<int64_t> seen;
+  long long tokens = 0, preemptions = 0, short_outputs = 0;
+  std::map<int64_t, const RequestResult*> by_id;
+  for (const auto& r : d.done) {
+    if (!seen.insert(r.id).second) failures.push_back(strformat("request %lld finished twice", (long long)r.id));
+    by_id[r.id] = &r;
+    tokens += static_cast<long long>(r.tokens.size());
+    preemptions += r.preemptions;
+  }
+  for (size_t i = 0; i < work.size(); ++i) {
+    auto it = by_id.find(d.ids[i]);
+    if (it == by_id.end()) continue;
+    if (static_cast<int>(it->second->tokens.size()) != work[i].max_new || it->second->finish_reason != "length")
+      ++short_outputs;
+  }
+  if (seen.size() != work.size())
+    failures.push_back(strformat("%zu of %zu requests finished", seen.size(), work.size()));
+  if (short_outputs) failures.push_back(strformat("%lld outputs shorter than asked", short_outputs));
+  if (preemptions == 0) failures.push_back("no preemption: the KV pool was not small enough");
+  if (kv.last.used_blocks != 0 || kv.last.free_blocks != kv.last.total_blocks)
+    failures.push_back(strformat("KV blocks leaked: %d used, %d free of %d after the last step",
+                                 kv.last.used_blocks, kv.last.free_blocks, kv.last.total_blocks));
+  long long mem_spread = 0;
+  if (!d.mem_samples.empty()) {
+    auto [lo, hi] = std::minmax_element(d.mem_samples.begin(), d.mem_samples.end());
+    mem_spread = static_cast<long long>(*hi - *lo);
+    if (mem_spread > 0)
+      failures.push_back(strformat("device memory not flat after warm-up: free memory varied by %lld bytes "
+                                   "over %zu samples", mem_spread, d.mem_samples.size()));
+  }
+  return {{"finished", seen.size()},
+          {"generated_tokens", tokens},
+          {"steps", d.steps},
+          {"preemptions", preemptions},
+          {"kv_blocks_total", kv.last.total_blocks},
+          {"kv_blocks_used_at_end", kv.last.used_blocks},
+          {"kv_blocks_max_used", kv.max_used},
+          {"memory_samples", d.mem_samples.size()},
+          {"device_free_spread_bytes", mem_spread}};
+}
+
+// Solo agreement on every --solo-every'th request.
+nlohmann::json check_solo(Engine& engine, const Drive& d, const std::vector<Planned>& work, const Options& o,
+                          std::vector<std::string>& failures) {
+  std::map<int64_t, const RequestResult*> by_id;
+  for (const auto& r : d.done) by_id[r.id] = &r;
+  SoloStats solo;
+  const Clock clock;
+  if (o.solo_every > 0)
+    for (size_t i = 0; i < work.size(); i += static_cast<size_t>(o.solo_every)) {
+      auto it = by_id.find(d.ids[i]);
+      if (it != by_id.end()) solo_check(engine, work[i].prompt, it->second->tokens, o.tolerance, solo);
+    }
+  if (solo.disagreements)
+    failures.push_back(strformat("%lld of %lld greedy tokens disagree with solo scoring at margin > %.2f "
+                                 "(smallest such margin %.3f)",
+                                 solo.disagreements, solo.checked, o.tolerance,
+                                 solo.smallest_disagreement_margin));
+  return {{"solo_requests", o.solo_every > 0 ? (work.size() + o.solo_every - 1) / o.solo_every : 0},
+          {"solo_tokens_checked", solo.checked},
+          {"solo_agree", solo.agree},
+          {"solo_near_ties", solo.near_ties},
+          {"solo_disagreements_above_tolerance", solo.disagreements},
+          {"solo_seconds", clock.seconds()},
+          {"tolerance_logits", o.tolerance}};
+}
+
+int run(const Options& o) {
+  const Clock clock;
+  ModelConfig cfg = ModelConfig::load(o.model);
+  const EngineLimits lim = soak_limits(cfg, o);
   warm_up_process(cfg, o, lim);
   const size_t free_before = device_free_bytes(o.backend);
-  nlohmann::json report;
+  nlohmann::json report = {{"requests", o.requests}};
   std::vector<std::string> failures;
   {
-    KvWatch kv;
+    test::KvWatch kv;
     EngineOptions opt;
     opt.backend = o.backend;
     opt.limits = lim;
@@ -282,111 +400,13 @@ int run(const Options& o) {
     std::vector<Planned> work = plan(o, cfg.vocab_size);
     std::fprintf(stderr, "soak: %d requests, prompts %d-%d, outputs %d-%d tokens, %.0f req/s, KV pool %d blocks\n",
                  o.requests, o.prompt_min, o.prompt_max, o.gen_min, o.gen_max, o.rate, lim.kv_num_blocks);
-
-    std::atomic<bool> producer_done{false};
-    std::vector<int64_t> ids(work.size(), -1);
-    const double t0 = engine.now_s();
-    std::thread producer([&] {
-      for (size_t i = 0; i < work.size(); ++i) {
-        const double wait = work[i].arrival_s - (engine.now_s() - t0);
-        if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-        Request r;
-        r.prompt = work[i].prompt;
-        r.max_new_tokens = work[i].max_new;
-        r.stop_at_eos = false;
-        r.tag = std::to_string(i);
-        ids[i] = engine.submit(std::move(r));
-      }
-      producer_done = true;
-    });
-    std::vector<RequestResult> done;
-    std::vector<size_t> mem_samples;
-    int64_t steps = 0;
-    double last_progress = 0;
-    while (!producer_done || !engine.idle()) {
-      if (!engine.step()) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        continue;
-      }
-      ++steps;
-      for (auto& r : engine.take_finished()) done.push_back(std::move(r));
-      if (steps >= o.warmup_steps && steps % 50 == 0) mem_samples.push_back(device_free_bytes(o.backend));
-      if (seconds() - last_progress > 5) {
-        last_progress = seconds();
-        std::fprintf(stderr, "soak: %6.1f s  %zu/%d finished, step %lld\n", seconds(), done.size(),
-                     o.requests, static_cast<long long>(steps));
-      }
-    }
-    producer.join();
-    for (auto& r : engine.take_finished()) done.push_back(std::move(r));
-    const double soak_s = seconds();
-
-    // Completion: every request exactly once, full length.
-    std::set<int64_t> seen;
-    long long tokens = 0, preemptions = 0, short_outputs = 0;
-    std::map<int64_t, const RequestResult*> by_id;
-    for (const auto& r : done) {
-      if (!seen.insert(r.id).second) failures.push_back(strformat("request %lld finished twice", (long long)r.id));
-      by_id[r.id] = &r;
-      tokens += static_cast<long long>(r.tokens.size());
-      preemptions += r.preemptions;
-    }
-    for (size_t i = 0; i < work.size(); ++i) {
-      auto it = by_id.find(ids[i]);
-      if (it == by_id.end()) continue;
-      if (static_cast<int>(it->second->tokens.size()) != work[i].max_new || it->second->finish_reason != "length")
-        ++short_outputs;
-    }
-    if (seen.size() != work.size())
-      failures.push_back(strformat("%zu of %zu requests finished", seen.size(), work.size()));
-    if (short_outputs) failures.push_back(strformat("%lld outputs shorter than asked", short_outputs));
-    if (preemptions == 0) failures.push_back("no preemption: the KV pool was not small enough");
-    if (kv.last.used_blocks != 0 || kv.last.free_blocks != kv.last.total_blocks)
-      failures.push_back(strformat("KV blocks leaked: %d used, %d free of %d after the last step",
-                                   kv.last.used_blocks, kv.last.free_blocks, kv.last.total_blocks));
-    long long mem_spread = 0;
-    if (!mem_samples.empty()) {
-      auto [lo, hi] = std::minmax_element(mem_samples.begin(), mem_samples.end());
-      mem_spread = static_cast<long long>(*hi - *lo);
-      if (mem_spread > 0)
-        failures.push_back(strformat("device memory not flat after warm-up: free memory varied by %lld bytes "
-                                     "over %zu samples", mem_spread, mem_samples.size()));
-    }
-
-    // Solo agreement on a sample.
-    SoloStats solo;
-    const double solo_t0 = seconds();
-    if (o.solo_every > 0)
-      for (size_t i = 0; i < work.size(); i += static_cast<size_t>(o.solo_every)) {
-        auto it = by_id.find(ids[i]);
-        if (it != by_id.end()) solo_check(engine, work[i].prompt, it->second->tokens, o.tolerance, solo);
-      }
-    if (solo.disagreements)
-      failures.push_back(strformat("%lld of %lld greedy tokens disagree with solo scoring at margin > %.2f "
-                                   "(smallest such margin %.3f)",
-                                   solo.disagreements, solo.checked, o.tolerance,
-                                   solo.smallest_disagreement_margin));
-
-    report = {{"requests", o.requests},
-              {"finished", seen.size()},
-              {"generated_tokens", tokens},
-              {"steps", steps},
-              {"soak_seconds", soak_s},
-              {"tokens_per_s", tokens / std::max(soak_s, 1e-9)},
-              {"preemptions", preemptions},
-              {"kv_blocks_total", kv.last.total_blocks},
-              {"kv_blocks_used_at_end", kv.last.used_blocks},
-              {"kv_blocks_max_used", kv.max_used},
-              {"memory_samples", mem_samples.size()},
-              {"device_free_spread_bytes", mem_spread},
-              {"solo_requests", o.solo_every > 0 ? (work.size() + o.solo_every - 1) / o.solo_every : 0},
-              {"solo_tokens_checked", solo.checked},
-              {"solo_agree", solo.agree},
-              {"solo_near_ties", solo.near_ties},
-              {"solo_disagreements_above_tolerance", solo.disagreements},
-              {"solo_seconds", seconds() - solo_t0},
-              {"tolerance_logits", o.tolerance},
-              {"limits", lim.to_json()}};
+    const Drive d = drive(engine, work, o, clock);
+    const double soak_s = clock.seconds();
+    report.update(check_completion(d, work, kv, failures));
+    report["soak_seconds"] = soak_s;
+    report["tokens_per_s"] = report["generated_tokens"].get<double>() / std::max(soak_s, 1e-9);
+    report.update(check_solo(engine, d, work, o, failures));
+    report["limits"] = lim.to_json();
   }
   const size_t free_after_soak = device_free_bytes(o.backend);
   size_t free_after = 0;
@@ -398,11 +418,11 @@ int run(const Options& o) {
   if (leaked > o.leak_tolerance)
     failures.push_back(strformat("%lld device bytes not returned by a second engine of the same limits after it was destroyed", leaked));
   report["failures"] = failures;
-  report["total_seconds"] = seconds();
+  report["total_seconds"] = clock.seconds();
   std::printf("%s\n", report.dump(1).c_str());
   if (!o.out.empty()) std::ofstream(o.out) << report.dump(1) << "\n";
   for (const auto& f : failures) std::fprintf(stderr, "soak: FAILED: %s\n", f.c_str());
-  if (failures.empty()) std::fprintf(stderr, "soak: all checks passed in %.1f s\n", seconds());
+  if (failures.empty()) std::fprintf(stderr, "soak: all checks passed in %.1f s\n", clock.seconds());
   return failures.empty() ? 0 : 1;
 }
 

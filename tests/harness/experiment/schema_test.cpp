@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"({"workload": {"kind": "prompts", "prompts": [{"tag": "a"}]}})",
                 "$.workload.prompts[0]", "needs one of text, ids or chat", "keep exactly one"},
         BadCase{R"({"workload": {"kind": "prompts", "prompts": [{"ids": [1, -2]}]}})",
-                "$.workload.prompts[0].ids", "token ids (integers >= 0)", "[128000, 9906]"},
+                "$.workload.prompts[0].ids", "token ids (integers in [0, 2147483647])", "[128000, 9906]"},
         BadCase{
             R"({"workload": {"kind": "prompts", "prompts": [{"chat": [{"role": "robot", "content": "x"}]}]}})",
             "$.workload.prompts[0].chat[0].role", "not one of system, user, assistant",
@@ -153,7 +153,7 @@ TEST(Experiment, InvalidJsonNamesLineAndColumn) {
     load_json_file(file);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("broken.json: invalid JSON at line 3"));
+    EXPECT_THAT(e.what(), HasSubstr("broken.json is not valid JSON (line 3"));
     EXPECT_THAT(e.what(), HasSubstr("(fix: "));
   }
 }
