@@ -127,15 +127,23 @@ class EngineImpl {
                   "the same gpu index",
                   weights_.gpu(), opt.gpu);
     kernels_ = kernels::KernelSet::defaults(opt.backend);
-    for (const auto& [family, variant] : opt.kernels)
+    bool fused = opt.fused;
+    for (const auto& [family, variant] : opt.kernels) {
+      if (family == "fusion") {
+        LANTERN_CHECK(variant == "on" || variant == "off", "kernels: fusion must be 'on' or 'off', got '%s'",
+                      variant.c_str());
+        fused = variant == "on";
+        continue;
+      }
       kernels_.select(kernels::family_from_name(family), variant, opt.backend);
+    }
     if (opt.observer) {
       AllocEvent e{"weights", "weight block", reinterpret_cast<uint64_t>(weights_.block()),
                    weights_.bytes(), opt.backend, false};
       opt.observer->on_alloc(e);
     }
     model_ = std::make_unique<Model>(cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs);
+                                     opt.use_cuda_graphs, fused);
     kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
@@ -354,6 +362,7 @@ nlohmann::json Engine::describe() const {
           {"model", impl_->cfg_.to_json()},
           {"limits", impl_->limits_.to_json()},
           {"kernels", k},
+          {"fusion", impl_->model_->fused() ? "on" : "off"},
           {"memory", memory_budget().to_json()}};
 }
 

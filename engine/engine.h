@@ -88,8 +88,15 @@ struct EngineOptions {
   kernels::Backend backend = kernels::Backend::cpu;
   int gpu = 0;  // cuda: the device index (--gpu N); the weights must be loaded on it
   EngineLimits limits;
-  // Kernel variant overrides, family name -> variant name or number.
+  // Kernel variant overrides, family name -> variant name or number. The
+  // pseudo-family "fusion" ("on" / "off") sets `fused` below, so `--kernels
+  // fusion=off` and experiment files can swap the fused op table back.
   std::vector<std::pair<std::string, std::string>> kernels;
+  // Fused op table (docs/engine.md, Fusion): one GEMM over the q/k/v weights
+  // and one over gate/up (views of the same weight bytes), residual + RMSNorm
+  // and RoPE + KV write in one kernel each. Needs adjacent weights
+  // (Weights::fusable); otherwise the unfused table runs.
+  bool fused = true;
   Observer* observer = nullptr;  // harness; never steers the engine
   bool use_cuda_graphs = true;   // cuda: capture decode graphs per batch-size bucket at start-up
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off

@@ -87,6 +87,7 @@ experiment::ModelFacts model_facts(const ModelConfig& cfg, kernels::Backend back
         names.push_back(std::to_string(k->variant));
       }
   }
+  f.kernel_variants["fusion"] = {"on", "off"};  // EngineOptions::kernels' pseudo-family
   return f;
 }
 

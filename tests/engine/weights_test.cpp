@@ -117,6 +117,16 @@ TEST(Weights, LoadsIntoOneHostBlock) {
   EXPECT_EQ(w.layers[1].attn_norm, w.find("model.layers.1.input_layernorm.weight"));
   EXPECT_EQ(w.layers[1].wq, w.find("model.layers.1.self_attn.q_proj.weight"));
   EXPECT_EQ(w.layers[1].wk, w.find("model.layers.1.self_attn.k_proj.weight"));
+  // Fused views: no copy, [wq; wk; wv] and [w_gate; w_up] over the same bytes.
+  EXPECT_TRUE(w.fusable());
+  EXPECT_EQ(w.layers[1].wqkv, w.layers[1].wq);
+  EXPECT_EQ(w.layers[1].w_gate_up, w.layers[1].w_gate);
+  ASSERT_EQ(w.fused_views().size(), 4u);
+  EXPECT_EQ(w.fused_views()[2].name, "model.layers.1.self_attn.qkv_proj.weight (fused view)");
+  EXPECT_EQ(w.fused_views()[2].shape, (std::vector<int64_t>{16 + 2 * 8, 16}));
+  EXPECT_EQ(w.fused_views()[2].bytes, (16u + 2 * 8) * 16 * 2);
+  EXPECT_EQ(w.fused_views()[3].shape, (std::vector<int64_t>{2 * 32, 16}));
+  EXPECT_EQ(static_cast<const char*>(w.block()) + w.fused_views()[3].offset, w.layers[1].w_gate);
   EXPECT_EQ(w.layers[1].wv, w.find("model.layers.1.self_attn.v_proj.weight"));
   EXPECT_EQ(w.layers[1].wo, w.find("model.layers.1.self_attn.o_proj.weight"));
   EXPECT_EQ(w.layers[0].mlp_norm, w.find("model.layers.0.post_attention_layernorm.weight"));
