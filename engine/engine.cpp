@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -144,6 +145,10 @@ class EngineImpl {
     }
     model_ = std::make_unique<Model>(cfg_, weights_, device_, limits_, kernels_, opt.observer,
                                      opt.use_cuda_graphs, fused);
+    if (fused && !model_->fused())
+      std::fprintf(stderr,
+                   "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
+                   "weight block; this model's are not, so the unfused table runs (fusion off)\n");
     kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);

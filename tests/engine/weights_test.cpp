@@ -147,6 +147,19 @@ TEST(Weights, LoadsIntoOneHostBlock) {
   EXPECT_THAT(error_of([&] { w.find("nope"); }), HasSubstr("no weight tensor named nope"));
 }
 
+// hidden 12: wq is 288 bytes and wk 144, so alignment gaps separate them and
+// there is no fused view (the engine then runs the unfused table).
+TEST(Weights, FusedViewsNeedAdjacentTensors) {
+  auto dir = test::scratch_dir("weights_gaps");
+  const ModelConfig cfg = micro_config(true, 64, 12);
+  write_synthetic_weights(cfg, dir / "model.safetensors", SynthOptions{});
+  Weights w = Weights::load(cfg, dir, kernels::Backend::cpu);
+  EXPECT_FALSE(w.fusable());
+  EXPECT_EQ(w.layers[0].wqkv, nullptr);
+  EXPECT_EQ(w.layers[0].w_gate_up, nullptr);
+  EXPECT_TRUE(w.fused_views().empty());
+}
+
 TEST(Weights, UntiedLmHeadAndMove) {
   auto dir = test::scratch_dir("weights_untied");
   const ModelConfig cfg = micro_config(/*tied=*/false);
