@@ -210,6 +210,8 @@ class EngineImpl {
   // state other threads read (inbox_, queued_, unfinished_, finished_) is
   // touched only under inbox_mutex_.
   bool step() {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t_begin = Clock::now();
     if (!admit_inbox()) return false;
     StepPlan plan = scheduler_->plan(steps_);
     {
@@ -226,7 +228,9 @@ class EngineImpl {
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 
+    const Clock::time_point t_run = Clock::now();
     StepOutput out = model_->run(in);
+    const Clock::time_point t_ran = Clock::now();
     std::vector<RequestResult> done = scheduler_->postprocess(
         plan, StepTokens{out.tokens.data(), out.logits.empty() ? nullptr : out.logits.data(), cfg_.vocab_size},
         steps_, now());
@@ -240,6 +244,9 @@ class EngineImpl {
     if (opt_.profile_last_step == steps_) profiler(false);
     LANTERN_OBSERVE(opt_.observer, on_step_end(info));
     ++steps_;
+    auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    timing_.model_s = secs(t_ran - t_run);
+    timing_.host_s = secs(Clock::now() - t_begin) - timing_.model_s;
     return true;
   }
 
@@ -306,6 +313,7 @@ class EngineImpl {
   Weights weights_;
   Device device_;
   kernels::KernelSet kernels_;
+  StepTiming timing_;  // of the last step
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvBlockManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -353,6 +361,7 @@ const EngineLimits& Engine::limits() const { return impl_->limits_; }
 const MemoryBudget& Engine::memory_budget() const { return impl_->model_->budget(); }
 const kernels::KernelSet& Engine::kernel_set() const { return impl_->kernels_; }
 int64_t Engine::steps_run() const { return impl_->steps_; }
+const StepTiming& Engine::last_step_timing() const { return impl_->timing_; }
 double Engine::now_s() const { return impl_->now(); }
 
 nlohmann::json Engine::describe() const {

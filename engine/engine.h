@@ -106,6 +106,16 @@ struct EngineOptions {
   std::function<double()> clock;
 };
 
+// Wall time of the last step() split at Model::run: host bookkeeping
+// (admission, scheduling, the step input, postprocess and stop checks) and
+// Model::run (metadata upload, the launches or graph replay, the wait for the
+// GPU's results). Steps are synchronous, so host_s adds to every step: a large
+// share says preparing step N+1 while the GPU runs step N would pay.
+struct StepTiming {
+  double host_s = 0;
+  double model_s = 0;
+};
+
 class EngineImpl;
 
 class Engine {
@@ -134,6 +144,7 @@ class Engine {
   const MemoryBudget& memory_budget() const;
   const kernels::KernelSet& kernel_set() const;
   int64_t steps_run() const;
+  const StepTiming& last_step_timing() const;
   double now_s() const;  // engine clock used in RequestResult
   nlohmann::json describe() const;  // resolved config: model, limits, kernels, backend
 

@@ -79,6 +79,6 @@ echo "==== summary"; cat "$LOGS/summary.txt"
 grep -hE "^\[  (PASSED|FAILED) |Failure|error|engine-gpu\]" "$LOGS"/tests_*.log 2>/dev/null | head -30
 for f in "$LOGS"/tput_*.log; do echo "== $(basename $f .log)"; grep -iE "tok/s|tokens/s|output" $f | head -4; done
 for f in "$LOGS"/bench_*.log; do
-  echo "== $(basename $f .log): $(grep -E 'decode step|of roofline|tok/s|tokens/s' $f | tr -s ' ' | tr '\n' ' ')"
+  echo "== $(basename $f .log): $(grep -E 'decode step|of roofline|tok/s|tokens/s|host per step' $f | tr -s ' ' | tr '\n' ' ')"
 done
 grep -iE "unattributed" "$LOGS/inspect.log" 2>/dev/null | head -5

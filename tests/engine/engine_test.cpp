@@ -138,6 +138,30 @@ TEST(EngineCpu, FusedAndUnfusedOpTablesGiveTheSameLogits) {
   }
 }
 
+// last_step_timing splits a step's wall time at Model::run: host time
+// non-negative, Model::run (the whole forward pass on the CPU) positive, and
+// together within the step's wall time measured around step().
+TEST(EngineCpu, StepTimingSplitsHostAndModelTime) {
+  auto e = make_engine();
+  Request r;
+  r.prompt = test::random_token_ids(8);
+  r.max_new_tokens = 3;
+  r.stop_at_eos = false;
+  e->submit(r);
+  int steps = 0;
+  while (true) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!e->step()) break;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const StepTiming& t = e->last_step_timing();
+    EXPECT_GE(t.host_s, 0);
+    EXPECT_GT(t.model_s, 0);
+    EXPECT_LE(t.host_s + t.model_s, wall);
+    ++steps;
+  }
+  EXPECT_EQ(steps, 3);
+}
+
 TEST(EngineCpu, KernelsFusionOverrideIsCheckedAndApplied) {
   ModelConfig cfg = ModelConfig::load(tiny_model());
   EngineOptions opt;
