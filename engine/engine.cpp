@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -127,15 +128,27 @@ class EngineImpl {
                   "the same gpu index",
                   weights_.gpu(), opt.gpu);
     kernels_ = kernels::KernelSet::defaults(opt.backend);
-    for (const auto& [family, variant] : opt.kernels)
+    bool fused = opt.fused;
+    for (const auto& [family, variant] : opt.kernels) {
+      if (family == "fusion") {
+        LANTERN_CHECK(variant == "on" || variant == "off", "kernels: fusion must be 'on' or 'off', got '%s'",
+                      variant.c_str());
+        fused = variant == "on";
+        continue;
+      }
       kernels_.select(kernels::family_from_name(family), variant, opt.backend);
+    }
     if (opt.observer) {
       AllocEvent e{"weights", "weight block", reinterpret_cast<uint64_t>(weights_.block()),
                    weights_.bytes(), opt.backend, false};
       opt.observer->on_alloc(e);
     }
     model_ = std::make_unique<Model>(cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs);
+                                     opt.use_cuda_graphs, fused);
+    if (fused && !model_->fused())
+      std::fprintf(stderr,
+                   "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
+                   "weight block; this model's are not, so the unfused table runs (fusion off)\n");
     kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
@@ -197,6 +210,8 @@ class EngineImpl {
   // state other threads read (inbox_, queued_, unfinished_, finished_) is
   // touched only under inbox_mutex_.
   bool step() {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t_begin = Clock::now();
     if (!admit_inbox()) return false;
     StepPlan plan = scheduler_->plan(steps_);
     {
@@ -213,7 +228,9 @@ class EngineImpl {
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 
+    const Clock::time_point t_run = Clock::now();
     StepOutput out = model_->run(in);
+    const Clock::time_point t_ran = Clock::now();
     std::vector<RequestResult> done = scheduler_->postprocess(
         plan, StepTokens{out.tokens.data(), out.logits.empty() ? nullptr : out.logits.data(), cfg_.vocab_size},
         steps_, now());
@@ -227,6 +244,9 @@ class EngineImpl {
     if (opt_.profile_last_step == steps_) profiler(false);
     LANTERN_OBSERVE(opt_.observer, on_step_end(info));
     ++steps_;
+    auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    timing_.model_s = secs(t_ran - t_run);
+    timing_.host_s = secs(Clock::now() - t_begin) - timing_.model_s;
     return true;
   }
 
@@ -293,6 +313,7 @@ class EngineImpl {
   Weights weights_;
   Device device_;
   kernels::KernelSet kernels_;
+  StepTiming timing_;  // of the last step
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvBlockManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -340,6 +361,7 @@ const EngineLimits& Engine::limits() const { return impl_->limits_; }
 const MemoryBudget& Engine::memory_budget() const { return impl_->model_->budget(); }
 const kernels::KernelSet& Engine::kernel_set() const { return impl_->kernels_; }
 int64_t Engine::steps_run() const { return impl_->steps_; }
+const StepTiming& Engine::last_step_timing() const { return impl_->timing_; }
 double Engine::now_s() const { return impl_->now(); }
 
 nlohmann::json Engine::describe() const {
@@ -354,6 +376,7 @@ nlohmann::json Engine::describe() const {
           {"model", impl_->cfg_.to_json()},
           {"limits", impl_->limits_.to_json()},
           {"kernels", k},
+          {"fusion", impl_->model_->fused() ? "on" : "off"},
           {"memory", memory_budget().to_json()}};
 }
 

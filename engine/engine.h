@@ -88,8 +88,15 @@ struct EngineOptions {
   kernels::Backend backend = kernels::Backend::cpu;
   int gpu = 0;  // cuda: the device index (--gpu N); the weights must be loaded on it
   EngineLimits limits;
-  // Kernel variant overrides, family name -> variant name or number.
+  // Kernel variant overrides, family name -> variant name or number. The
+  // pseudo-family "fusion" ("on" / "off") sets `fused` below, so `--kernels
+  // fusion=off` and experiment files can swap the fused op table back.
   std::vector<std::pair<std::string, std::string>> kernels;
+  // Fused op table (docs/engine.md, Fusion): one GEMM over the q/k/v weights
+  // and one over gate/up (views of the same weight bytes), residual + RMSNorm
+  // and RoPE + KV write in one kernel each. Needs adjacent weights
+  // (Weights::fusable); otherwise the unfused table runs.
+  bool fused = true;
   Observer* observer = nullptr;  // harness; never steers the engine
   bool use_cuda_graphs = true;   // cuda: capture decode graphs per batch-size bucket at start-up
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
@@ -97,6 +104,16 @@ struct EngineOptions {
   // The engine clock (seconds); empty: steady_clock since construction. Tests
   // inject a fake clock to check arrival timing (harness/serving_driver.h).
   std::function<double()> clock;
+};
+
+// Wall time of the last step() split at Model::run: host bookkeeping
+// (admission, scheduling, the step input, postprocess and stop checks) and
+// Model::run (metadata upload, the launches or graph replay, the wait for the
+// GPU's results). Steps are synchronous, so host_s adds to every step: a large
+// share says preparing step N+1 while the GPU runs step N would pay.
+struct StepTiming {
+  double host_s = 0;
+  double model_s = 0;
 };
 
 class EngineImpl;
@@ -127,6 +144,7 @@ class Engine {
   const MemoryBudget& memory_budget() const;
   const kernels::KernelSet& kernel_set() const;
   int64_t steps_run() const;
+  const StepTiming& last_step_timing() const;
   double now_s() const;  // engine clock used in RequestResult
   nlohmann::json describe() const;  // resolved config: model, limits, kernels, backend
 

@@ -28,7 +28,9 @@ uint64_t u(int v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
 // Elements of one token row across the arena's per-row buffers.
 uint64_t row_elements(const ModelConfig& c) {
   // x, xn, o_down: hidden; q_attn: q_dim; k, v: kv_dim; gate, up, mlp_act: intermediate.
-  return add(add(mul(3, u(c.hidden_size)), mul(u(c.num_q_heads), u(c.head_dim))),
+  // The fused layout (the default) has qkv (q_dim + 2 kv_dim) instead of k, v
+  // and gate_up instead of gate, up: one q_dim more per row, counted here.
+  return add(add(mul(3, u(c.hidden_size)), mul(2, mul(u(c.num_q_heads), u(c.head_dim)))),
              add(mul(2, mul(u(c.num_kv_heads), u(c.head_dim))), mul(3, u(c.intermediate_size))));
 }
 

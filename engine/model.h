@@ -57,13 +57,17 @@ struct StepOutput {
 class Model {
  public:
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
-        const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs);
+        const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs,
+        bool fused = false);
   ~Model();
 
   StepOutput run(const StepInput& in);
 
   const Arena& arena() const { return arena_; }
   const OpTable& op_table() const { return *op_table_; }
+  // True when the step runs the fused op table (fused q/k/v and gate/up
+  // weights, add_rmsnorm, rope_kv_write; op_table.h, step_ops).
+  bool fused() const { return v_.fused(); }
   const MemoryBudget& budget() const { return budget_; }
   int kv_num_blocks() const { return kv_num_blocks_; }
   int max_blocks_per_seq() const { return max_blocks_per_seq_; }
@@ -83,6 +87,7 @@ class Model {
   MetaLayout meta_;
   MemoryBudget budget_;
   int kv_num_blocks_ = 0, max_blocks_per_seq_ = 0;
+  bool fuse_ = false;               // requested; v_.fused() says what runs
   int pad_slot_ = 0;                // == max_seqs: the scratch slot of graph pad rows
   void* kv_pool_ = nullptr;         // [blocks (+1 scratch)][2][block_size][n_kv][head_dim] act
   int32_t* block_tables_ = nullptr; // [layers][max_seqs + 1][max_blocks_per_seq]

@@ -100,10 +100,17 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
                                   cfg_.head_dim};
   const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
   auto prefill = [&] {
-    return kernels::AttentionPrefillArgs{in(0), in(1), in(2), out(0),
+    // Unfused: reads q, k, v. Fused: reads q and qkv, whose rows hold the
+    // rotated k and v at columns Q and Q + KV.
+    const bool fused = v_.fused();
+    char* qkv = static_cast<char*>(in(1));
+    const void* k = fused ? qkv + static_cast<size_t>(Q) * act_bytes_ : in(1);
+    const void* v = fused ? qkv + static_cast<size_t>(Q + KV) * act_bytes_ : in(2);
+    const int kv_stride = fused ? Q + 2 * KV : KV;
+    return kernels::AttentionPrefillArgs{in(0), k, v, out(0),
                                          dev_.is_cuda() ? M(meta_.fresh_starts) : s.host_fresh_starts,
                                          s.host_fresh_starts, s.num_fresh, s.max_fresh_len,
-                                         cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim, Q, KV, scale};
+                                         cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim, Q, kv_stride, scale};
   };
   auto decode = [&] {  // the paged rows: after the nf fresh rows
     const size_t skip = static_cast<size_t>(nf) * Q * act_bytes_;
@@ -135,8 +142,22 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::mlp_norm: return op(o, kernels::RmsnormArgs{in(0), lw->mlp_norm, out(0), nullptr, n, H, eps});
     case OpKind::gate_proj: return gemm(lw->w_gate, n, I, H);
     case OpKind::up_proj: return gemm(lw->w_up, n, I, H);
-    case OpKind::swiglu: return op(o, kernels::SwigluArgs{in(0), in(1), out(0), n, I});
+    case OpKind::swiglu:
+      if (v_.fused())  // one [n, 2I] input: gate columns, then up columns
+        return op(o, kernels::SwigluArgs{in(0), static_cast<char*>(in(0)) + static_cast<size_t>(I) * act_bytes_,
+                                         out(0), n, I, 2 * I});
+      return op(o, kernels::SwigluArgs{in(0), in(1), out(0), n, I});
     case OpKind::down_proj: return gemm(lw->w_down, n, H, I);
+    case OpKind::qkv_proj: return gemm(lw->wqkv, n, Q + 2 * KV, H);
+    case OpKind::rope_kv_write:
+      return op(o, kernels::RopeKvWriteArgs{in(0), out(0), M(meta_.positions), M(meta_.slots),
+                                            static_cast<const float*>(arena_.ptr(v_.inv_freq)), cache, n,
+                                            cfg_.num_q_heads, Q + 2 * KV});
+    case OpKind::attn_residual_norm:
+      return op(o, kernels::AddRmsnormArgs{out(0), in(1), lw->mlp_norm, out(1), n, H, eps});
+    case OpKind::gate_up_proj: return gemm(lw->w_gate_up, n, 2 * I, H);
+    case OpKind::mlp_residual_norm:  // the next layer's attn_norm
+      return op(o, kernels::AddRmsnormArgs{out(0), in(1), w_.layers[o.layer + 1].attn_norm, out(1), n, H, eps});
     case OpKind::final_norm:
       return op(o, kernels::RmsnormArgs{in(0), w_.final_norm, out(0), M(meta_.logit_rows), r, H, eps});
     case OpKind::lm_head: {

@@ -7,7 +7,7 @@
 namespace lantern {
 
 std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int logit_rows,
-                                        size_t act_bytes, size_t meta_bytes) {
+                                        size_t act_bytes, size_t meta_bytes, bool fused) {
   const long T = rows, R = logit_rows, H = cfg.hidden_size, I = cfg.intermediate_size;
   const long Q = cfg.q_dim(), KV = cfg.kv_dim();
   const char* act = act_bytes == 2 ? "bf16" : "f32";
@@ -15,17 +15,25 @@ std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int lo
     return ViewDecl{view, buffer, static_cast<size_t>(r) * c * act_bytes,
                     strformat("[%ld, %ld] %s", r, c, act)};
   };
-  return {
+  std::vector<ViewDecl> qkv, gate_up;
+  if (fused) {
+    qkv = {decl("qkv", "qkv", T, Q + 2 * KV)};
+    gate_up = {decl("gate_up", "gate_up", T, 2 * I)};
+  } else {
+    qkv = {decl("k", "k", T, KV), decl("v", "v", T, KV)};
+    gate_up = {decl("gate", "gate", T, I), decl("up", "up", T, I)};
+  }
+  std::vector<ViewDecl> layout = {
       decl("x", "x", T, H),
       decl("xn", "xn", T, H),
       decl("q", "q_attn", T, Q),
       decl("attn_out", "q_attn", T, Q),  // seed alias 1
-      decl("k", "k", T, KV),
-      decl("v", "v", T, KV),
-      decl("o_out", "o_down", T, H),
-      decl("mlp_down", "o_down", T, H),  // seed alias 2
-      decl("gate", "gate", T, I),
-      decl("up", "up", T, I),
+  };
+  layout.insert(layout.end(), qkv.begin(), qkv.end());
+  layout.push_back(decl("o_out", "o_down", T, H));
+  layout.push_back(decl("mlp_down", "o_down", T, H));  // seed alias 2
+  layout.insert(layout.end(), gate_up.begin(), gate_up.end());
+  std::vector<ViewDecl> rest = {
       decl("mlp_act", "mlp_act", T, I),
       decl("logits_in", "logits_in", R, H),
       ViewDecl{"logits", "logits", static_cast<size_t>(R) * cfg.vocab_size * 4,
@@ -34,6 +42,8 @@ std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int lo
       ViewDecl{"rope_inv_freq", "rope_inv_freq", static_cast<size_t>(cfg.head_dim / 2) * 4,
                strformat("[%d] f32", cfg.head_dim / 2)},
   };
+  layout.insert(layout.end(), rest.begin(), rest.end());
+  return layout;
 }
 
 ActivationViews declare_activations(Arena& arena, const std::vector<ViewDecl>& layout) {
@@ -49,22 +59,29 @@ ActivationViews declare_activations(Arena& arena, const std::vector<ViewDecl>& l
 }
 
 ActivationViews find_activations(const Arena& arena) {
+  auto optional = [&arena](const char* name) {
+    for (const ArenaView& view : arena.views())
+      if (view.name == name) return arena.find(name);
+    return ViewId(-1);
+  };
   ActivationViews v;
   v.x = arena.find("x");
   v.xn = arena.find("xn");
   v.q = arena.find("q");
   v.attn_out = arena.find("attn_out");
-  v.k = arena.find("k");
-  v.v = arena.find("v");
+  v.k = optional("k");
+  v.v = optional("v");
   v.o_out = arena.find("o_out");
   v.mlp_down = arena.find("mlp_down");
-  v.gate = arena.find("gate");
-  v.up = arena.find("up");
+  v.gate = optional("gate");
+  v.up = optional("up");
   v.mlp_act = arena.find("mlp_act");
   v.logits_in = arena.find("logits_in");
   v.logits = arena.find("logits");
   v.meta = arena.find("step_meta");
   v.inv_freq = arena.find("rope_inv_freq");
+  v.qkv = optional("qkv");
+  v.gate_up = optional("gate_up");
   return v;
 }
 
@@ -119,6 +136,43 @@ void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKi
   ops.push_back(spec(K::mlp_residual, "mlp_residual", F::residual, l, {v.x, v.mlp_down}, {v.x}));
 }
 
+// The fused layer (op_table.h, step_ops): 9 ops, 10 in layer 0.
+void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const ActivationViews& v,
+                     StepKind::Attention attention) {
+  using F = kernels::Family;
+  using K = OpKind;
+  if (l == 0) ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
+  ops.push_back(spec(K::qkv_proj, "qkv_proj", F::gemm, l, {v.xn}, {v.qkv}));
+  // Rotated q goes to its own dense buffer (attention's q and output rows);
+  // k is rotated in place in qkv, where fresh-prompt attention reads k and v.
+  ops.push_back(spec(K::rope_kv_write, "rope_kv_write", F::rope_kv_write, l, {v.qkv}, {v.q, v.qkv}));
+  switch (attention) {
+    case StepKind::prefill:
+      ops.push_back(spec(K::attention_prefill, "attention_prefill", F::attention_prefill, l,
+                         {v.q, v.qkv}, {v.attn_out}));
+      break;
+    case StepKind::decode:
+      ops.push_back(spec(K::attention_decode, "attention_decode", F::attention_decode, l, {v.q},
+                         {v.attn_out}));
+      break;
+    case StepKind::mixed:
+      ops.push_back(spec(K::attention_mixed, "attention", F::attention_prefill, l, {v.q, v.qkv},
+                         {v.attn_out}));
+      break;
+  }
+  ops.push_back(spec(K::o_proj, "o_proj", F::gemm, l, {v.attn_out}, {v.o_out}));
+  ops.push_back(spec(K::attn_residual_norm, "attn_residual_norm", F::add_rmsnorm, l, {v.x, v.o_out},
+                     {v.x, v.xn}));
+  ops.push_back(spec(K::gate_up_proj, "gate_up_proj", F::gemm, l, {v.xn}, {v.gate_up}));
+  ops.push_back(spec(K::swiglu, "swiglu", F::swiglu, l, {v.gate_up}, {v.mlp_act}));
+  ops.push_back(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down}));
+  if (l + 1 < num_layers)
+    ops.push_back(spec(K::mlp_residual_norm, "mlp_residual_norm", F::add_rmsnorm, l, {v.x, v.mlp_down},
+                       {v.x, v.xn}));
+  else
+    ops.push_back(spec(K::mlp_residual, "mlp_residual", F::residual, l, {v.x, v.mlp_down}, {v.x}));
+}
+
 }  // namespace
 
 std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind) {
@@ -126,7 +180,12 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
   using K = OpKind;
   std::vector<OpSpec> ops;
   ops.push_back(spec(K::embed, "embed", F::embedding, -1, {}, {v.x}));
-  for (int l = 0; l < num_layers; ++l) add_layer(ops, l, v, kind.attention);
+  for (int l = 0; l < num_layers; ++l) {
+    if (v.fused())
+      add_fused_layer(ops, l, num_layers, v, kind.attention);
+    else
+      add_layer(ops, l, v, kind.attention);
+  }
   if (kind.head == StepKind::none) return ops;
   // The final norm gathers the logit rows, so the LM head runs on r rows, not n.
   ops.push_back(spec(K::final_norm, "final_norm", F::rmsnorm, -1, {v.x}, {v.logits_in}));

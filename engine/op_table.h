@@ -31,13 +31,19 @@ struct ViewDecl {
 // logits rows, with its two aliases: q / attn_out share buffer "q_attn",
 // o_out / mlp_down share buffer "o_down". `act_bytes`: 2 (bf16, cuda) or 4
 // (f32, cpu); `meta_bytes`: the step metadata block (model_meta.h).
+// `fused`: the layout of the fused op table (step_ops): buffer "qkv" [rows,
+// q_dim + 2 kv_dim] (the fused q/k/v projection's output) replaces k and v,
+// and "gate_up" [rows, 2 inter] replaces gate and up.
 std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int logit_rows,
-                                        size_t act_bytes, size_t meta_bytes);
+                                        size_t act_bytes, size_t meta_bytes, bool fused = false);
 
-// The view ids of the activation arena, by role.
+// The view ids of the activation arena, by role; -1 for the views the layout
+// does not have (k, v, gate, up in the fused layout; qkv, gate_up in the unfused).
 struct ActivationViews {
   ViewId x, xn, q, attn_out, k, v, o_out, mlp_down, gate, up, mlp_act, logits_in, logits, meta,
       inv_freq;
+  ViewId qkv = -1, gate_up = -1;
+  bool fused() const { return qkv >= 0; }
 };
 
 // Adds the layout's buffers (in first-use order) and views to `arena` (not
@@ -50,6 +56,8 @@ enum class OpKind : uint8_t {
   embed, attn_norm, q_proj, k_proj, v_proj, rope, kv_write, attention_prefill, attention_decode,
   attention_mixed, o_proj, attn_residual, mlp_norm, gate_proj, up_proj, swiglu, down_proj,
   mlp_residual, final_norm, lm_head, argmax, sample,
+  // The fused table's ops (step_ops with fused views).
+  qkv_proj, rope_kv_write, attn_residual_norm, gate_up_proj, mlp_residual_norm,
 };
 
 // One op of the forward pass: one registry launch (attention_mixed: the
@@ -75,6 +83,14 @@ struct StepKind {
 
 // The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
 // ops, then (head != none) final_norm, lm_head, argmax or sample.
+//
+// With a fused layout (v.fused()), a layer is 9 ops: qkv_proj (one GEMM over
+// the fused q/k/v weights), rope_kv_write, attention, o_proj,
+// attn_residual_norm (attn_residual + mlp_norm), gate_up_proj, swiglu (over
+// the [n, 2 inter] gate/up rows), down_proj, mlp_residual_norm
+// (mlp_residual + the NEXT layer's attn_norm; attributed to this layer). Layer
+// 0 starts with attn_norm; the last layer ends with a plain mlp_residual
+// (final_norm gathers logit rows and stays separate).
 std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind);
 
 // step_ops for every kind, built once: the table Model::forward walks.

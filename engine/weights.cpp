@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -474,12 +476,14 @@ Weights& Weights::operator=(Weights&& o) noexcept {
   block_ = o.block_;
   bytes_ = o.bytes_;
   views_ = std::move(o.views_);
+  fused_views_ = std::move(o.fused_views_);
   stats_ = o.stats_;
   o.block_ = nullptr;
   o.bytes_ = 0;
   o.embed = o.final_norm = o.lm_head = nullptr;
   o.layers.clear();
   o.views_.clear();
+  o.fused_views_.clear();
   return *this;
 }
 
@@ -498,6 +502,7 @@ void Weights::release() {
   embed = final_norm = lm_head = nullptr;
   layers.clear();
   views_.clear();
+  fused_views_.clear();
 }
 
 void Weights::bind(const ModelConfig& cfg) {
@@ -550,6 +555,54 @@ void Weights::bind(const ModelConfig& cfg) {
     }
   }
   if (cfg.tie_word_embeddings) lm_head = embed;
+  bind_fused();
+}
+
+void Weights::bind_fused() {
+  // Views of one layer's tensors, by role; a fused view exists when its parts
+  // follow each other with no gap (same bytes, no copy).
+  const char* base = static_cast<const char*>(block_);
+  auto fuse = [&](const std::vector<const WeightView*>& parts, const std::string& name) -> const void* {
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (parts[i]->offset != parts[i - 1]->offset + parts[i - 1]->bytes) return nullptr;
+    WeightView f{name, parts[0]->offset, 0, {0, parts[0]->shape.back()}};
+    for (const WeightView* p : parts) {
+      f.bytes += p->bytes;
+      f.shape[0] += p->shape[0];
+    }
+    fused_views_.push_back(f);
+    return base + f.offset;
+  };
+  std::vector<std::array<const WeightView*, 5>> by_layer(layers.size());  // wq wk wv gate up
+  for (const WeightView& v : views_) {
+    int layer = -1;
+    char role[64] = {};
+    if (std::sscanf(v.name.c_str(), "model.layers.%d.%63s", &layer, role) != 2 || layer < 0 ||
+        layer >= static_cast<int>(layers.size()))
+      continue;
+    const std::string r = role;
+    const int slot = r == "self_attn.q_proj.weight"   ? 0
+                     : r == "self_attn.k_proj.weight" ? 1
+                     : r == "self_attn.v_proj.weight" ? 2
+                     : r == "mlp.gate_proj.weight"    ? 3
+                     : r == "mlp.up_proj.weight"      ? 4
+                                                      : -1;
+    if (slot >= 0) by_layer[layer][slot] = &v;
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& t = by_layer[l];
+    if (!t[0] || !t[1] || !t[2] || !t[3] || !t[4]) continue;
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    layers[l].wqkv = fuse({t[0], t[1], t[2]}, prefix + "self_attn.qkv_proj.weight (fused view)");
+    layers[l].w_gate_up = fuse({t[3], t[4]}, prefix + "mlp.gate_up_proj.weight (fused view)");
+  }
+}
+
+bool Weights::fusable() const {
+  if (layers.empty()) return false;
+  for (const LayerWeights& l : layers)
+    if (!l.wqkv || !l.w_gate_up) return false;
+  return true;
 }
 
 const void* Weights::find(const std::string& name) const {

@@ -55,6 +55,13 @@ struct LayerWeights {            // pointers into the block (device or host), bf
   const void* w_gate = nullptr;     // [inter, hidden]
   const void* w_up = nullptr;       // [inter, hidden]
   const void* w_down = nullptr;     // [hidden, inter]
+  // Fused views over the same bytes (no copy): the loader lays wq, wk, wv out
+  // back to back, and w_gate, w_up, so [wq; wk; wv] IS the fused q/k/v matrix
+  // and [w_gate; w_up] the fused gate/up matrix. nullptr when the tensors are
+  // not adjacent (a size that is not a multiple of kWeightAlign leaves a gap):
+  // the engine then runs the unfused ops.
+  const void* wqkv = nullptr;       // [q_dim + 2 * kv_dim, hidden]
+  const void* w_gate_up = nullptr;  // [2 * inter, hidden]
 };
 
 struct WeightLoadStats {
@@ -92,6 +99,11 @@ class Weights {
   void* block() const { return block_; }
   size_t bytes() const { return bytes_; }
   const std::vector<WeightView>& views() const { return views_; }
+  // The fused matrices (qkv_proj, gate_up_proj per layer) as views over the
+  // per-tensor views above: same bytes, for the memory map.
+  const std::vector<WeightView>& fused_views() const { return fused_views_; }
+  // True when every layer has both fused views (LayerWeights::wqkv, w_gate_up).
+  bool fusable() const;
   const WeightLoadStats& stats() const { return stats_; }
   const void* find(const std::string& name) const;  // throws if absent
 
@@ -101,9 +113,11 @@ class Weights {
   void* block_ = nullptr;
   size_t bytes_ = 0;
   std::vector<WeightView> views_;
+  std::vector<WeightView> fused_views_;
   WeightLoadStats stats_;
   void release();
   void bind(const ModelConfig& cfg);  // sets embed/layers/... from views_
+  void bind_fused();                  // sets wqkv / w_gate_up and fused_views_ where adjacent
   friend struct WeightsLoader;
 };
 

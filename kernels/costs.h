@@ -116,6 +116,26 @@ Cost residual_cost(const ResidualArgs& a) {
   return {elems * ActBytes * 3, elems};
 }
 
+// residual + rmsnorm in one pass: x and y read, x and out written.
+template <int ActBytes>
+Cost add_rmsnorm_cost(const AddRmsnormArgs& a) {
+  using namespace cost_detail;
+  const double elems = double(a.n) * a.hidden;
+  // add (1) + rmsnorm's 4 per element; rsqrt per row.
+  return {elems * ActBytes * 4 + a.hidden * kBf16, elems * 5 + a.n};
+}
+
+// q, k, v read once; q_out, k (in place) and the two cache rows written;
+// position, slot and one block-table entry per token; inv_freq.
+template <int ActBytes>
+Cost rope_kv_write_cost(const RopeKvWriteArgs& a) {
+  using namespace cost_detail;
+  const double hd = a.cache.head_dim;
+  const double q = double(a.n) * a.n_q_heads * hd, kv = double(a.n) * a.cache.n_kv_heads * hd;
+  const double bytes = (q + 2 * kv) * ActBytes + (q + 3 * kv) * ActBytes + a.n * kI32 * 3 + (hd / 2) * kF32;
+  return {bytes, (q + kv) * 3 + double(a.n) * (hd / 2) * 3};
+}
+
 template <int ActBytes>
 Cost gemm_cost(const GemmArgs& a) {
   using namespace cost_detail;

@@ -43,6 +43,8 @@ enum class Family : uint8_t {
   gemm,
   argmax,
   sample,
+  add_rmsnorm,
+  rope_kv_write,
   count
 };
 constexpr int kNumFamilies = static_cast<int>(Family::count);
@@ -147,10 +149,14 @@ struct AttentionDecodeArgs {
 };
 
 struct SwigluArgs {
-  const void* gate;  // act [n, inter]
-  const void* up;    // act [n, inter]
+  const void* gate;  // act [n, stride]: inter elements per row
+  const void* up;    // act [n, stride]: inter elements per row
   void* out;         // act [n, inter]  out = silu(gate) * up
   int n, inter;
+  // Elements between consecutive rows of gate and up; 0 means inter. The fused
+  // gate/up projection writes [n, 2 * inter] rows (gate | up), so stride = 2 * inter.
+  int stride = 0;
+  int row_stride() const { return stride ? stride : inter; }
 };
 
 struct ResidualArgs {
@@ -166,6 +172,38 @@ struct GemmArgs {
   void* c;           // act [m, n], or float when c_f32
   int m, n, k;
   bool c_f32 = false;  // logits: write float32 on every backend
+};
+
+// Residual add fused with the next RMSNorm: x += y (rounded to act, exactly as
+// the residual family), then out = rmsnorm(x) * weight over the updated x.
+// The definition is residual followed by rmsnorm (rows == nullptr); the CPU
+// reference runs exactly those two. out must not alias x or y.
+struct AddRmsnormArgs {
+  void* x;             // act [n, hidden], the residual stream, updated in place
+  const void* y;       // act [n, hidden]
+  const void* weight;  // bf16 [hidden]
+  void* out;           // act [n, hidden]
+  int n, hidden;
+  float eps;
+};
+
+// RoPE fused with the KV write, over the fused q/k/v projection's output. Each
+// token row of qkv is [q (n_q_heads * head_dim) | k | v (n_kv_heads * head_dim
+// each)], qkv_stride elements apart. Writes the rotated q to q_out (a dense
+// [n, q_dim] buffer, which attention reads), rotates k in place (fresh-prompt
+// attention reads it from qkv), and stores the rotated k and v rows in the
+// paged cache. The definition: copy q to q_out, rope (q_out, k), kv_write
+// (k, v); the CPU reference runs exactly those. A token whose position, slot
+// or table entry is out of range: as kv_write (CPU throws, CUDA skips its
+// cache write).
+struct RopeKvWriteArgs {
+  void* qkv;                 // act [n, qkv_stride]
+  void* q_out;               // act [n, n_q_heads * head_dim]
+  const int32_t* positions;  // [n]
+  const int32_t* seq_slots;  // [n]
+  const float* inv_freq;     // [head_dim / 2], llama3 scaling already applied
+  KvCacheRef cache;          // n_kv_heads and head_dim come from here
+  int n, n_q_heads, qkv_stride;
 };
 
 struct ArgmaxArgs {
@@ -207,6 +245,8 @@ LANTERN_FAMILY_ARGS(residual, ResidualArgs);
 LANTERN_FAMILY_ARGS(gemm, GemmArgs);
 LANTERN_FAMILY_ARGS(argmax, ArgmaxArgs);
 LANTERN_FAMILY_ARGS(sample, SampleArgs);
+LANTERN_FAMILY_ARGS(add_rmsnorm, AddRmsnormArgs);
+LANTERN_FAMILY_ARGS(rope_kv_write, RopeKvWriteArgs);
 #undef LANTERN_FAMILY_ARGS
 
 // Upper bounds the engine sizes the shared device workspace from (once, at

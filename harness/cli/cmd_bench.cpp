@@ -67,7 +67,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   engine.take_finished();
 
   submit_all(steps);
-  std::vector<double> prefill_s, decode_s;
+  std::vector<double> prefill_s, decode_s, decode_host_s, decode_model_s;
   while (true) {
     double t0 = engine.now_s();
     if (!engine.step()) break;
@@ -76,8 +76,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
     // <= max_batch_tokens); every later step decodes all running sequences.
     if (prefill_s.size() < static_cast<size_t>((batch * prompt_len + lim.max_batch_tokens - 1) / lim.max_batch_tokens))
       prefill_s.push_back(dt);
-    else
+    else {
       decode_s.push_back(dt);
+      decode_host_s.push_back(engine.last_step_timing().host_s);
+      decode_model_s.push_back(engine.last_step_timing().model_s);
+    }
   }
   engine.take_finished();
   // Steady state: drop the tail where sequences finish at different steps.
@@ -94,6 +97,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::printf("  prefill          %10.3f ms  (%.0f tokens/s)\n", prefill_ms, batch * prompt_len / (prefill_ms / 1e3));
   std::printf("  decode step      %10.3f ms  (median of %zu)\n", step_ms, decode_s.size());
   std::printf("  decode tokens/s  %10.1f\n", tok_s);
+  const double host_ms = median(decode_host_s) * 1e3, model_ms = median(decode_model_s) * 1e3;
+  std::printf("  host per step    %10.3f ms  (scheduling, inputs, postprocess; Model::run: %.3f ms, "
+              "medians; steps are synchronous, so the host time adds to each)\n",
+              host_ms, model_ms);
   if (floor_ms > 0) {
     std::printf("  roofline floor   %10.3f ms  (%.2f GB weights + %.3f GB KV at %.0f GB/s measured copy bw)\n",
                 floor_ms, weight_bytes / 1e9, kv_bytes_per_step / 1e9, bw_gbs);
@@ -105,6 +112,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"prefill_ms", prefill_ms}, {"decode_step_ms", step_ms}, {"decode_tokens_per_s", tok_s},
                         {"roofline_floor_ms", floor_ms}, {"copy_bandwidth_gbs", bw_gbs},
                         {"fraction_of_roofline", floor_ms > 0 ? floor_ms / step_ms : 0},
+                        {"decode_host_ms", host_ms}, {"decode_model_run_ms", model_ms},
+                        {"fusion", engine.describe()["fusion"]},
                         {"kernels", engine.describe()["kernels"]}, {"roofline", roof.to_json()}};
     std::ofstream(*path) << j.dump(2) << "\n";
   }

@@ -27,7 +27,7 @@ const char* kEngineOptions =
     "max_seqs*max_context on cpu)\n"
     "  --kv-fraction F         cuda: share of free memory for the KV pool (default 0.9)\n"
     "  --kernels F=V,...       kernel variant per family by name or number (default: fastest "
-    "verified)\n"
+    "verified); fusion=off runs the unfused op table (default fusion=on)\n"
     "  --no-cuda-graphs        run decode steps eagerly (default: graphs on)\n"
     "  --quiet                 no load / budget / per-request lines on stderr\n";
 

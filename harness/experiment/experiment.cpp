@@ -267,6 +267,9 @@ ModelFacts model_facts_from(const json& variants, int max_position_embeddings) {
       names.push_back(std::to_string(v["variant"].get<int64_t>()));
     }
   }
+  // EngineOptions::kernels' pseudo-family (fused or unfused op table): not in
+  // the registry, so not in the recorded list, valid on every backend.
+  f.kernel_variants["fusion"] = {"on", "off"};
   return f;
 }
 

@@ -26,6 +26,7 @@ void register_residual_cpu(Registry& r);
 void register_gemm_cpu(Registry& r);
 void register_argmax_cpu(Registry& r);
 void register_sample_cpu(Registry& r);
+void register_fused_cpu(Registry& r);  // add_rmsnorm, rope_kv_write
 
 // One row's argmax (ties: lowest index; NaN below every number). argmax_cpu.cpp;
 // sample_cpu.cpp uses it for greedy rows.

@@ -15,6 +15,7 @@ void register_cpu_kernels(Registry& r) {
   register_gemm_cpu(r);
   register_argmax_cpu(r);
   register_sample_cpu(r);
+  register_fused_cpu(r);
 }
 
 }  // namespace lantern::kernels

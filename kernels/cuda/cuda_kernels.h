@@ -19,5 +19,7 @@ void register_gemm_cuda(Registry& r);
 void register_argmax_cuda(Registry& r);
 void register_sample_cuda(Registry& r);
 void register_sample_select_cuda(Registry& r);
+void register_add_rmsnorm_cuda(Registry& r);
+void register_rope_kv_write_cuda(Registry& r);
 
 }  // namespace lantern::kernels

@@ -2,6 +2,8 @@
 // bf16 activations (the CPU reference's formula, finite at both ends).
 //
 // Variant 1 (seed): grid-stride loop, 16-byte vectors when the shape allows.
+// Both read gate/up rows `SwigluArgs::row_stride()` apart (the fused gate/up
+// projection's [n, 2 * inter] output) and write dense rows.
 // Variant 2 (seed_pdl): variant 1's kernel launched with programmatic
 //   dependent launch (kernels/cuda/cuda_common.cuh): its blocks start while the
 //   previous kernel drains and wait at griddepcontrol.wait before reading; every
@@ -18,15 +20,18 @@ using namespace cuda_detail;
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// Rows of `row_vecs` 16-byte vectors; gate/up rows are `stride_vecs` apart
+// (the fused gate/up output: 2 * inter), out rows are dense.
 __global__ void swiglu_vec_kernel(const uint4* __restrict__ gate, const uint4* __restrict__ up,
-                                  uint4* __restrict__ out, size_t vecs) {
+                                  uint4* __restrict__ out, size_t vecs, int row_vecs, int stride_vecs) {
   trigger_dependents();    // a PDL-launched down_proj GEMV may start streaming its weights now
   grid_dependency_wait();  // PDL variants: the previous kernel's writes are visible after this
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < vecs;
        i += size_t(gridDim.x) * blockDim.x) {
+    const size_t in = i / row_vecs * stride_vecs + i % row_vecs;
     float g[8], u[8];
-    unpack8(gate[i], g);
-    unpack8(up[i], u);
+    unpack8(gate[in], g);
+    unpack8(up[in], u);
 #pragma unroll
     for (int j = 0; j < 8; ++j) g[j] = silu_mul(g[j], u[j]);
     out[i] = pack8(g);
@@ -34,31 +39,35 @@ __global__ void swiglu_vec_kernel(const uint4* __restrict__ gate, const uint4* _
 }
 
 __global__ void swiglu_scalar_kernel(const bf16* __restrict__ gate, const bf16* __restrict__ up,
-                                     bf16* __restrict__ out, size_t count) {
+                                     bf16* __restrict__ out, size_t count, int inter, int stride) {
   trigger_dependents();
   grid_dependency_wait();  // PDL variants: the previous kernel's writes are visible after this
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
-       i += size_t(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16(silu_mul(__bfloat162float(gate[i]), __bfloat162float(up[i])));
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t in = i / inter * stride + i % inter;
+    out[i] = __float2bfloat16(silu_mul(__bfloat162float(gate[in]), __bfloat162float(up[in])));
+  }
 }
 
 void swiglu_impl(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl) {
   LANTERN_CHECK(a.n >= 0 && a.inter > 0, "swiglu.seed: bad shape n=%d inter=%d", a.n, a.inter);
+  const int stride = a.row_stride();
+  LANTERN_CHECK(stride >= a.inter, "swiglu.seed: row stride %d < inter %d", stride, a.inter);
   const size_t count = size_t(a.n) * a.inter;
   if (count == 0) return;
   const int threads = 256;
-  if (count % 8 == 0 && aligned(a.gate, 16) && aligned(a.up, 16) && aligned(a.out, 16)) {
+  if (a.inter % 8 == 0 && stride % 8 == 0 && aligned(a.gate, 16) && aligned(a.up, 16) && aligned(a.out, 16)) {
     const size_t vecs = count / 8;
     const int blocks = static_cast<int>(std::min<size_t>((vecs + threads - 1) / threads, 132 * 16));
     launch_kernel(pdl, swiglu_vec_kernel, dim3(blocks), dim3(threads), 0, ctx.stream,
                   static_cast<const uint4*>(a.gate), static_cast<const uint4*>(a.up),
-                  static_cast<uint4*>(a.out), vecs);
+                  static_cast<uint4*>(a.out), vecs, a.inter / 8, stride / 8);
     CUDA_CHECK_LAST("swiglu_vec_kernel");
   } else {
     const int blocks = static_cast<int>(std::min<size_t>((count + threads - 1) / threads, 132 * 16));
     launch_kernel(pdl, swiglu_scalar_kernel, dim3(blocks), dim3(threads), 0, ctx.stream,
                   static_cast<const bf16*>(a.gate), static_cast<const bf16*>(a.up),
-                  static_cast<bf16*>(a.out), count);
+                  static_cast<bf16*>(a.out), count, a.inter, stride);
     CUDA_CHECK_LAST("swiglu_scalar_kernel");
   }
 }

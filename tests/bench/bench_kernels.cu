@@ -316,6 +316,39 @@ void register_all() {
                     vname(e) + " n=" + std::to_string(n));
       });
   });
+  // The fused op table's kernels (docs/engine.md, Fusion).
+  for_cuda(Family::add_rmsnorm, [](const KernelEntry& e) {
+    for (int n : {1, 64, 512})
+      add(vname(e) + "/n=" + std::to_string(n), [&e, n](benchmark::State& st) {
+        Dev x = bf16_random(size_t(n) * kHidden), y = bf16_random(size_t(n) * kHidden), w = bf16_random(kHidden),
+            out(size_t(n) * kHidden * 2);
+        bench_entry(st, e, AddRmsnormArgs{x.p, y.p, w.p, out.p, n, kHidden, 1e-5f}, {},
+                    vname(e) + " n=" + std::to_string(n));
+      });
+  });
+  for_cuda(Family::rope_kv_write, [](const KernelEntry& e) {
+    for (int n : {1, 64, 512})
+      add(vname(e) + "/n=" + std::to_string(n), [&e, n](benchmark::State& st) {
+        const int max_blocks = 4096 / kBlock, seqs = std::max(n, 1), stride = (kQ + 2 * kKv) * kHd;
+        Dev qkv = bf16_random(size_t(n) * stride), q_out(size_t(n) * kQ * kHd * 2);
+        Dev pool(size_t(seqs) * max_blocks * 2 * kBlock * kKv * kHd * 2);
+        std::vector<int32_t> tables(size_t(seqs) * max_blocks), pos(n), slots(n);
+        std::iota(tables.begin(), tables.end(), 0);
+        std::shuffle(tables.begin(), tables.end(), std::mt19937(1));
+        for (int i = 0; i < n; ++i) {  // as kv_write's: decode-like up to 64, one prefill at 512
+          pos[i] = n > 64 ? i : 700 + i;
+          slots[i] = n > 64 ? 0 : i;
+        }
+        std::vector<float> freq(kHd / 2);
+        for (int j = 0; j < kHd / 2; ++j) freq[j] = std::pow(500000.f, -2.f * j / kHd);
+        Dev d_t = upload(tables), d_pos = upload(pos), d_slots = upload(slots), d_freq = upload(freq);
+        bench_entry(st, e,
+                    RopeKvWriteArgs{qkv.p, q_out.p, d_pos.as<int32_t>(), d_slots.as<int32_t>(), d_freq.as<float>(),
+                                    KvCacheRef{pool.p, d_t.as<int32_t>(), kBlock, max_blocks, kKv, kHd}, n, kQ,
+                                    stride},
+                    {}, vname(e) + " n=" + std::to_string(n));
+      });
+  });
   struct GemmShape {
     const char* what;
     int n, k;

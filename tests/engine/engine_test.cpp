@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <gmock/gmock.h>
+#include <nlohmann/json.hpp>
 #include <gtest/gtest.h>
 
 #include "kernels/base/errors.h"
@@ -25,10 +26,11 @@ const std::filesystem::path& tiny_model() {
   return dir;
 }
 
-std::unique_ptr<Engine> make_engine(EngineLimits lim = {}) {
+std::unique_ptr<Engine> make_engine(EngineLimits lim = {}, bool fused = true) {
   ModelConfig cfg = ModelConfig::load(tiny_model());
   EngineOptions opt;
   opt.backend = kernels::Backend::cpu;
+  opt.fused = fused;
   if (lim.max_context > cfg.max_position_embeddings) lim.max_context = cfg.max_position_embeddings;
   opt.limits = lim;
   return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt);
@@ -108,6 +110,71 @@ TEST(EngineCpu, ChunkedPrefillMatchesOneShotPrefill) {
   e->run_until_idle();
   EXPECT_GE(e->steps_run(), 5);
   for (size_t p = 0; p < ids.size(); ++p) EXPECT_LT(test::rel_l2(rows[p], whole[p]), 1e-5) << p;
+}
+
+// The fused op table (fused q/k/v and gate/up GEMMs, add_rmsnorm,
+// rope_kv_write) is a re-arrangement of the unfused one: on the CPU, whose
+// fused kernels ARE the unfused references run back to back, logits through
+// prefill, chunked prefill (mixed steps) and decode must agree to fp32
+// rounding (the concatenated GEMM may block its n dimension differently).
+TEST(EngineCpu, FusedAndUnfusedOpTablesGiveTheSameLogits) {
+  std::vector<int32_t> ids = test::random_token_ids(60);
+  EngineLimits small;
+  small.max_batch_tokens = 16;  // chunked: mixed steps too
+  small.max_seqs = 4;
+  small.logits_rows = 16;
+  auto fused = make_engine(small, true), unfused = make_engine(small, false);
+  ASSERT_EQ(fused->describe()["fusion"], "on") << "the tiny model's weights are adjacent";
+  ASSERT_EQ(unfused->describe()["fusion"], "off");
+  for (int prefill : {1, 37}) {
+    auto a = test::score_positions(*fused, ids, prefill);
+    auto b = test::score_positions(*unfused, ids, prefill);
+    double worst = 0;
+    for (size_t p = 0; p < ids.size(); ++p) {
+      ASSERT_FALSE(a[p].empty()) << p;
+      worst = std::max(worst, test::rel_l2(a[p], b[p]));
+    }
+    EXPECT_LT(worst, 1e-5) << "prefill " << prefill;
+  }
+}
+
+// last_step_timing splits a step's wall time at Model::run: host time
+// non-negative, Model::run (the whole forward pass on the CPU) positive, and
+// together within the step's wall time measured around step().
+TEST(EngineCpu, StepTimingSplitsHostAndModelTime) {
+  auto e = make_engine();
+  Request r;
+  r.prompt = test::random_token_ids(8);
+  r.max_new_tokens = 3;
+  r.stop_at_eos = false;
+  e->submit(r);
+  int steps = 0;
+  while (true) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!e->step()) break;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const StepTiming& t = e->last_step_timing();
+    EXPECT_GE(t.host_s, 0);
+    EXPECT_GT(t.model_s, 0);
+    EXPECT_LE(t.host_s + t.model_s, wall);
+    ++steps;
+  }
+  EXPECT_EQ(steps, 3);
+}
+
+TEST(EngineCpu, KernelsFusionOverrideIsCheckedAndApplied) {
+  ModelConfig cfg = ModelConfig::load(tiny_model());
+  EngineOptions opt;
+  opt.kernels = {{"fusion", "off"}};
+  Engine off(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt);
+  EXPECT_EQ(off.describe()["fusion"], "off");
+  opt.kernels = {{"fusion", "maybe"}};
+  try {
+    Engine e(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt);
+    ADD_FAILURE() << "fusion=maybe was accepted";
+  } catch (const Error& err) {
+    EXPECT_THAT(err.what(), testing::HasSubstr("fusion must be 'on' or 'off'"));
+  }
 }
 
 TEST(EngineCpu, BatchedAndPreemptedRunsMatchSoloRuns) {

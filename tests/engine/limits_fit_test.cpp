@@ -28,9 +28,10 @@ TEST(LimitsFit, ArenaBytesAreExactForTheLlama1bShapesAndSaturate) {
   EngineLimits l;
   l.max_batch_tokens = 512;
   l.max_seqs = 16;
-  // Per row: 3*2048 (x, xn, o) + 2048 (q) + 2*512 (k, v) + 3*8192 (gate, up, act), bf16,
-  // plus 24 bytes of step metadata; 16 logits rows of 2048 bf16 + 128256 f32.
-  const uint64_t per_row = (3 * 2048 + 2048 + 2 * 512 + 3 * 8192) * 2 + 24;
+  // Per row (the fused layout, the larger): 3*2048 (x, xn, o) + 2048 (q) + 2048 + 2*512
+  // (qkv) + 3*8192 (gate_up, act), bf16, plus 24 bytes of step metadata; 16 logits
+  // rows of 2048 bf16 + 128256 f32.
+  const uint64_t per_row = (3 * 2048 + 2048 + 2048 + 2 * 512 + 3 * 8192) * 2 + 24;
   EXPECT_EQ(arena_bytes_needed(cfg, l, 2), 512 * per_row + 16 * (2048 * 2 + 128256 * 4));
   l.max_batch_tokens = 2147483647;
   l.max_seqs = 2147483647;

@@ -68,8 +68,53 @@ TEST(OpTable, EveryReadFollowsAWriteInEveryStepKind) {
     }
 }
 
+// The fused layout: qkv and gate_up replace k, v, gate, up (no new alias), and
+// the fused table keeps every read after a write, 9 ops per layer (+ layer
+// 0's attn_norm), mlp_residual_norm carrying the next layer's norm.
+TEST(OpTable, FusedTableReadsAfterWritesWithNineOpsPerLayer) {
+  Arena arena;
+  ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 2, 512, true));
+  ASSERT_TRUE(v.fused());
+  EXPECT_EQ(v.k, -1);
+  EXPECT_EQ(v.gate, -1);
+  EXPECT_EQ(arena.views()[v.qkv].bytes, 8u * (64 + 2 * 16) * 2) << "[rows, q_dim + 2 kv_dim] bf16";
+  EXPECT_EQ(arena.views()[v.gate_up].bytes, 8u * 2 * 256 * 2) << "[rows, 2 inter] bf16";
+  std::map<int, std::set<std::string>> views_of_buffer;
+  for (const ArenaView& view : arena.views()) views_of_buffer[view.buffer].insert(view.name);
+  std::set<std::set<std::string>> shared;
+  for (const auto& [buffer, names] : views_of_buffer)
+    if (names.size() > 1) shared.insert(names);
+  EXPECT_EQ(shared, (std::set<std::set<std::string>>{{"q", "attn_out"}, {"o_out", "mlp_down"}}));
+  OpTable table(3, v);
+  for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
+    for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
+      const auto& ops = table.ops(StepKind{a, h});
+      SCOPED_TRACE(testing::Message() << "attention " << int(a) << " head " << int(h));
+      EXPECT_EQ(ops.size(), 1u + 1 + 9 * 3 + (h == StepKind::none ? 0 : 3));
+      std::set<ViewId> written;
+      std::map<std::string, int> count;
+      for (const OpSpec& o : ops) {
+        ++count[o.name];
+        for (int i = 0; i < o.num_reads; ++i)
+          EXPECT_TRUE(written.count(o.reads[i])) << o.name << " (layer " << o.layer << ") reads "
+                                                 << arena.views()[o.reads[i]].name << " before any write";
+        for (int i = 0; i < o.num_writes; ++i) written.insert(o.writes[i]);
+      }
+      EXPECT_EQ(count["qkv_proj"], 3);
+      EXPECT_EQ(count["gate_up_proj"], 3);
+      EXPECT_EQ(count["rope_kv_write"], 3);
+      EXPECT_EQ(count["attn_residual_norm"], 3);
+      EXPECT_EQ(count["mlp_residual_norm"], 2);
+      EXPECT_EQ(count["mlp_residual"], 1);
+      EXPECT_EQ(count["attn_norm"], 1);
+      EXPECT_EQ(count["q_proj"] + count["k_proj"] + count["rope"] + count["kv_write"] + count["mlp_norm"], 0);
+    }
+}
+
 // What the CPU engine hooks in a prefill step and a decode step is the table.
-TEST(OpTable, TheEngineRunsTheTablesOps) {
+class OpTableEngine : public testing::TestWithParam<bool> {};
+
+TEST_P(OpTableEngine, TheEngineRunsTheTablesOps) {
 #if !LANTERN_INSTRUMENTATION
   GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
 #endif
@@ -91,6 +136,7 @@ TEST(OpTable, TheEngineRunsTheTablesOps) {
   opt.backend = kernels::Backend::cpu;
   opt.limits.max_context = 64;
   opt.observer = &log;
+  opt.fused = GetParam();
   Engine engine(cfg, Weights::load(cfg, dir, kernels::Backend::cpu), opt);
   Request r;
   r.prompt = {1, 2, 3};
@@ -110,9 +156,12 @@ TEST(OpTable, TheEngineRunsTheTablesOps) {
     }
     return lines;
   };
+  EXPECT_EQ(v.fused(), GetParam());
   EXPECT_EQ(log.steps[0], expected(StepKind::prefill));
   EXPECT_EQ(log.steps[1], expected(StepKind::decode));
 }
+
+INSTANTIATE_TEST_SUITE_P(FusedAndUnfused, OpTableEngine, testing::Bool());
 
 }  // namespace
 }  // namespace lantern

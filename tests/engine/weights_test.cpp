@@ -117,6 +117,16 @@ TEST(Weights, LoadsIntoOneHostBlock) {
   EXPECT_EQ(w.layers[1].attn_norm, w.find("model.layers.1.input_layernorm.weight"));
   EXPECT_EQ(w.layers[1].wq, w.find("model.layers.1.self_attn.q_proj.weight"));
   EXPECT_EQ(w.layers[1].wk, w.find("model.layers.1.self_attn.k_proj.weight"));
+  // Fused views: no copy, [wq; wk; wv] and [w_gate; w_up] over the same bytes.
+  EXPECT_TRUE(w.fusable());
+  EXPECT_EQ(w.layers[1].wqkv, w.layers[1].wq);
+  EXPECT_EQ(w.layers[1].w_gate_up, w.layers[1].w_gate);
+  ASSERT_EQ(w.fused_views().size(), 4u);
+  EXPECT_EQ(w.fused_views()[2].name, "model.layers.1.self_attn.qkv_proj.weight (fused view)");
+  EXPECT_EQ(w.fused_views()[2].shape, (std::vector<int64_t>{16 + 2 * 8, 16}));
+  EXPECT_EQ(w.fused_views()[2].bytes, (16u + 2 * 8) * 16 * 2);
+  EXPECT_EQ(w.fused_views()[3].shape, (std::vector<int64_t>{2 * 32, 16}));
+  EXPECT_EQ(static_cast<const char*>(w.block()) + w.fused_views()[3].offset, w.layers[1].w_gate);
   EXPECT_EQ(w.layers[1].wv, w.find("model.layers.1.self_attn.v_proj.weight"));
   EXPECT_EQ(w.layers[1].wo, w.find("model.layers.1.self_attn.o_proj.weight"));
   EXPECT_EQ(w.layers[0].mlp_norm, w.find("model.layers.0.post_attention_layernorm.weight"));
@@ -135,6 +145,19 @@ TEST(Weights, LoadsIntoOneHostBlock) {
   EXPECT_GT(w.stats().total_seconds, 0);
   EXPECT_GE(w.stats().total_seconds, w.stats().read_seconds);
   EXPECT_THAT(error_of([&] { w.find("nope"); }), HasSubstr("no weight tensor named nope"));
+}
+
+// hidden 12: wq is 288 bytes and wk 144, so alignment gaps separate them and
+// there is no fused view (the engine then runs the unfused table).
+TEST(Weights, FusedViewsNeedAdjacentTensors) {
+  auto dir = test::scratch_dir("weights_gaps");
+  const ModelConfig cfg = micro_config(true, 64, 12);
+  write_synthetic_weights(cfg, dir / "model.safetensors", SynthOptions{});
+  Weights w = Weights::load(cfg, dir, kernels::Backend::cpu);
+  EXPECT_FALSE(w.fusable());
+  EXPECT_EQ(w.layers[0].wqkv, nullptr);
+  EXPECT_EQ(w.layers[0].w_gate_up, nullptr);
+  EXPECT_TRUE(w.fused_views().empty());
 }
 
 TEST(Weights, UntiedLmHeadAndMove) {
