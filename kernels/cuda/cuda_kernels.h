@@ -19,5 +19,6 @@ void register_gemm_cuda(Registry& r);
 void register_argmax_cuda(Registry& r);
 void register_sample_cuda(Registry& r);
 void register_sample_select_cuda(Registry& r);
+void register_sample_cluster_cuda(Registry& r);
 
 }  // namespace lantern::kernels

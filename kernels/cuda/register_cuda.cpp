@@ -16,6 +16,7 @@ void register_cuda_kernels(Registry& r) {
   register_argmax_cuda(r);
   register_sample_cuda(r);
   register_sample_select_cuda(r);
+  register_sample_cluster_cuda(r);
 }
 
 }  // namespace lantern::kernels

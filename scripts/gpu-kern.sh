@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The kernel helper's one-call check on the H200 (issue 14, session 5): the
+# sampling and attention GPU tests (every variant against the CPU reference),
+# the sample / attention_decode kernel benchmark (sample.3 at clusters of 16
+# and 8), a CUPTI per-op profile of one 512-token prefill, and the cost curves
+# (scripts/perf-curves.sh). Binaries carried from the development machine
+# (build/default); logs under $OUT.
+#   bash scripts/gpu-kern.sh [tests kbench prefill curves]
+set -u
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/lantern-kern-out}"
+LOGS=$OUT/logs
+mkdir -p "$LOGS"
+export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
+STAGES=" ${*:-tests kbench prefill curves} "
+has() { [[ $STAGES == *" $1 "* ]]; }
+B=build/carry
+LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests KBENCH=$B/bench/bench_kernels
+MODEL=models/llama-3.2-1b
+# The tests have the build checkout's path compiled in (data, scratch).
+[[ -e /work/wt-cupti ]] || { mkdir -p /work && ln -s "$PWD" /work/wt-cupti; }
+step() {  # step NAME LIMIT_S command...
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$LOGS/summary.txt"
+  return $rc
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
+if { has prefill || has curves; } && [[ ! -f $MODEL/model.safetensors ]]; then
+  (step synth 120 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir .device/llama3; touch $LOGS/synth.done) &
+else
+  touch $LOGS/synth.done
+fi
+has tests && step gpu_tests 150 $TESTS --gtest_filter='SampleGpu.*:ArgmaxGpu.*:AttentionDecodeGpu.*:AttentionPrefillGpu.*'
+if has kbench; then
+  step kbench 90 $KBENCH --benchmark_filter='^(sample|attention_decode)'
+  LANTERN_SAMPLE_CLUSTER=8 step kbench_c8 40 $KBENCH --benchmark_filter='^sample.*cluster'
+fi
+for i in $(seq 90); do [[ -f $LOGS/synth.done ]] && break; sleep 2; done
+PROMPT=$(printf 'The paged KV cache stores keys and values in blocks of sixteen tokens. %.0s' $(seq 36))
+if has prefill; then
+  step prefill512 60 $LANTERN bench --model $MODEL --device cuda --batch 1 --prompt-len 512,512,512 --decode-steps 2 --quiet
+  rm -rf /tmp/run_prefill
+  step record_prefill 60 $LANTERN generate --model $MODEL --device cuda --prompt "$PROMPT" --max-new-tokens 2 \
+    --ignore-eos --record /tmp/run_prefill --cupti-all-steps --quiet
+  step inspect_prefill 30 $LANTERN inspect /tmp/run_prefill --phase prefill --by op --top 25
+fi
+has curves && LANTERN=$LANTERN step curves 150 bash scripts/perf-curves.sh "$OUT/curves"
+echo "==== summary"; cat "$LOGS/summary.txt"; cat "$LOGS/gpu.txt"
+grep -hE "^\[sample\]|tests ran|PASSED|FAILED|Failure|rror|row [0-9]+:|chi" "$LOGS"/gpu_tests.log 2>/dev/null | head -60
+for f in kbench kbench_c8; do [[ -f $LOGS/$f.log ]] && grep -E "^(sample|attention)" "$LOGS/$f.log" | head -80; done
+[[ -f $LOGS/prefill512.log ]] && cat "$LOGS/prefill512.log"
+[[ -f $LOGS/inspect_prefill.log ]] && head -45 "$LOGS/inspect_prefill.log"
+[[ -f $LOGS/curves.log ]] && cat "$LOGS/curves.log"
+exit 0
