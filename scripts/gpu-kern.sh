@@ -11,8 +11,9 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/lantern-kern-out}"
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-STAGES=" ${*:-tests kbench prefill curves} "
+DEV=${DEV:-$PWD/.device}  # PCRE2, the tokenizer files, libbenchmark
+export LD_LIBRARY_PATH="$DEV/pcre2/usr/lib/x86_64-linux-gnu:$DEV/libs:${LD_LIBRARY_PATH:-}"
+STAGES=" ${*:-tests kbench engine prefill curves} "
 has() { [[ $STAGES == *" $1 "* ]]; }
 B=build/carry
 LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests KBENCH=$B/bench/bench_kernels
@@ -29,7 +30,7 @@ step() {  # step NAME LIMIT_S command...
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
 if { has prefill || has curves; } && [[ ! -f $MODEL/model.safetensors ]]; then
-  (step synth 120 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir .device/llama3; touch $LOGS/synth.done) &
+  (step synth 120 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir $DEV/llama3; touch $LOGS/synth.done) &
 else
   touch $LOGS/synth.done
 fi
@@ -39,6 +40,15 @@ if has kbench; then
   LANTERN_SAMPLE_CLUSTER=8 step kbench_c8 40 $KBENCH --benchmark_filter='^sample.*cluster'
 fi
 for i in $(seq 90); do [[ -f $LOGS/synth.done ]] && break; sleep 2; done
+if has engine; then  # new variants against the defaults in the engine (greedy decode steps)
+  for v in 4 5; do
+    step engine_attn$v 60 $LANTERN bench --model $MODEL --device cuda --quiet --batch 1 \
+      --prompt-len 128,4096,32768 --decode-steps 16 --kernels attention_decode=$v
+    step engine_attn${v}_batch 60 $LANTERN bench --model $MODEL --device cuda --quiet --batch 1,8,64,256 \
+      --prompt-len 128 --decode-steps 16 --kernels attention_decode=$v
+  done
+  step engine_tests 120 $TESTS --gtest_filter='EngineGpu.*'
+fi
 PROMPT=$(printf 'The paged KV cache stores keys and values in blocks of sixteen tokens. %.0s' $(seq 36))
 if has prefill; then
   step prefill512 60 $LANTERN bench --model $MODEL --device cuda --batch 1 --prompt-len 512,512,512 --decode-steps 2 --quiet
@@ -51,7 +61,10 @@ has curves && LANTERN=$LANTERN step curves 150 bash scripts/perf-curves.sh "$OUT
 echo "==== summary"; cat "$LOGS/summary.txt"; cat "$LOGS/gpu.txt"
 grep -hE "^\[sample\]|tests ran|PASSED|FAILED|Failure|rror|row [0-9]+:|chi" "$LOGS"/gpu_tests.log 2>/dev/null | head -60
 for f in kbench kbench_c8; do [[ -f $LOGS/$f.log ]] && grep -E "^(sample|attention)" "$LOGS/$f.log" | head -80; done
+for f in "$LOGS"/engine_attn*.log; do [[ -f $f ]] && { echo "== $(basename $f .log)"; grep -vE "^bench:" "$f"; }; done
+grep -hE "tests ran|PASSED|FAILED" "$LOGS"/engine_tests.log 2>/dev/null | head
 [[ -f $LOGS/prefill512.log ]] && cat "$LOGS/prefill512.log"
 [[ -f $LOGS/inspect_prefill.log ]] && head -45 "$LOGS/inspect_prefill.log"
 [[ -f $LOGS/curves.log ]] && cat "$LOGS/curves.log"
+tar czf "$OUT/logs.tgz" -C "$OUT" logs $( [[ -d $OUT/curves ]] && echo curves ) && rm -rf "$LOGS" "$OUT/curves"
 exit 0

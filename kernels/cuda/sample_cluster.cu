@@ -4,7 +4,7 @@
 // Why: sample.2 runs a whole 128256-logit row on one SM, 3-4 passes, with an IEEE
 // divide, expf, a double multiply and a 64-bit shared atomic (a CAS loop) per
 // logit: 165-200 us per row (docs/performance.md). Here a cluster of C blocks
-// (8 or 16; LANTERN_SAMPLE_CLUSTER) shares a row, block r holding the slice
+// (16 at b <= 8, 8 to b = 32, then 4; LANTERN_SAMPLE_CLUSTER) shares a row, block r holding the slice
 // [r * ceil(V / C), ...) in its shared memory, so the row is read from global
 // memory once and every later pass is a shared-memory pass over V / C logits:
 //   1. load the slice, local argmax; the cluster's max merges through
@@ -18,10 +18,12 @@
 //      ulps (about 2e-6 relative at z = 28), far inside the test's rounding
 //      tolerance, and the SAME function gives the masses and the in-bin scans,
 //      so prefixes stay consistent. Every block then sums the C local histograms
-//      (DSMEM reads) and scans them: all blocks hold the same global prefixes.
+//      (DSMEM reads, all in flight at once) and scans them: all blocks hold the
+//      same global prefixes.
 //   3. each crossing (top-k count, top-p cut, draw) is located to one bin by
 //      every block alike; the bin's tokens are pushed by all blocks into rank
-//      0's shared memory, which ranks them by the 64-bit key, scans their
+//      0's shared memory (block q's run starts after the lower ranks' local
+//      counts of that bin: plain remote stores, no remote atomics), which ranks them by the 64-bit key, scans their
 //      weights and publishes the hit; a bin of more than kCap tokens is resolved
 //      by a cluster-wide bisection over the key (flat rows only).
 // Same sampling.h algorithm, same Philox draw: the token equals the reference's
@@ -48,12 +50,12 @@ constexpr float kBinsPerNat = 16.0f;         // 64 nats covered; beyond, NaN, -i
 constexpr int kCap = 2048;                   // tokens of one bin ranked in shared memory
 constexpr int kPerThread = kCap / kThreads;  // 2
 constexpr float kFixedScale = 1099511627776.0f;  // 2^40
-constexpr int kMaxCluster = 16;
 constexpr int kLocates = 3;  // top-k, top-p, draw: one result slot each
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct Shared {
   uint32_t cnt[kBins], mlo[kBins], mhi[kBins];  // this block's histogram (mass = hi:lo)
+  uint64_t mloc[kBins];                          // this block's bin masses, hi:lo joined
   uint32_t count_before[kBins + 1];              // global exclusive prefix of counts
   uint64_t mass_before[kBins + 1];               // global exclusive prefix of masses
   uint64_t keys[kCap];    // rank 0: pushed keys, then inclusive masses in rank order
@@ -63,7 +65,7 @@ struct Shared {
   uint64_t bis[2];          // this block's bisection partial (parity double buffer)
   uint64_t result_id[kLocates], result_mass[kLocates];  // rank 0: published hits
   uint64_t bcast;
-  int gather_n[kLocates];   // rank 0: push counters
+  int push_n[kLocates];     // this block's push counters (its run in rank 0's keys)
   int hit, resolved_bin;
 };
 
@@ -95,11 +97,13 @@ struct Hit {
 
 // Sums one value per block over the cluster; every thread gets the sum.
 // `slot` is this block's parity slot, written by thread 0 before the call.
+template <int kC>
 __device__ uint64_t cluster_sum(Shared& s, cg::cluster_group& cl, int parity) {
   cl.sync();
   if (threadIdx.x == 0) {
     uint64_t sum = 0;
-    for (unsigned q = 0; q < cl.num_blocks(); ++q) sum += cl.map_shared_rank(&s.bis[0], q)[parity];
+#pragma unroll
+    for (int q = 0; q < kC; ++q) sum += cl.map_shared_rank(&s.bis[0], q)[parity];
     s.bcast = sum;
   }
   __syncthreads();
@@ -110,7 +114,7 @@ __device__ uint64_t cluster_sum(Shared& s, cg::cluster_group& cl, int parity) {
 
 // Bisection over the sort key inside `bin` (more than kCap tokens): the smallest
 // key whose count / mass of keys <= it, added to the bin's base, exceeds t.
-template <bool kByCount>
+template <int kC, bool kByCount>
 __device__ Hit bisect_in_bin(Shared& s, const RowCtx& c, cg::cluster_group& cl, int bin, uint64_t t,
                              int* parity) {
   const uint64_t base = kByCount ? uint64_t(s.count_before[bin]) : s.mass_before[bin];
@@ -122,7 +126,7 @@ __device__ Hit bisect_in_bin(Shared& s, const RowCtx& c, cg::cluster_group& cl, 
     }
     part = block_sum_u64(part, s.scratch);
     if (threadIdx.x == 0) s.bis[*parity] = part;
-    const uint64_t sum = cluster_sum(s, cl, *parity);
+    const uint64_t sum = cluster_sum<kC>(s, cl, *parity);
     *parity ^= 1;
     return sum;
   };
@@ -181,18 +185,27 @@ __device__ void rank_and_scan(Shared& s, const RowCtx& c, int bin, int n) {
 
 // Locates crossing `slot` (0 top-k, 1 top-p, 2 draw) at position t. Every block
 // runs it with the same arguments (the control flow is uniform over the cluster).
-template <bool kByCount>
+template <int kC, bool kByCount>
 __device__ Hit locate(Shared& s, const RowCtx& c, cg::cluster_group& cl, uint64_t t, int slot,
                       int* parity) {
   const int bin = find_bin<kByCount>(s, t);
   const int n = int(s.count_before[bin + 1] - s.count_before[bin]);
-  if (n > kCap) return bisect_in_bin<kByCount>(s, c, cl, bin, t, parity);
+  if (n > kCap) return bisect_in_bin<kC, kByCount>(s, c, cl, bin, t, parity);
   const bool rank0 = cl.block_rank() == 0;
   if (s.resolved_bin != bin) {
+    // This block's run in rank 0's keys starts after the lower ranks' tokens of
+    // the bin (their local counts): plain remote stores, no remote atomics.
+    if (threadIdx.x == 0) {
+      int before = 0;
+#pragma unroll
+      for (int q = 0; q < kC; ++q) before += q < cl.block_rank() ? int(cl.map_shared_rank(&s.cnt[0], q)[bin]) : 0;
+      s.push_n[slot] = before;
+    }
+    __syncthreads();
     Shared* r0 = cl.map_shared_rank(&s, 0);
     for (int i = threadIdx.x; i < c.n; i += kThreads) {
       const float l = c.slice[i];
-      if (bin_of(c, l) == bin) r0->keys[atomicAdd(&r0->gather_n[slot], 1)] = sort_key(l, c.begin + i);
+      if (bin_of(c, l) == bin) r0->keys[atomicAdd(&s.push_n[slot], 1)] = sort_key(l, c.begin + i);
     }
     cl.sync();  // every push has landed
     if (rank0) rank_and_scan(s, c, bin, n);
@@ -222,6 +235,7 @@ __device__ Hit locate(Shared& s, const RowCtx& c, cg::cluster_group& cl, uint64_
   return Hit{int32_t(uint32_t(r0->result_id[slot])), r0->result_mass[slot]};
 }
 
+template <int kC>
 __global__ void __launch_bounds__(kThreads)
     sample_cluster_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
                           const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
@@ -257,14 +271,14 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   s.cnt[threadIdx.x] = s.mlo[threadIdx.x] = s.mhi[threadIdx.x] = 0;
-  if (threadIdx.x < kLocates) s.gather_n[threadIdx.x] = 0;
   if (threadIdx.x == 0) s.resolved_bin = -1;
   best = block_max_u64(best, s.scratch);
   if (threadIdx.x == 0) s.pub_max = best;
   cl.sync();  // every block's max, histogram zeros and push counters are set
   if (threadIdx.x == 0) {
     uint64_t g = 0;
-    for (unsigned q = 0; q < cl.num_blocks(); ++q) {
+#pragma unroll
+    for (int q = 0; q < kC; ++q) {
       const uint64_t v = *cl.map_shared_rank(&s.pub_max, q);
       g = v > g ? v : g;
     }
@@ -293,12 +307,22 @@ __global__ void __launch_bounds__(kThreads)
       if (carry_hi) atomicAdd(&s.mhi[b], carry_hi);
     }
   }
+  __syncthreads();
+  s.mloc[threadIdx.x] = (uint64_t(s.mhi[threadIdx.x]) << 32) + s.mlo[threadIdx.x];
   cl.sync();  // every local histogram is complete
-  uint64_t count = 0, mass = 0;
-  for (unsigned q = 0; q < cl.num_blocks(); ++q) {
+  uint32_t cnt[kC];
+  uint64_t mloc[kC];
+#pragma unroll
+  for (int q = 0; q < kC; ++q) {  // all 2 kC remote loads in flight at once
     const Shared* p = cl.map_shared_rank(&s, q);
-    count += p->cnt[threadIdx.x];
-    mass += (uint64_t(p->mhi[threadIdx.x]) << 32) + p->mlo[threadIdx.x];
+    cnt[q] = p->cnt[threadIdx.x];
+    mloc[q] = p->mloc[threadIdx.x];
+  }
+  uint64_t count = 0, mass = 0;
+#pragma unroll
+  for (int q = 0; q < kC; ++q) {
+    count += cnt[q];
+    mass += mloc[q];
   }
   uint64_t total_count, total_mass;
   const uint64_t cb = block_exclusive_scan_u64(count, s.scratch, &total_count);
@@ -318,7 +342,7 @@ __global__ void __launch_bounds__(kThreads)
     const int bin = find_bin<true>(s, uint64_t(k - 1));
     mass_k = s.mass_before[bin] == s.mass_before[bin + 1]
                  ? s.mass_before[bin]
-                 : locate<true>(s, c, cl, uint64_t(k - 1), 0, &parity).mass_incl;
+                 : locate<kC, true>(s, c, cl, uint64_t(k - 1), 0, &parity).mass_incl;
   }
   uint64_t mass_n = mass_k;
   const float p = top_p[row];
@@ -328,52 +352,63 @@ __global__ void __launch_bounds__(kThreads)
       mass_n = fixed_weight(c, c.max_logit);
     } else {
       const uint64_t t = uint64_t(need) - 1;
-      mass_n = t < mass_k ? locate<false>(s, c, cl, t, 1, &parity).mass_incl : mass_k;
+      mass_n = t < mass_k ? locate<kC, false>(s, c, cl, t, 1, &parity).mass_incl : mass_k;
     }
   }
   const float u = sampling::uniform01(seeds[row], steps[row]);
   const uint64_t target = uint64_t(floor(double(u) * double(mass_n)));
-  const Hit drawn = locate<false>(s, c, cl, target, 2, &parity);
+  const Hit drawn = locate<kC, false>(s, c, cl, target, 2, &parity);
   if (rank == 0 && threadIdx.x == 0) out[row] = drawn.id;
   cl.sync();  // no block leaves while a peer may read its shared memory
 }
 
-// LANTERN_SAMPLE_CLUSTER (8 or 16; read once): blocks per row. 16 is a
-// non-portable cluster size; when the device cannot co-schedule it, 8 is used.
-int cluster_blocks(size_t smem_at_16, size_t smem_at_8) {
-  static const int chosen = [&] {
+// Blocks per row: 16 while the rows are few (b <= 8), 8 up to b = 32, then 4
+// (each block repeats the per-row fixed work: scans, barriers; with many rows the
+// SMs are full anyway). LANTERN_SAMPLE_CLUSTER = 4, 8 or 16 (read once) forces
+// one size: an experiment knob for docs/performance.md.
+int cluster_blocks(int rows) {
+  static const int forced = [] {
     const char* env = std::getenv("LANTERN_SAMPLE_CLUSTER");
-    const int want = env && std::atoi(env) == 8 ? 8 : kMaxCluster;
-    if (want == 8) return 8;
-    CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel,
-                                    cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_at_16)));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(kMaxCluster, 1);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem_at_16;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kMaxCluster;
-    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    // An error here means "not co-schedulable" (e.g. another GPU): fall back to 8.
-    const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, sample_cluster_kernel, &cfg);
-    if (err != cudaSuccess) (void)cudaGetLastError();
-    (void)smem_at_8;
-    return err == cudaSuccess && clusters > 0 ? kMaxCluster : 8;
+    const int v = env ? std::atoi(env) : 0;
+    return v == 4 || v == 8 || v == 16 ? v : 0;
   }();
-  return chosen;
+  if (forced) return forced;
+  return rows <= 8 ? 16 : rows <= 32 ? 8 : 4;
 }
 
 constexpr size_t kMaxDynamicSmem = 227 * 1024;  // the H100/H200 per-block opt-in limit
 
-size_t smem_for(int vocab, int blocks) {
-  const int slice = (vocab + blocks - 1) / blocks;
-  return sizeof(Shared) + size_t(slice) * sizeof(float);
+template <int kC>
+void launch_cluster(const SampleArgs& a, const LaunchCtx& ctx) {
+  const int slice_len = (a.vocab + kC - 1) / kC;
+  const size_t smem = sizeof(Shared) + size_t(slice_len) * sizeof(float);
+  LANTERN_CHECK(smem <= kMaxDynamicSmem,
+                "sample.cluster_select: vocab %d needs %zu bytes of shared memory per block at %d "
+                "blocks per row (limit %zu); use sample=bin_select for this vocabulary",
+                a.vocab, smem, kC, kMaxDynamicSmem);
+  static size_t smem_allowed = 0;  // per instantiation: the attribute set once per larger size
+  if (smem > smem_allowed) {
+    CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel<kC>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    if (kC > 8)  // 16 is a non-portable cluster size (Hopper allows it)
+      CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel<kC>,
+                                      cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    smem_allowed = smem;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(kC), unsigned(a.b));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = ctx.stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(kC);
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<kC>, a.logits, a.temperature, a.top_k,
+                                a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len));
+  CUDA_CHECK_LAST("sample_cluster_kernel");
 }
 
 void sample_cluster_select(const SampleArgs& a, const LaunchCtx& ctx) {
@@ -381,35 +416,11 @@ void sample_cluster_select(const SampleArgs& a, const LaunchCtx& ctx) {
                 a.vocab);
   LANTERN_CHECK(a.b <= 65535, "sample.cluster_select: b=%d rows exceed the grid's 65535", a.b);
   if (a.b == 0) return;
-  const int blocks = cluster_blocks(smem_for(a.vocab, kMaxCluster), smem_for(a.vocab, 8));
-  const size_t smem = smem_for(a.vocab, blocks);
-  LANTERN_CHECK(smem <= kMaxDynamicSmem,
-                "sample.cluster_select: vocab %d needs %zu bytes of shared memory per block (limit "
-                "%zu); use sample=bin_select for this vocabulary",
-                a.vocab, smem, kMaxDynamicSmem);
-  static size_t smem_allowed = 0;  // the attribute is set once per larger size
-  if (smem > smem_allowed) {
-    CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel,
-                                    cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    smem_allowed = smem;
+  switch (cluster_blocks(a.b)) {
+    case 16: return launch_cluster<16>(a, ctx);
+    case 8: return launch_cluster<8>(a, ctx);
+    default: return launch_cluster<4>(a, ctx);
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(blocks), unsigned(a.b));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = ctx.stream;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(blocks);
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  const int slice_len = (a.vocab + blocks - 1) / blocks;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, sample_cluster_kernel, a.logits, a.temperature, a.top_k,
-                                a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len));
-  CUDA_CHECK_LAST("sample_cluster_kernel");
 }
 
 }  // namespace
@@ -417,8 +428,8 @@ void sample_cluster_select(const SampleArgs& a, const LaunchCtx& ctx) {
 void register_sample_cluster_cuda(Registry& r) {
   r.add(make_entry<SampleArgs, sample_cluster_select, sample_cost<2>>(
       3, "cluster_select", Backend::cuda,
-      "bin_select's algorithm with each row split over a 16-block cluster (8 where 16 cannot be "
-      "co-scheduled; LANTERN_SAMPLE_CLUSTER): the row read once into shared memory, max and "
+      "bin_select's algorithm with each row split over a thread-block cluster (16 blocks at "
+      "b <= 8, 8 to b = 32, then 4): the row read once into shared memory, max and "
       "histogram merged through distributed shared memory, bins from (max - logit) * (1/T), "
       "crossing bins pushed to rank 0 and ranked there",
       kTestedOnly));
