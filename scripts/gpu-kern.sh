@@ -29,7 +29,7 @@ step() {  # step NAME LIMIT_S command...
   return $rc
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
-if { has prefill || has curves; } && [[ ! -f $MODEL/model.safetensors ]]; then
+if { has engine || has prefill || has curves; } && [[ ! -f $MODEL/model.safetensors ]]; then
   (step synth 120 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir $DEV/llama3; touch $LOGS/synth.done) &
 else
   touch $LOGS/synth.done
@@ -48,6 +48,13 @@ if has engine; then  # new variants against the defaults in the engine (greedy d
       --prompt-len 128 --decode-steps 16 --kernels attention_decode=$v
   done
   step engine_tests 120 $TESTS --gtest_filter='EngineGpu.*'
+  # A sampled batch-64 decode, CUPTI on every step: the sampler's share per step.
+  P64=$(printf 'The paged KV cache stores keys and values in blocks of sixteen tokens. %.0s' $(seq 8))
+  rm -rf /tmp/run_s64
+  step record_s64 60 $LANTERN generate --model $MODEL --device cuda --prompt "$P64" --repeat 64 \
+    --max-seqs 64 --max-new-tokens 64 --ignore-eos --temperature 0.8 --top-p 0.95 --seed 7 \
+    --record /tmp/run_s64 --cupti-all-steps --quiet
+  step inspect_s64 30 $LANTERN inspect /tmp/run_s64 --phase decode --by op --top 12
 fi
 PROMPT=$(printf 'The paged KV cache stores keys and values in blocks of sixteen tokens. %.0s' $(seq 36))
 if has prefill; then
@@ -63,6 +70,7 @@ grep -hE "^\[sample\]|tests ran|PASSED|FAILED|Failure|rror|row [0-9]+:|chi" "$LO
 for f in kbench kbench_c8; do [[ -f $LOGS/$f.log ]] && grep -E "^(sample|attention)" "$LOGS/$f.log" | head -80; done
 for f in "$LOGS"/engine_attn*.log; do [[ -f $f ]] && { echo "== $(basename $f .log)"; grep -vE "^bench:" "$f"; }; done
 grep -hE "tests ran|PASSED|FAILED" "$LOGS"/engine_tests.log 2>/dev/null | head
+[[ -f $LOGS/inspect_s64.log ]] && grep -A16 "top ops" "$LOGS/inspect_s64.log"
 [[ -f $LOGS/prefill512.log ]] && cat "$LOGS/prefill512.log"
 [[ -f $LOGS/inspect_prefill.log ]] && head -45 "$LOGS/inspect_prefill.log"
 [[ -f $LOGS/curves.log ]] && cat "$LOGS/curves.log"

@@ -490,13 +490,27 @@ int resident_split_blocks(int hd, int group) {
   return per_sm * sm_count();
 }
 
+// Variant 5's split count: the fewest splits whose grid fills its waves of
+// resident blocks to >= 90 % (the last wave of a 1.3-wave grid is mostly idle),
+// else the best filling. b = 1 (8 pairs, 396 resident): 45 splits; b = 64: 3.
+int wave_splits(long work, long resident, int max_splits) {
+  int best = 1;
+  double best_fill = 0;
+  for (int s = 1; s <= max_splits; ++s) {
+    const long blocks = work * s, waves = (blocks + resident - 1) / resident;
+    const double fill = double(blocks) / double(waves * resident);
+    if (fill >= 0.9) return s;
+    if (fill > best_fill + 1e-9) best = s, best_fill = fill;
+  }
+  return best;
+}
+
 // Variants 2-5: `fused` combines the splits in the split kernel's last block
 // instead of a second launch; `device_sized` (variants 4, 5) has each sequence
 // size its splits from its real context and launches with PDL; `one_wave`
-// (variant 5) sizes the grid to the blocks the GPU holds at once instead of
-// 4 per multiprocessor (which the ~160 registers per thread cap at 3: a second,
-// mostly idle wave at batch 1 and long contexts, and at batch 64 twice the
-// blocks plus a combine for ~200-key contexts).
+// (variant 5) sizes the grid to whole waves of the blocks the GPU holds at once
+// instead of 4 per multiprocessor (which the ~160 registers per thread cap at 3:
+// at batch 1 and long contexts a second, mostly idle wave).
 void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool fused,
                        bool device_sized = false, bool one_wave = false) {
   check_decode(a, one_wave       ? "attention_decode.split_k_wave"
@@ -511,9 +525,9 @@ void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool 
   // Enough blocks for ~4 per multiprocessor, splits no shorter than 64 keys,
   // and no more than the workspace holds.
   const long work = long(a.b) * c.n_kv_heads;
-  int splits = one_wave ? int(std::max(1L, resident_split_blocks(hd, a.n_q_heads / c.n_kv_heads) / work))
-                        : int(ceil_div(4 * sm_count(), work));
-  splits = std::min(splits, max_splits_for(max_context));
+  int splits = one_wave ? wave_splits(work, resident_split_blocks(hd, a.n_q_heads / c.n_kv_heads),
+                                       max_splits_for(max_context))
+                        : std::min(ceil_div(4 * sm_count(), work), max_splits_for(max_context));
   const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, hd, 1);
   if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
   splits = std::max(splits, 1);
@@ -581,9 +595,9 @@ void register_attention_decode_cuda(Registry& r) {
       kPreferred, decode_split_workspace));
   r.add(make_entry<AttentionDecodeArgs, decode_split_wave, attention_decode_cost<2>>(
       5, "split_k_wave", Backend::cuda,
-      "split_k_ctx with the grid sized to one wave of resident blocks (occupancy query) "
-      "instead of 4 per SM: (sequence, kv head) pairs x splits <= what the SMs hold at once",
-      kTestedOnly, decode_split_workspace));
+      "split_k_ctx with the split count chosen so the grid fills whole waves of resident "
+      "blocks (occupancy query) to >= 90 %, instead of 4 blocks per SM",
+      kPreferred, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

@@ -4,7 +4,7 @@
 // Why: sample.2 runs a whole 128256-logit row on one SM, 3-4 passes, with an IEEE
 // divide, expf, a double multiply and a 64-bit shared atomic (a CAS loop) per
 // logit: 165-200 us per row (docs/performance.md). Here a cluster of C blocks
-// (16 at b <= 8, 8 to b = 32, then 4; LANTERN_SAMPLE_CLUSTER) shares a row, block r holding the slice
+// (8 up to b = 32, then 4; LANTERN_SAMPLE_CLUSTER) shares a row, block r holding the slice
 // [r * ceil(V / C), ...) in its shared memory, so the row is read from global
 // memory once and every later pass is a shared-memory pass over V / C logits:
 //   1. load the slice, local argmax; the cluster's max merges through
@@ -362,10 +362,12 @@ __global__ void __launch_bounds__(kThreads)
   cl.sync();  // no block leaves while a peer may read its shared memory
 }
 
-// Blocks per row: 16 while the rows are few (b <= 8), 8 up to b = 32, then 4
-// (each block repeats the per-row fixed work: scans, barriers; with many rows the
-// SMs are full anyway). LANTERN_SAMPLE_CLUSTER = 4, 8 or 16 (read once) forces
-// one size: an experiment knob for docs/performance.md.
+// Blocks per row (measured, docs/performance.md): 8 up to b = 32 (16 was no
+// faster at b = 1 and half as fast at b = 8), 4 up to b = 127; from b = 128 the
+// rows alone fill the GPU and sample.2's one block per row is as fast, so the
+// launcher hands them to it (0 here). LANTERN_SAMPLE_CLUSTER = 4, 8 or 16 (read
+// once) forces one size: an experiment knob for docs/performance.md.
+constexpr int kManyRows = 128;
 int cluster_blocks(int rows) {
   static const int forced = [] {
     const char* env = std::getenv("LANTERN_SAMPLE_CLUSTER");
@@ -373,7 +375,7 @@ int cluster_blocks(int rows) {
     return v == 4 || v == 8 || v == 16 ? v : 0;
   }();
   if (forced) return forced;
-  return rows <= 8 ? 16 : rows <= 32 ? 8 : 4;
+  return rows <= 32 ? 8 : rows < kManyRows ? 4 : 0;
 }
 
 constexpr size_t kMaxDynamicSmem = 227 * 1024;  // the H100/H200 per-block opt-in limit
@@ -419,7 +421,8 @@ void sample_cluster_select(const SampleArgs& a, const LaunchCtx& ctx) {
   switch (cluster_blocks(a.b)) {
     case 16: return launch_cluster<16>(a, ctx);
     case 8: return launch_cluster<8>(a, ctx);
-    default: return launch_cluster<4>(a, ctx);
+    case 4: return launch_cluster<4>(a, ctx);
+    default: return sample_bin_select(a, ctx);  // many rows: one block per row
   }
 }
 
@@ -428,11 +431,12 @@ void sample_cluster_select(const SampleArgs& a, const LaunchCtx& ctx) {
 void register_sample_cluster_cuda(Registry& r) {
   r.add(make_entry<SampleArgs, sample_cluster_select, sample_cost<2>>(
       3, "cluster_select", Backend::cuda,
-      "bin_select's algorithm with each row split over a thread-block cluster (16 blocks at "
-      "b <= 8, 8 to b = 32, then 4): the row read once into shared memory, max and "
+      "bin_select's algorithm with each row split over a thread-block cluster (8 blocks up "
+      "to b = 32, 4 below b = 128, bin_select itself from 128 rows): the row read once into "
+      "shared memory, max and "
       "histogram merged through distributed shared memory, bins from (max - logit) * (1/T), "
       "crossing bins pushed to rank 0 and ranked there",
-      kTestedOnly));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

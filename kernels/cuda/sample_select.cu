@@ -283,6 +283,9 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) out[row] = drawn.id;
 }
 
+}  // namespace
+
+// Not in the anonymous namespace: sample.3 runs it for many rows (cuda_kernels.h).
 void sample_bin_select(const SampleArgs& a, const LaunchCtx& ctx) {
   LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "sample.bin_select: bad shape b=%d vocab=%d", a.b, a.vocab);
   if (a.b == 0) return;
@@ -290,8 +293,6 @@ void sample_bin_select(const SampleArgs& a, const LaunchCtx& ctx) {
                                                          a.seeds, a.steps, a.out, a.vocab);
   CUDA_CHECK_LAST("sample_select_kernel");
 }
-
-}  // namespace
 
 void register_sample_select_cuda(Registry& r) {
   r.add(make_entry<SampleArgs, sample_bin_select, sample_cost<2>>(
