@@ -40,6 +40,7 @@ if has kbench; then
   LANTERN_SAMPLE_CLUSTER=8 step kbench_c8 40 $KBENCH --benchmark_filter='^sample.*cluster'
 fi
 for i in $(seq 90); do [[ -f $LOGS/synth.done ]] && break; sleep 2; done
+has curves && LANTERN=$LANTERN step curves 150 bash scripts/perf-curves.sh "$OUT/curves"
 if has engine; then  # new variants against the defaults in the engine (greedy decode steps)
   for v in 4 5; do
     step engine_attn$v 60 $LANTERN bench --model $MODEL --device cuda --quiet --batch 1 \
@@ -64,7 +65,6 @@ if has prefill; then
     --ignore-eos --record /tmp/run_prefill --cupti-all-steps --quiet
   step inspect_prefill 30 $LANTERN inspect /tmp/run_prefill --phase prefill --by op --top 25
 fi
-has curves && LANTERN=$LANTERN step curves 150 bash scripts/perf-curves.sh "$OUT/curves"
 echo "==== summary"; cat "$LOGS/summary.txt"; cat "$LOGS/gpu.txt"
 grep -hE "^\[sample\]|tests ran|PASSED|FAILED|Failure|rror|row [0-9]+:|chi" "$LOGS"/gpu_tests.log 2>/dev/null | head -60
 for f in kbench kbench_c8; do [[ -f $LOGS/$f.log ]] && grep -E "^(sample|attention)" "$LOGS/$f.log" | head -80; done
@@ -74,5 +74,6 @@ grep -hE "tests ran|PASSED|FAILED" "$LOGS"/engine_tests.log 2>/dev/null | head
 [[ -f $LOGS/prefill512.log ]] && cat "$LOGS/prefill512.log"
 [[ -f $LOGS/inspect_prefill.log ]] && head -45 "$LOGS/inspect_prefill.log"
 [[ -f $LOGS/curves.log ]] && cat "$LOGS/curves.log"
+# At most 8 files come back from the device tool: one archive.
 tar czf "$OUT/logs.tgz" -C "$OUT" logs $( [[ -d $OUT/curves ]] && echo curves ) && rm -rf "$LOGS" "$OUT/curves"
 exit 0

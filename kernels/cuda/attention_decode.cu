@@ -490,25 +490,19 @@ int resident_split_blocks(int hd, int group) {
   return per_sm * sm_count();
 }
 
-// Variant 5's split count: the fewest splits whose grid fills its waves of
-// resident blocks to >= 90 % (the last wave of a 1.3-wave grid is mostly idle),
-// else the best filling. b = 1 (8 pairs, 396 resident): 45 splits; b = 64: 3.
-int wave_splits(long work, long resident, int max_splits) {
-  int best = 1;
-  double best_fill = 0;
-  for (int s = 1; s <= max_splits; ++s) {
-    const long blocks = work * s, waves = (blocks + resident - 1) / resident;
-    const double fill = double(blocks) / double(waves * resident);
-    if (fill >= 0.9) return s;
-    if (fill > best_fill + 1e-9) best = s, best_fill = fill;
-  }
-  return best;
+// Variant 5's split count: while at least two splits of every (sequence, kv
+// head) fit in one wave of resident blocks, as many as fit (b = 1: 396 / 8 = 49
+// splits, b = 8: 6); otherwise variant 4's count (4 blocks per SM), which is
+// what was measured at b = 64 and 256 (docs/performance.md, session 5).
+int wave_splits(long work, long resident, long four_per_sm) {
+  const long fit = resident / work;
+  return int(fit >= 2 ? fit : four_per_sm);
 }
 
 // Variants 2-5: `fused` combines the splits in the split kernel's last block
 // instead of a second launch; `device_sized` (variants 4, 5) has each sequence
 // size its splits from its real context and launches with PDL; `one_wave`
-// (variant 5) sizes the grid to whole waves of the blocks the GPU holds at once
+// (variant 5) sizes the grid to one wave of the blocks the GPU holds at once
 // instead of 4 per multiprocessor (which the ~160 registers per thread cap at 3:
 // at batch 1 and long contexts a second, mostly idle wave).
 void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool fused,
@@ -525,9 +519,10 @@ void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool 
   // Enough blocks for ~4 per multiprocessor, splits no shorter than 64 keys,
   // and no more than the workspace holds.
   const long work = long(a.b) * c.n_kv_heads;
-  int splits = one_wave ? wave_splits(work, resident_split_blocks(hd, a.n_q_heads / c.n_kv_heads),
-                                       max_splits_for(max_context))
-                        : std::min(ceil_div(4 * sm_count(), work), max_splits_for(max_context));
+  const int four_per_sm = ceil_div(4 * sm_count(), work);
+  int splits = one_wave ? wave_splits(work, resident_split_blocks(hd, a.n_q_heads / c.n_kv_heads), four_per_sm)
+                        : four_per_sm;
+  splits = std::min(splits, max_splits_for(max_context));
   const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, hd, 1);
   if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
   splits = std::max(splits, 1);
@@ -595,8 +590,8 @@ void register_attention_decode_cuda(Registry& r) {
       kPreferred, decode_split_workspace));
   r.add(make_entry<AttentionDecodeArgs, decode_split_wave, attention_decode_cost<2>>(
       5, "split_k_wave", Backend::cuda,
-      "split_k_ctx with the split count chosen so the grid fills whole waves of resident "
-      "blocks (occupancy query) to >= 90 %, instead of 4 blocks per SM",
+      "split_k_ctx with the grid sized to one wave of resident blocks (occupancy query) "
+      "while >= 2 splits per (sequence, kv head) fit, instead of 4 blocks per SM",
       kPreferred, decode_split_workspace));
 }
 
