@@ -4,9 +4,10 @@
 // Why: sample.2 runs a whole 128256-logit row on one SM, 3-4 passes, with an IEEE
 // divide, expf, a double multiply and a 64-bit shared atomic (a CAS loop) per
 // logit: 165-200 us per row (docs/performance.md). Here a cluster of C blocks
-// (8 up to b = 32, then 4; LANTERN_SAMPLE_CLUSTER) shares a row, block r holding the slice
-// [r * ceil(V / C), ...) in its shared memory, so the row is read from global
-// memory once and every later pass is a shared-memory pass over V / C logits:
+// (8 up to b = 32, then 4; from 128 rows sample.2 itself) shares a row, block r
+// holding the slice [r * ceil(V / C), ...) in its shared memory, so the row is
+// read from global memory once and every later pass is a shared-memory pass over
+// V / C logits:
 //   1. load the slice, local argmax; the cluster's max merges through
 //      distributed shared memory (DSMEM). Greedy rows stop here.
 //   2. local histogram over kBins bins of z = (max - logit) * (1 / T) (a
@@ -23,11 +24,17 @@
 //   3. each crossing (top-k count, top-p cut, draw) is located to one bin by
 //      every block alike; the bin's tokens are pushed by all blocks into rank
 //      0's shared memory (block q's run starts after the lower ranks' local
-//      counts of that bin: plain remote stores, no remote atomics), which ranks them by the 64-bit key, scans their
-//      weights and publishes the hit; a bin of more than kCap tokens is resolved
-//      by a cluster-wide bisection over the key (flat rows only).
+//      counts of that bin: plain remote stores, no remote atomics), which ranks
+//      them by the 64-bit key, scans their weights and publishes the hit; a bin
+//      of more than kCap tokens is resolved by a cluster-wide bisection over the
+//      key (flat rows only).
 // Same sampling.h algorithm, same Philox draw: the token equals the reference's
 // except at rounding ties (the test's near_tie rule).
+//
+// Measured on the H200 (docs/performance.md, session 5): 33 us at b = 1 (sample.2:
+// 162), 112 us at b = 64 (166). The time is a fixed ~25-30 us per block, not the
+// per-logit work (16 blocks per row were no faster than 8): the in-bin ranking
+// on rank 0 and the cluster barriers are the suspects to profile next.
 #include <cooperative_groups.h>
 
 #include <climits>

@@ -31,8 +31,9 @@
 // radix_sort: 71 us at b = 1 (top_k 50), 820 us at b = 64, 3.3 ms at b = 256. One
 // SM cannot push 128256 logits through the per-logit arithmetic (IEEE divide,
 // expf, a double multiply, two shared atomics) plus 3-4 passes fast enough: the
-// next step is to split each row over a thread-block cluster (the histogram and
-// the bin gathers merge through distributed shared memory).
+// next step, sample.3 (sample_cluster.cu), splits each row over a thread-block
+// cluster (the histogram and the bin gathers merge through distributed shared
+// memory) and runs this kernel itself for batches of 128 rows and more.
 #include <climits>
 
 #include "kernels/costs.h"
