@@ -3,9 +3,12 @@
 # sampling and attention GPU tests (every variant against the CPU reference),
 # the sample / attention_decode kernel benchmark (sample.3 at clusters of 16
 # and 8), a CUPTI per-op profile of one 512-token prefill, and the cost curves
-# (scripts/perf-curves.sh). Binaries carried from the development machine
-# (build/default); logs under $OUT.
-#   bash scripts/gpu-kern.sh [tests kbench prefill curves]
+# (scripts/perf-curves.sh). Binaries are carried from the development machine
+# as stripped copies in build/carry/{bin,tests,bench} (of build/default); DEV
+# names the .device folder (PCRE2, tokenizer files, libbenchmark); logs come
+# back as one archive, $OUT/logs.tgz.
+#   strip -o build/carry/bin/lantern build/default/bin/lantern   (and the other two)
+#   DEV=$PWD/.device bash scripts/gpu-kern.sh [tests kbench engine prefill curves]
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/lantern-kern-out}"
