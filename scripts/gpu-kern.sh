@@ -18,7 +18,7 @@ DEV=${DEV:-$PWD/.device}  # PCRE2, the tokenizer files, libbenchmark
 export LD_LIBRARY_PATH="$DEV/pcre2/usr/lib/x86_64-linux-gnu:$DEV/libs:${LD_LIBRARY_PATH:-}"
 STAGES=" ${*:-tests kbench engine prefill curves} "
 has() { [[ $STAGES == *" $1 "* ]]; }
-B=build/carry
+B=${BIN_DIR:-build/carry}  # BIN_DIR=build/default when built on the GPU machine itself
 LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests KBENCH=$B/bench/bench_kernels
 MODEL=models/llama-3.2-1b
 # The tests have the build checkout's path compiled in (data, scratch).
