@@ -4,6 +4,7 @@
 // the host (a step ends with a device sync, so host time is GPU time plus
 // launch gaps). Prints a table and, with --json FILE, writes the numbers.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -24,19 +25,64 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// "1,2,4" -> {1, 2, 4}; each value >= lo.
+std::vector<int> int_list(const std::string& text, const char* option, int lo) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    LANTERN_CHECK(!item.empty() && end && *end == '\0' && v >= lo && v <= (1 << 24),
+                  "%s: '%s' is not an integer >= %d (a value or a comma-separated list, e.g. 1,8,64)",
+                  option, item.c_str(), lo);
+    out.push_back(int(v));
+    at = comma + 1;
+  }
+  return out;
+}
+
+// One (batch, prompt) point: host-timed prefill and median decode step.
+struct Point {
+  int batch = 0, prompt_len = 0;
+  double prefill_ms = 0, step_ms = 0;
+  double decode_floor_ms = 0, prefill_floor_ms = 0;
+  double host_ms = 0, model_ms = 0;  // decode medians: host work per step, time inside Model::run
+  size_t decode_steps = 0;  // steps the median is taken over
+};
+
+// The prefill floor: the larger of the FLOPs at the measured GEMM peak (every
+// layer's matrices on every prompt token, causal attention, the LM head on the
+// last token) and the weights read once at the copy bandwidth.
+double prefill_floor_ms(const ModelConfig& c, double weight_bytes, int batch, int prompt_len,
+                        double bw_gbs, double tflops) {
+  const double tokens = double(batch) * prompt_len;
+  const double h = c.hidden_size, per_layer = h * (c.q_dim() + 2.0 * c.kv_dim()) + c.q_dim() * h +
+                                                 3.0 * h * c.intermediate_size;
+  const double pairs = double(batch) * prompt_len * (prompt_len + 1.0) / 2;
+  const double flops = c.num_layers * (2 * per_layer * tokens + 4.0 * c.num_q_heads * c.head_dim * pairs) +
+                       2.0 * batch * h * c.vocab_size;
+  const double compute_ms = tflops > 0 ? flops / (tflops * 1e12) * 1e3 : 0;
+  const double memory_ms = bw_gbs > 0 ? weight_bytes / (bw_gbs * 1e9) * 1e3 : 0;
+  return std::max(compute_ms, memory_ms);
+}
+
 int cmd_bench(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
   for (const char* o : {"--batch", "--prompt-len", "--decode-steps", "--json", "--seed", "--bandwidth-gbs"})
     values.push_back(o);
   Args args(argv, values, engine_flag_options());
-  int batch = static_cast<int>(args.get_int("--batch", 1));
-  int prompt_len = static_cast<int>(args.get_int("--prompt-len", 128));
+  const std::vector<int> batches = int_list(args.get("--batch").value_or("1"), "--batch", 1);
+  const std::vector<int> prompts = int_list(args.get("--prompt-len").value_or("128"), "--prompt-len", 1);
   int steps = static_cast<int>(args.get_int("--decode-steps", 128));
-  LANTERN_CHECK(batch >= 1 && prompt_len >= 1 && steps >= 2, "--batch, --prompt-len >= 1 and --decode-steps >= 2");
+  LANTERN_CHECK(steps >= 2, "--decode-steps must be >= 2");
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  const int max_prompt = *std::max_element(prompts.begin(), prompts.end());
   EngineLimits lim = limits_from_args(args);
-  lim.max_seqs = std::max(lim.max_seqs, batch);
-  lim.max_batch_tokens = std::max(lim.max_batch_tokens, std::max(batch, prompt_len));
-  lim.max_context = std::max(lim.max_context, prompt_len + steps + 1);
+  lim.max_seqs = std::max(lim.max_seqs, max_batch);
+  lim.max_batch_tokens = std::max(lim.max_batch_tokens, std::max(max_batch, max_prompt));
+  lim.max_context = std::max(lim.max_context, max_prompt + steps + 1);
   LoadedEngine le = build_engine(args, nullptr, &lim);
   Engine& engine = *le.engine;
   const ModelConfig& cfg = le.config;
@@ -51,7 +97,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
 
   std::mt19937_64 rng(static_cast<uint64_t>(args.get_int("--seed", 1, 0, LONG_MAX)));
   std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 300);
-  auto submit_all = [&](int new_tokens) {
+  auto submit_all = [&](int batch, int prompt_len, int new_tokens) {
     for (int b = 0; b < batch; ++b) {
       Request r;
       r.prompt.resize(prompt_len);
@@ -62,59 +108,101 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
   };
   // Warm-up: one short round (graph capture, cuBLAS heuristics, page-in).
-  submit_all(4);
+  submit_all(batches[0], prompts[0], 4);
   engine.run_until_idle();
   engine.take_finished();
 
-  submit_all(steps);
-  std::vector<double> prefill_s, decode_s, decode_host_s, decode_model_s;
-  while (true) {
-    double t0 = engine.now_s();
-    if (!engine.step()) break;
-    double dt = engine.now_s() - t0;
-    // The first steps prefill (the whole batch fits when batch * prompt_len
-    // <= max_batch_tokens); every later step decodes all running sequences.
-    if (prefill_s.size() < static_cast<size_t>((batch * prompt_len + lim.max_batch_tokens - 1) / lim.max_batch_tokens))
-      prefill_s.push_back(dt);
-    else {
-      decode_s.push_back(dt);
-      decode_host_s.push_back(engine.last_step_timing().host_s);
-      decode_model_s.push_back(engine.last_step_timing().model_s);
+  const double weight_bytes = static_cast<double>(le.load_stats.bytes);
+  auto measure = [&](int batch, int prompt_len) {
+    submit_all(batch, prompt_len, steps);
+    std::vector<double> prefill_s, decode_s, decode_host_s, decode_model_s;
+    const size_t prefill_steps =
+        static_cast<size_t>((double(batch) * prompt_len + lim.max_batch_tokens - 1) / lim.max_batch_tokens);
+    while (true) {
+      double t0 = engine.now_s();
+      if (!engine.step()) break;
+      double dt = engine.now_s() - t0;
+      // The first steps prefill (the whole batch fits when batch * prompt_len
+      // <= max_batch_tokens); every later step decodes all running sequences.
+      if (prefill_s.size() < prefill_steps)
+        prefill_s.push_back(dt);
+      else {
+        decode_s.push_back(dt);
+        decode_host_s.push_back(engine.last_step_timing().host_s);
+        decode_model_s.push_back(engine.last_step_timing().model_s);
+      }
     }
-  }
-  engine.take_finished();
-  // Steady state: drop the tail where sequences finish at different steps.
-  double step_ms = median(decode_s) * 1e3;
-  double tok_s = batch / (step_ms / 1e3);
-  double weight_bytes = static_cast<double>(le.load_stats.bytes);
-  double kv_bytes_per_step = 2.0 * cfg.num_layers * cfg.kv_dim() * (cuda ? 2 : 4) * batch * (prompt_len + steps / 2.0);
-  double floor_ms = bw_gbs > 0 ? (weight_bytes + kv_bytes_per_step) / (bw_gbs * 1e9) * 1e3 : 0;
-  double prefill_ms = 0;
-  for (double s : prefill_s) prefill_ms += s * 1e3;
+    engine.take_finished();
+    Point pt;
+    pt.batch = batch;
+    pt.prompt_len = prompt_len;
+    // Steady state: the median drops the tail where sequences finish apart.
+    pt.step_ms = median(decode_s) * 1e3;
+    pt.decode_steps = decode_s.size();
+    pt.host_ms = median(decode_host_s) * 1e3;
+    pt.model_ms = median(decode_model_s) * 1e3;
+    for (double s : prefill_s) pt.prefill_ms += s * 1e3;
+    const double kv_bytes = 2.0 * cfg.num_layers * cfg.kv_dim() * (cuda ? 2 : 4) * batch * (prompt_len + steps / 2.0);
+    pt.decode_floor_ms = bw_gbs > 0 ? (weight_bytes + kv_bytes) / (bw_gbs * 1e9) * 1e3 : 0;
+    pt.prefill_floor_ms = prefill_floor_ms(cfg, weight_bytes, batch, prompt_len, bw_gbs, roof.gemm_tflop_per_s);
+    return pt;
+  };
 
-  std::printf("lantern bench: %s, batch %d, prompt %d, %d decode steps (%s)\n", le.model_dir.c_str(), batch,
-              prompt_len, steps, cuda ? "cuda" : "cpu");
-  std::printf("  prefill          %10.3f ms  (%.0f tokens/s)\n", prefill_ms, batch * prompt_len / (prefill_ms / 1e3));
-  std::printf("  decode step      %10.3f ms  (median of %zu)\n", step_ms, decode_s.size());
-  std::printf("  decode tokens/s  %10.1f\n", tok_s);
-  const double host_ms = median(decode_host_s) * 1e3, model_ms = median(decode_model_s) * 1e3;
-  std::printf("  host per step    %10.3f ms  (scheduling, inputs, postprocess; Model::run: %.3f ms, "
-              "medians; steps are synchronous, so the host time adds to each)\n",
-              host_ms, model_ms);
-  if (floor_ms > 0) {
-    std::printf("  roofline floor   %10.3f ms  (%.2f GB weights + %.3f GB KV at %.0f GB/s measured copy bw)\n",
-                floor_ms, weight_bytes / 1e9, kv_bytes_per_step / 1e9, bw_gbs);
-    std::printf("  of roofline      %10.1f %%\n", 100.0 * floor_ms / step_ms);
+  std::vector<Point> points;
+  const bool sweep = batches.size() > 1 || prompts.size() > 1;
+  if (sweep) {
+    std::printf("lantern bench: %s, %d decode steps (%s); copy %.0f GB/s, GEMM %.0f TFLOP/s measured\n",
+                le.model_dir.c_str(), steps, cuda ? "cuda" : "cpu", bw_gbs, roof.gemm_tflop_per_s);
+    std::printf("%6s %7s | %11s %11s %6s | %10s %10s %6s %11s\n", "batch", "prompt", "prefill ms",
+                "floor ms", "roof%", "step ms", "floor ms", "roof%", "tokens/s");
+  }
+  for (int batch : batches)
+    for (int prompt_len : prompts) {
+      if (sweep) std::fprintf(stderr, "bench: batch %d, prompt %d\n", batch, prompt_len);
+      const Point pt = measure(batch, prompt_len);
+      points.push_back(pt);
+      if (!sweep) continue;
+      std::printf("%6d %7d | %11.3f %11.3f %5.1f%% | %10.3f %10.3f %5.1f%% %11.1f\n", batch, prompt_len,
+                  pt.prefill_ms, pt.prefill_floor_ms, pt.prefill_ms > 0 ? 100 * pt.prefill_floor_ms / pt.prefill_ms : 0,
+                  pt.step_ms, pt.decode_floor_ms, pt.step_ms > 0 ? 100 * pt.decode_floor_ms / pt.step_ms : 0,
+                  batch / (pt.step_ms / 1e3));
+    }
+  const Point& pt = points.front();
+  const double tok_s = pt.batch / (pt.step_ms / 1e3);
+  const double kv_bytes_per_step = pt.decode_floor_ms * (bw_gbs * 1e6) - weight_bytes;
+  if (!sweep) {
+    std::printf("lantern bench: %s, batch %d, prompt %d, %d decode steps (%s)\n", le.model_dir.c_str(), pt.batch,
+                pt.prompt_len, steps, cuda ? "cuda" : "cpu");
+    std::printf("  prefill          %10.3f ms  (%.0f tokens/s)\n", pt.prefill_ms,
+                pt.batch * pt.prompt_len / (pt.prefill_ms / 1e3));
+    std::printf("  decode step      %10.3f ms  (median of %zu)\n", pt.step_ms, pt.decode_steps);
+    std::printf("  decode tokens/s  %10.1f\n", tok_s);
+    std::printf("  host per step    %10.3f ms  (scheduling, inputs, postprocess; Model::run: %.3f ms, "
+                "medians; steps are synchronous, so the host time adds to each)\n",
+                pt.host_ms, pt.model_ms);
+    if (pt.decode_floor_ms > 0) {
+      std::printf("  roofline floor   %10.3f ms  (%.2f GB weights + %.3f GB KV at %.0f GB/s measured copy bw)\n",
+                  pt.decode_floor_ms, weight_bytes / 1e9, kv_bytes_per_step / 1e9, bw_gbs);
+      std::printf("  of roofline      %10.1f %%\n", 100.0 * pt.decode_floor_ms / pt.step_ms);
+    }
   }
   if (auto path = args.get("--json")) {
     nlohmann::json j = {{"model", le.model_dir.string()}, {"backend", cuda ? "cuda" : "cpu"},
-                        {"batch", batch}, {"prompt_len", prompt_len}, {"decode_steps", steps},
-                        {"prefill_ms", prefill_ms}, {"decode_step_ms", step_ms}, {"decode_tokens_per_s", tok_s},
-                        {"roofline_floor_ms", floor_ms}, {"copy_bandwidth_gbs", bw_gbs},
-                        {"fraction_of_roofline", floor_ms > 0 ? floor_ms / step_ms : 0},
-                        {"decode_host_ms", host_ms}, {"decode_model_run_ms", model_ms},
+                        {"batch", pt.batch}, {"prompt_len", pt.prompt_len}, {"decode_steps", steps},
+                        {"prefill_ms", pt.prefill_ms}, {"decode_step_ms", pt.step_ms}, {"decode_tokens_per_s", tok_s},
+                        {"roofline_floor_ms", pt.decode_floor_ms}, {"copy_bandwidth_gbs", bw_gbs},
+                        {"fraction_of_roofline", pt.decode_floor_ms > 0 ? pt.decode_floor_ms / pt.step_ms : 0},
+                        {"decode_host_ms", pt.host_ms}, {"decode_model_run_ms", pt.model_ms},
                         {"fusion", engine.describe()["fusion"]},
                         {"kernels", engine.describe()["kernels"]}, {"roofline", roof.to_json()}};
+    if (sweep) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const Point& q : points)
+        rows.push_back({{"batch", q.batch}, {"prompt_len", q.prompt_len}, {"prefill_ms", q.prefill_ms},
+                        {"prefill_floor_ms", q.prefill_floor_ms}, {"decode_step_ms", q.step_ms},
+                        {"decode_floor_ms", q.decode_floor_ms}});
+      j["points"] = rows;
+    }
     std::ofstream(*path) << j.dump(2) << "\n";
   }
   return 0;

@@ -133,8 +133,11 @@ std::map<std::string, std::string> build() {
           "[options]\n"
           "Decode and prefill throughput against the roofline measured in the same run.\n\n"
           "options:\n"
-          "  --batch B               requests decoded together (default 1)\n"
-          "  --prompt-len P          random prompt tokens each (default 128)\n"
+          "  --batch B[,B...]        requests decoded together (default 1); a list sweeps\n"
+          "  --prompt-len P[,P...]   random prompt tokens each (default 128); a list sweeps.\n"
+          "                          With a list, one engine (sized for the largest point)\n"
+          "                          runs every (batch, prompt) point and prints a table of\n"
+          "                          prefill and decode step with their floors and share of roofline\n"
           "  --decode-steps N        tokens generated each (default 128)\n"
           "  --seed N                seed of the random prompts (default 1)\n"
           "  --bandwidth-gbs X       roofline bandwidth (default 0: measure a device copy)\n"
@@ -142,7 +145,8 @@ std::map<std::string, std::string> build() {
       kEngineOptions +
       "\nexample:\n  lantern bench --model models/llama-3.2-1b --device cuda --batch 8 "
       "--prompt-len 128 "
-      "--decode-steps 128\n";
+      "--decode-steps 128\n"
+      "  lantern bench --model models/llama-3.2-1b --batch 1,8,64,256 --decode-steps 32\n";
   h["score"] = std::string(
                    "usage: lantern score --model DIR --ids-file FILE --out LOGITS.bin "
                    "[--prefill-tokens N] [options]\n"

@@ -460,14 +460,57 @@ void dispatch_group(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int spli
   }
 }
 
-// Variants 2, 3 and 4: `fused` combines the splits in the split kernel's last
-// block instead of a second launch; `device_sized` (variant 4) has each
-// sequence size its splits from its real context and launches with PDL.
+// Blocks of the fused split kernel one multiprocessor holds at once (registers
+// bound it: ~160 per thread), asked once per instantiation.
+template <int HD, int G>
+int resident_per_sm() {
+  static const int n = [] {
+    constexpr int U = G >= 8 ? 2 : 4;
+    int blocks = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, decode_split_kernel<HD, G, U, true>, kSplitThreads, 0));
+    return std::max(blocks, 1);
+  }();
+  return n;
+}
+template <int HD>
+int resident_per_sm_group(int group) {
+  switch (pow2_group(group)) {
+    case 1: return resident_per_sm<HD, 1>();
+    case 2: return resident_per_sm<HD, 2>();
+    case 4: return resident_per_sm<HD, 4>();
+    default: return resident_per_sm<HD, 8>();
+  }
+}
+int resident_split_blocks(int hd, int group) {
+  const int per_sm = hd == 32 ? resident_per_sm_group<32>(group)
+                     : hd == 64 ? resident_per_sm_group<64>(group)
+                     : hd == 128 ? resident_per_sm_group<128>(group)
+                                 : resident_per_sm_group<256>(group);
+  return per_sm * sm_count();
+}
+
+// Variant 5's split count: while at least two splits of every (sequence, kv
+// head) fit in one wave of resident blocks, as many as fit (b = 1: 396 / 8 = 49
+// splits, b = 8: 6); otherwise variant 4's count (4 blocks per SM), which is
+// what was measured at b = 64 and 256 (docs/performance.md, session 5).
+int wave_splits(long work, long resident, long four_per_sm) {
+  const long fit = resident / work;
+  return int(fit >= 2 ? fit : four_per_sm);
+}
+
+// Variants 2-5: `fused` combines the splits in the split kernel's last block
+// instead of a second launch; `device_sized` (variants 4, 5) has each sequence
+// size its splits from its real context and launches with PDL; `one_wave`
+// (variant 5) sizes the grid to one wave of the blocks the GPU holds at once
+// instead of 4 per multiprocessor (which the ~160 registers per thread cap at 3:
+// at batch 1 and long contexts a second, mostly idle wave).
 void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool fused,
-                       bool device_sized = false) {
-  check_decode(a, device_sized ? "attention_decode.split_k_ctx"
-                  : fused      ? "attention_decode.split_k_fused"
-                               : "attention_decode.split_k");
+                       bool device_sized = false, bool one_wave = false) {
+  check_decode(a, one_wave       ? "attention_decode.split_k_wave"
+                  : device_sized ? "attention_decode.split_k_ctx"
+                  : fused        ? "attention_decode.split_k_fused"
+                                 : "attention_decode.split_k");
   if (a.b == 0) return;
   if (!split_supports(a)) return decode_seed(a, ctx);
   const KvCacheRef& c = a.cache;
@@ -475,7 +518,11 @@ void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool 
   const int max_context = std::max(a.max_context, 1);
   // Enough blocks for ~4 per multiprocessor, splits no shorter than 64 keys,
   // and no more than the workspace holds.
-  int splits = std::min(ceil_div(4 * sm_count(), long(a.b) * c.n_kv_heads), max_splits_for(max_context));
+  const long work = long(a.b) * c.n_kv_heads;
+  const int four_per_sm = ceil_div(4 * sm_count(), work);
+  int splits = one_wave ? wave_splits(work, resident_split_blocks(hd, a.n_q_heads / c.n_kv_heads), four_per_sm)
+                        : four_per_sm;
+  splits = std::min(splits, max_splits_for(max_context));
   const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, hd, 1);
   if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
   splits = std::max(splits, 1);
@@ -515,6 +562,9 @@ void decode_split_fused(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 void decode_split_ctx(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_split_impl(a, ctx, true, true);
 }
+void decode_split_wave(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_split_impl(a, ctx, true, true, true);
+}
 
 }  // namespace
 
@@ -537,6 +587,11 @@ void register_attention_decode_cuda(Registry& r) {
       4, "split_k_ctx", Backend::cuda,
       "split_k_fused with each sequence's splits sized from its real context on the device (the "
       "grid stays sized for max_context) and programmatic dependent launch",
+      kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_split_wave, attention_decode_cost<2>>(
+      5, "split_k_wave", Backend::cuda,
+      "split_k_ctx with the grid sized to one wave of resident blocks (occupancy query) "
+      "while >= 2 splits per (sequence, kv head) fit, instead of 4 blocks per SM",
       kPreferred, decode_split_workspace));
 }
 

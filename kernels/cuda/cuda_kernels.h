@@ -21,5 +21,10 @@ void register_sample_cuda(Registry& r);
 void register_sample_select_cuda(Registry& r);
 void register_add_rmsnorm_cuda(Registry& r);
 void register_rope_kv_write_cuda(Registry& r);
+void register_sample_cluster_cuda(Registry& r);
+
+// sample.2's launcher, which sample.3 hands batches of >= 128 rows to (one block
+// per row fills the GPU there, and measured as fast as a cluster per row).
+void sample_bin_select(const SampleArgs& a, const LaunchCtx& ctx);
 
 }  // namespace lantern::kernels

@@ -31,34 +31,27 @@
 // radix_sort: 71 us at b = 1 (top_k 50), 820 us at b = 64, 3.3 ms at b = 256. One
 // SM cannot push 128256 logits through the per-logit arithmetic (IEEE divide,
 // expf, a double multiply, two shared atomics) plus 3-4 passes fast enough: the
-// next step is to split each row over a thread-block cluster (the histogram and
-// the bin gathers merge through distributed shared memory).
+// next step, sample.3 (sample_cluster.cu), splits each row over a thread-block
+// cluster (the histogram and the bin gathers merge through distributed shared
+// memory) and runs this kernel itself for batches of 128 rows and more.
 #include <climits>
 
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/sample_bins.cuh"
 #include "kernels/sampling.h"
 
 namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
+using namespace sample_bins;
 
-constexpr int kThreads = 1024;
 constexpr int kBins = 1024;                 // one per thread in the bin scans
 constexpr float kBinsPerNat = 16.0f;        // kBins / kBinsPerNat = 64 nats covered
 constexpr int kCap = 2048;                  // tokens resolved in shared memory per bin
 constexpr int kPerThread = kCap / kThreads; // 2
 constexpr double kFixedScale = 1099511627776.0;  // 2^40
-
-__device__ __forceinline__ uint32_t orderable(float l) {
-  if (l != l) return 0u;
-  const uint32_t bits = __float_as_uint(l == 0.0f ? 0.0f : l);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-__device__ __forceinline__ uint64_t sort_key(float l, int32_t id) {
-  return (uint64_t(~orderable(l)) << 32) | uint32_t(id);
-}
 
 struct RowCtx {
   const float* x;
@@ -94,65 +87,6 @@ __device__ __forceinline__ void for_each_logit(const RowCtx& c, F f) {
       if (i < c.vocab) f(v[q], i);
     }
   }
-}
-
-// ---- block reductions / scans over 64-bit values (kThreads threads)
-__device__ uint64_t warp_sum_u64(uint64_t v) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-__device__ uint64_t block_sum_u64(uint64_t v, uint64_t* scratch) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  v = warp_sum_u64(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = warp_sum_u64(scratch[lane]);  // kThreads / kWarp == kWarp partials
-  return v;
-}
-__device__ uint64_t block_max_u64(uint64_t v, uint64_t* scratch) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) {
-    const uint64_t n = __shfl_xor_sync(kFullMask, v, o);
-    v = n > v ? n : v;
-  }
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = scratch[lane];
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) {
-    const uint64_t n = __shfl_xor_sync(kFullMask, v, o);
-    v = n > v ? n : v;
-  }
-  return v;
-}
-// Exclusive prefix over threads in thread order; *total = the block's sum.
-__device__ uint64_t block_exclusive_scan_u64(uint64_t v, uint64_t* scratch, uint64_t* total) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  uint64_t inc = v;
-#pragma unroll
-  for (int o = 1; o < kWarp; o <<= 1) {
-    const uint64_t n = __shfl_up_sync(kFullMask, inc, o);
-    if (lane >= o) inc += n;
-  }
-  __syncthreads();
-  if (lane == kWarp - 1) scratch[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    uint64_t w = scratch[lane];
-#pragma unroll
-    for (int o = 1; o < kWarp; o <<= 1) {
-      const uint64_t n = __shfl_up_sync(kFullMask, w, o);
-      if (lane >= o) w += n;
-    }
-    scratch[lane] = w;  // inclusive prefix of the warp totals
-  }
-  __syncthreads();
-  *total = scratch[kWarp - 1];
-  return (warp > 0 ? scratch[warp - 1] : 0) + inc - v;
 }
 
 struct Shared {
@@ -350,6 +284,9 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) out[row] = drawn.id;
 }
 
+}  // namespace
+
+// Not in the anonymous namespace: sample.3 runs it for many rows (cuda_kernels.h).
 void sample_bin_select(const SampleArgs& a, const LaunchCtx& ctx) {
   LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "sample.bin_select: bad shape b=%d vocab=%d", a.b, a.vocab);
   if (a.b == 0) return;
@@ -357,8 +294,6 @@ void sample_bin_select(const SampleArgs& a, const LaunchCtx& ctx) {
                                                          a.seeds, a.steps, a.out, a.vocab);
   CUDA_CHECK_LAST("sample_select_kernel");
 }
-
-}  // namespace
 
 void register_sample_select_cuda(Registry& r) {
   r.add(make_entry<SampleArgs, sample_bin_select, sample_cost<2>>(

@@ -260,8 +260,10 @@ void register_all() {
       });
   });
   for_cuda(Family::attention_decode, [](const KernelEntry& e) {
-    for (int b : {1, 8, 64})
-      for (int ctx : {512, 4096})
+    const std::pair<int, int> shapes[] = {{1, 512},  {1, 4096},  {1, 32768}, {8, 512},
+                                          {8, 4096}, {64, 512},  {64, 4096}, {256, 512}};
+    for (const auto& shape : shapes) {
+      const int b = shape.first, ctx = shape.second;
         add(vname(e) + "/b=" + std::to_string(b) + "/ctx=" + std::to_string(ctx),
             [&e, b, ctx](benchmark::State& st) {
               const int max_blocks = ctx / kBlock;
@@ -283,6 +285,7 @@ void register_all() {
                                               b, ctx, kQ, kQ * kHd, 0.125f},
                           ws, vname(e) + " b=" + std::to_string(b) + " ctx=" + std::to_string(ctx));
             });
+    }
   });
   for_cuda(Family::attention_prefill, [](const KernelEntry& e) {
     for (int len : {512, 2048})
