@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "engine/limits_fit.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
+#include "engine/tensor_parallel.h"
 
 namespace lantern {
 
@@ -111,15 +113,17 @@ nlohmann::json MemoryBudget::to_json() const {
 class EngineImpl {
  public:
   EngineImpl(const ModelConfig& cfg, Weights&& weights, const EngineOptions& opt)
-      : cfg_(cfg), opt_(opt), weights_(std::move(weights)), device_(opt.backend, opt.observer, opt.gpu),
+      : cfg_(cfg), opt_(opt), comm_(opt.comm && opt.comm->world() > 1 ? opt.comm : nullptr),
+        local_cfg_(comm_ ? shard_config(cfg, ShardSpec{comm_->rank(), comm_->world()}) : cfg),
+        weights_(std::move(weights)), device_(opt.backend, opt.observer, opt.gpu),
         start_(std::chrono::steady_clock::now()) {
     limits_ = opt.limits;
     if (limits_.logits_rows == 0) limits_.logits_rows = limits_.max_seqs;
     limits_.validate(cfg_);
     if (device_.is_cuda())
-      check_limits_fit(cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
+      check_limits_fit(local_cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
     else
-      check_limits_fit(cfg_, limits_, 4, host_memory_bytes(), "host memory");
+      check_limits_fit(local_cfg_, limits_, 4, host_memory_bytes(), "host memory");
     LANTERN_CHECK(weights_.backend() == opt.backend, "weights were loaded for %s but the engine runs on %s",
                   kernels::backend_name(weights_.backend()), kernels::backend_name(opt.backend));
     LANTERN_CHECK(!device_.is_cuda() || weights_.gpu() == opt.gpu,
@@ -134,8 +138,8 @@ class EngineImpl {
                    weights_.bytes(), opt.backend, false};
       opt.observer->on_alloc(e);
     }
-    model_ = std::make_unique<Model>(cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs);
+    model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
+                                     opt.use_cuda_graphs, comm_);
     kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
@@ -213,6 +217,10 @@ class EngineImpl {
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 
+    if (comm_) {  // the followers run the same step on their shards
+      std::vector<uint8_t> plan_bytes = encode_step(in);
+      comm_->broadcast(plan_bytes);
+    }
     StepOutput out = model_->run(in);
     std::vector<RequestResult> done = scheduler_->postprocess(
         plan, StepTokens{out.tokens.data(), out.logits.empty() ? nullptr : out.logits.data(), cfg_.vocab_size},
@@ -287,8 +295,47 @@ class EngineImpl {
 
   void profiler(bool start);
 
+  // Ranks > 0: the broadcast plans until the empty one (end of the group).
+  void follow() {
+    LANTERN_CHECK(comm_ && comm_->rank() > 0, "Engine::follow is for tensor-parallel ranks > 0");
+    for (;;) {
+      std::vector<uint8_t> plan_bytes;
+      comm_->broadcast(plan_bytes);
+      if (plan_bytes.empty()) return;
+      const StepInput in = decode_step(plan_bytes);
+      [[maybe_unused]] StepInfo info;
+      info.step = steps_;
+      info.num_tokens = in.num_rows();
+      info.phase = in.num_fresh_rows() == in.num_rows() ? "prefill"
+                   : in.num_fresh_rows() == 0            ? "decode"
+                                                         : "mixed";
+      LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
+      model_->run(in);
+      LANTERN_OBSERVE(opt_.observer, on_step_end(info));
+      ++steps_;
+    }
+  }
+
+  void end_group() {
+    if (!comm_ || comm_->rank() != 0 || group_ended_) return;
+    group_ended_ = true;
+    std::vector<uint8_t> end;
+    comm_->broadcast(end);
+  }
+
+  ~EngineImpl() {
+    try {
+      end_group();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "lantern: ending the tensor-parallel group: %s\n", e.what());
+    }
+  }
+
   const ModelConfig cfg_;
   EngineOptions opt_;
+  Communicator* comm_ = nullptr;  // world > 1 only
+  ModelConfig local_cfg_;         // this rank's config (== cfg_ without tensor parallelism)
+  bool group_ended_ = false;
   EngineLimits limits_;
   Weights weights_;
   Device device_;
@@ -333,6 +380,8 @@ void Engine::run_until_idle() {
   while (impl_->step()) {
   }
 }
+void Engine::follow() { impl_->follow(); }
+void Engine::end_group() { impl_->end_group(); }
 bool Engine::idle() const { return impl_->idle(); }
 std::vector<RequestResult> Engine::take_finished() { return impl_->take_finished(); }
 const ModelConfig& Engine::config() const { return impl_->cfg_; }

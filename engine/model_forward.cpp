@@ -137,6 +137,7 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::up_proj: return gemm(lw->w_up, n, I, H);
     case OpKind::swiglu: return op(o, kernels::SwigluArgs{in(0), in(1), out(0), n, I});
     case OpKind::down_proj: return gemm(lw->w_down, n, H, I);
+    case OpKind::all_reduce: return all_reduce(o, n);
     case OpKind::final_norm:
       return op(o, kernels::RmsnormArgs{in(0), w_.final_norm, out(0), M(meta_.logit_rows), r, H, eps});
     case OpKind::lm_head: {

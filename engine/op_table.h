@@ -50,6 +50,7 @@ enum class OpKind : uint8_t {
   embed, attn_norm, q_proj, k_proj, v_proj, rope, kv_write, attention_prefill, attention_decode,
   attention_mixed, o_proj, attn_residual, mlp_norm, gate_proj, up_proj, swiglu, down_proj,
   mlp_residual, final_norm, lm_head, argmax, sample,
+  all_reduce,  // tensor parallelism: sum of the ranks' partial o_proj / down_proj outputs
 };
 
 // One op of the forward pass: one registry launch (attention_mixed: the
@@ -75,12 +76,15 @@ struct StepKind {
 
 // The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
 // ops, then (head != none) final_norm, lm_head, argmax or sample.
-std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind);
+// `tensor_parallel`: an all_reduce op (reads and writes o_out / mlp_down, in
+// place; no registry family) right after each o_proj and down_proj.
+std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind,
+                             bool tensor_parallel = false);
 
 // step_ops for every kind, built once: the table Model::forward walks.
 class OpTable {
  public:
-  OpTable(int num_layers, const ActivationViews& v);
+  OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel = false);
   const std::vector<OpSpec>& ops(StepKind kind) const { return tables_[index(kind)]; }
 
  private:
