@@ -12,6 +12,7 @@
 //                                          engine's stream; plan and barrier over HostComm
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,10 +44,43 @@ class Communicator {
   // Tears the group down after a failure so no peer waits forever; `why` is
   // reported by the peers. Safe to call from another thread.
   virtual void abort(const std::string& why) = 0;
+  // Without blocking: why a peer is gone (its connection closed), or "" when
+  // all look alive. Used by watchdogs while a rank waits inside a GPU
+  // collective; communicators without connections return "".
+  virtual std::string poll_peers() { return ""; }
 };
 
 // Simulated ranks on one process (the CPU oracle of tensor parallelism): one
 // group, one Communicator per rank, each used by its own thread.
 std::vector<std::unique_ptr<Communicator>> make_local_group(int world);
+
+}  // namespace lantern
+
+namespace lantern {
+
+// One process per rank, on one host: rank 0 holds a connected stream socket
+// to every other rank (fds[r], r >= 1; fds[0] unused), a rank > 0 one socket
+// to rank 0 (fds[0]). Rank 0 sums all_reduce buffers (f32) in rank order and
+// sends the result back; broadcast and barrier go through it as well. A peer
+// that exits closes its socket, so a waiting rank fails at once with
+// `peer_status(r)` (e.g. "killed by signal 9") in its error; a peer that
+// stops answering fails it after `timeout_s`.
+struct HostCommOptions {
+  int rank = 0, world = 1;
+  std::vector<int> fds;                          // owned (closed by the communicator)
+  std::function<std::string(int rank)> peer_status;  // may be empty
+  double timeout_s = 600;
+};
+std::unique_ptr<Communicator> make_host_comm(HostCommOptions options);
+
+// NCCL: `host` (a HostComm of the same group) carries the ncclUniqueId from
+// rank 0, the step plans and barriers; all_reduce is ncclAllReduce (bf16 or
+// f32, sum, in place) on the engine's stream. GPU `gpu` must be current. A
+// watchdog thread turns a dead peer (its socket closed) or an NCCL async
+// error into ncclCommAbort and exit(1) with the reason, so no rank waits
+// forever in a collective. Throws naming the missing NCCL when built without.
+std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator> host, int gpu);
+// Whether this build has NCCL (LANTERN_HAVE_NCCL).
+bool nccl_available();
 
 }  // namespace lantern

@@ -99,7 +99,7 @@ struct EngineOptions {
   // inject a fake clock to check arrival timing (harness/serving_driver.h).
   std::function<double()> clock;
   // Tensor parallelism (docs/tensor-parallel.md): this process's rank of the
-  // group (null or world 1: off). The config given to the Engine is the full
+  // group (null: off; world 1 runs the TP path with a one-rank group). The config given to the Engine is the full
   // model's; the weights must be this rank's shard (Weights::load's `shard`).
   // Rank 0 schedules and broadcasts each step's plan; ranks > 0 call follow().
   Communicator* comm = nullptr;

@@ -17,7 +17,7 @@ Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
              const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer,
              bool use_cuda_graphs, Communicator* comm)
     : cfg_(cfg), w_(weights), dev_(device), limits_(limits), kernels_(kernels), obs_(observer),
-      comm_(comm && comm->world() > 1 ? comm : nullptr) {
+      comm_(comm) {
   // Graphs replay decode steps; the seed's host argmax (argmax variant 1)
   // synchronises with the host inside the step and cannot be captured.
   graphs_enabled_ = use_cuda_graphs && dev_.is_cuda() &&

@@ -82,7 +82,7 @@ class Model {
   EngineLimits limits_;
   kernels::KernelSet kernels_;
   Observer* obs_;
-  Communicator* comm_ = nullptr;  // world > 1 only
+  Communicator* comm_ = nullptr;  // tensor parallelism (any world, 1 included)
   Arena arena_;
   ActivationViews v_{};
   std::unique_ptr<OpTable> op_table_;

@@ -1,0 +1,182 @@
+#include "harness/cli/tp_launch.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/tensor_parallel.h"
+#include "kernels/base/errors.h"
+#include "harness/cli/command.h"
+
+namespace lantern::cli {
+
+namespace {
+
+double tp_timeout_s() {
+  const char* t = std::getenv("LANTERN_TP_TIMEOUT_S");
+  return t && std::atof(t) > 0 ? std::atof(t) : 600.0;
+}
+
+void keep_nvls_off() { ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
+
+}  // namespace
+
+std::unique_ptr<TpGroup>& current_tp_group() {
+  static std::unique_ptr<TpGroup> group;
+  return group;
+}
+
+bool is_tp_follower(const std::vector<std::string>& argv) {
+  for (const auto& a : argv)
+    if (a == "--tp-rank") return true;
+  return false;
+}
+
+// ---- rank 0
+std::unique_ptr<TpGroup> TpGroup::launch(int world) {
+  keep_nvls_off();  // inherited by the followers
+  auto g = std::make_unique<TpGroup>();
+  g->world_ = world;
+  g->pids_.assign(world, -1);
+  g->status_.assign(world, -1);
+  g->fds_.assign(world, -1);
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  LANTERN_CHECK(n > 0, "cannot find this executable (/proc/self/exe): %s", std::strerror(errno));
+  self[n] = '\0';
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (int r = 1; r < world; ++r) {
+    int sv[2];
+    LANTERN_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair: %s",
+                  std::strerror(errno));
+    const pid_t pid = ::fork();
+    LANTERN_CHECK(pid >= 0, "fork of tensor-parallel rank %d failed: %s", r, std::strerror(errno));
+    if (pid == 0) {
+      // The child keeps its end across exec (no CLOEXEC on a dup).
+      const int fd = ::dup(sv[1]);
+      const std::string rank = std::to_string(r), ws = std::to_string(world), fds = std::to_string(fd);
+      ::execl(self, self, "follow", "--tp-rank", rank.c_str(), "--tp-world", ws.c_str(), "--tp-fd", fds.c_str(),
+              static_cast<char*>(nullptr));
+      std::fprintf(stderr, "lantern: exec of tensor-parallel rank %d (%s) failed: %s\n", r, self,
+                   std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(sv[1]);
+    g->pids_[r] = pid;
+    g->fds_[r] = sv[0];
+  }
+  return g;
+}
+
+Communicator* TpGroup::connect(const nlohmann::json& setup, kernels::Backend backend, int gpu) {
+  HostCommOptions o;
+  o.rank = 0;
+  o.world = world_;
+  o.fds = fds_;
+  fds_.assign(world_, -1);  // the communicator owns them now
+  o.peer_status = [this](int r) { return status_of(r); };
+  o.timeout_s = tp_timeout_s();
+  std::unique_ptr<Communicator> host = make_host_comm(std::move(o));
+  std::vector<uint8_t> bytes;
+  const std::string text = setup.dump();
+  bytes.assign(text.begin(), text.end());
+  host->broadcast(bytes);
+  comm_ = backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
+  return comm_.get();
+}
+
+bool TpGroup::reap(int r, bool block) {
+  if (pids_[r] <= 0 || status_[r] != -1) return status_[r] != -1;
+  int st = 0;
+  const pid_t got = ::waitpid(pids_[r], &st, block ? 0 : WNOHANG);
+  if (got == pids_[r]) status_[r] = st;
+  return status_[r] != -1;
+}
+
+std::string TpGroup::status_of(int r) {
+  // A closed connection comes just before the exit: give it a moment.
+  for (int i = 0; i < 20 && !reap(r, false); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (status_[r] == -1) return "";
+  const int st = status_[r];
+  if (WIFSIGNALED(st)) return strformat("(pid %d) was killed by signal %d (%s)", pids_[r], WTERMSIG(st),
+                                        strsignal(WTERMSIG(st)));
+  return strformat("(pid %d) exited with status %d", pids_[r], WEXITSTATUS(st));
+}
+
+std::string TpGroup::finish() {
+  comm_.reset();  // closes the connections: a follower still waiting exits
+  std::string failure;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int r = 1; r < world_; ++r) {
+    while (!reap(r, false) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!reap(r, false)) {
+      ::kill(pids_[r], SIGKILL);
+      reap(r, true);
+      if (failure.empty()) failure = strformat("tensor-parallel rank %d did not exit; killed it", r);
+    }
+    const int st = status_[r];
+    if (failure.empty() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+      failure = strformat("tensor-parallel rank %d %s", r, status_of(r).c_str());
+  }
+  pids_.assign(world_, -1);
+  return failure;
+}
+
+TpGroup::~TpGroup() {
+  comm_.reset();
+  for (int r = 1; r < world_; ++r)
+    if (pids_.size() > static_cast<size_t>(r) && pids_[r] > 0 && !reap(r, false)) {
+      ::kill(pids_[r], SIGKILL);
+      reap(r, true);
+    }
+  for (int fd : fds_)
+    if (fd >= 0) ::close(fd);
+}
+
+// ---- ranks > 0
+int tp_follower_main(const std::vector<std::string>& argv) {
+  Args args(argv, {"--tp-rank", "--tp-world", "--tp-fd"}, {});
+  const int world = static_cast<int>(args.get_int("--tp-world", 0, 2, 1024));
+  const int rank = static_cast<int>(args.get_int("--tp-rank", 0, 1, world - 1));
+  const int fd = static_cast<int>(args.get_int("--tp-fd", -1, 0, 1 << 20));
+  keep_nvls_off();
+  HostCommOptions o;
+  o.rank = rank;
+  o.world = world;
+  o.fds = {fd};
+  o.timeout_s = tp_timeout_s();
+  std::unique_ptr<Communicator> host = make_host_comm(std::move(o));
+  std::vector<uint8_t> bytes;
+  host->broadcast(bytes);  // the setup
+  const nlohmann::json setup = nlohmann::json::parse(bytes.begin(), bytes.end());
+  const ModelConfig cfg = ModelConfig::load(setup.at("model").get<std::string>());
+  EngineOptions opt;
+  opt.backend = setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
+  opt.gpu = setup.at("gpu").get<int>() + rank;
+  opt.limits = EngineLimits::from_json(setup.at("limits"));
+  opt.use_cuda_graphs = setup.at("cuda_graphs").get<bool>();
+  for (const auto& k : setup.at("kernels")) opt.kernels.emplace_back(k.at(0), k.at(1));
+  std::unique_ptr<Communicator> comm =
+      opt.backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), opt.gpu) : std::move(host);
+  opt.comm = comm.get();
+  Weights w = Weights::load(cfg, setup.at("model").get<std::string>(), opt.backend, {}, opt.gpu,
+                            ShardSpec{rank, world});
+  {
+    Engine engine(cfg, std::move(w), opt);
+    engine.follow();
+  }
+  return 0;
+}
+
+}  // namespace lantern::cli
