@@ -398,7 +398,12 @@ nlohmann::json Engine::describe() const {
     k[kernels::family_name(e.family)] = {{"variant", e.variant}, {"name", e.name}};
   }
   const bool cuda = impl_->opt_.backend == kernels::Backend::cuda;
+  const Communicator* comm = impl_->comm_;
+  nlohmann::json tp = comm ? nlohmann::json{{"world", comm->world()}, {"rank", comm->rank()},
+                                            {"communicator", comm->kind()}}
+                           : nlohmann::json(nullptr);
   return {{"backend", kernels::backend_name(impl_->opt_.backend)},
+          {"tensor_parallel", tp},
           {"gpu", cuda ? nlohmann::json(impl_->opt_.gpu) : nlohmann::json(nullptr)},
           {"model", impl_->cfg_.to_json()},
           {"limits", impl_->limits_.to_json()},

@@ -97,7 +97,9 @@ ShardSpec start_tensor_parallel(const Args& args, const LoadedEngine& le, Engine
   for (const auto& [family, variant] : opt.kernels) kernels.push_back({family, variant});
   const nlohmann::json setup = {{"model", le.model_dir.string()}, {"backend", kernels::backend_name(opt.backend)},
                                 {"gpu", opt.gpu}, {"limits", opt.limits.to_json()},
-                                {"cuda_graphs", opt.use_cuda_graphs}, {"kernels", kernels}};
+                                {"cuda_graphs", opt.use_cuda_graphs}, {"kernels", kernels},
+                                {"record", args.get_or("--record", "")}};
+  group->set_record_dir(args.get_or("--record", ""));
   opt.comm = group->connect(setup, opt.backend, opt.gpu);
   if (!args.flag("--quiet"))
     std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator)\n", tp, tp == 1 ? "" : "s",

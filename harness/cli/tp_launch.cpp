@@ -16,6 +16,8 @@
 #include "engine/tensor_parallel.h"
 #include "kernels/base/errors.h"
 #include "harness/cli/command.h"
+#include "harness/session.h"
+#include "harness/tp_merge.h"
 
 namespace lantern::cli {
 
@@ -130,6 +132,10 @@ std::string TpGroup::finish() {
       failure = strformat("tensor-parallel rank %d %s", r, status_of(r).c_str());
   }
   pids_.assign(world_, -1);
+  if (failure.empty() && !record_dir_.empty()) {
+    const std::string merged = harness::merge_rank_runs(record_dir_, world_);
+    if (!merged.empty()) std::fprintf(stderr, "lantern: %s\n", merged.c_str());
+  }
   return failure;
 }
 
@@ -170,11 +176,25 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   std::unique_ptr<Communicator> comm =
       opt.backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), opt.gpu) : std::move(host);
   opt.comm = comm.get();
+  // With --record on rank 0, each follower records its own run directory
+  // RUN/rank-R (NVTX, CUPTI, memory map of this rank's process).
+  const std::string record = setup.value("record", "");
+  harness::HarnessOptions ho;
+  ho.enabled = !record.empty();
+  if (ho.enabled) {
+    ho.record_dir = std::filesystem::path(record) / ("rank-" + std::to_string(rank));
+    ho.print_summary = false;
+  }
+  harness::Session session(ho);
+  if (ho.enabled) session.apply(opt);
   Weights w = Weights::load(cfg, setup.at("model").get<std::string>(), opt.backend, {}, opt.gpu,
                             ShardSpec{rank, world});
   {
     Engine engine(cfg, std::move(w), opt);
+    session.set_command({"follow", "--tp-rank", std::to_string(rank), "--tp-world", std::to_string(world)});
+    session.set_config(engine.describe());
     engine.follow();
+    if (ho.enabled) session.finish(engine);
   }
   return 0;
 }

@@ -30,6 +30,9 @@ class TpGroup {
   // (host on cpu, NCCL on cuda: then every rank joins the NCCL group).
   Communicator* connect(const nlohmann::json& setup, kernels::Backend backend, int gpu);
   int world() const { return world_; }
+  // Rank 0's run directory (--record): followers record into RUN/rank-R, and
+  // finish() merges the ranks' traces and kernel tables into RUN.
+  void set_record_dir(const std::string& dir) { record_dir_ = dir; }
   // After the engine is gone: waits for the followers (a few seconds at
   // most, then kills them). Returns the first failure's description, or "".
   std::string finish();
@@ -42,6 +45,7 @@ class TpGroup {
   std::vector<int> status_;   // waitpid status once reaped, else -1
   std::vector<int> fds_;      // rank 0's ends
   std::unique_ptr<Communicator> comm_;
+  std::string record_dir_;
   bool reap(int rank, bool block);
 };
 

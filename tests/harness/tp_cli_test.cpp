@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/synth.h"
+#include "kernels/base/errors.h"
 #include "tests/test_util.h"
 
 namespace lantern {
@@ -48,7 +51,7 @@ struct Outcome {
   std::string output;
 };
 
-Outcome run(const std::string& args) {
+Outcome run_tp(const std::string& args) {
   const std::string cmd = lantern_bin().string() + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   Outcome o;
@@ -92,9 +95,9 @@ TEST(TpCli, TwoProcessesGenerateTheTokensOfOne) {
   const fs::path dir = test::scratch_dir("tp-cli-generate"), reqs = requests_file();
   const std::string common = "generate --device cpu --model " + tiny_model().string() + " --requests " +
                              reqs.string() + " --max-seqs 4";
-  const Outcome one = run(common + " --out " + (dir / "tp1.jsonl").string());
+  const Outcome one = run_tp(common + " --out " + (dir / "tp1.jsonl").string());
   ASSERT_EQ(one.status, 0) << one.output;
-  const Outcome two = run(common + " --tp 2 --out " + (dir / "tp2.jsonl").string());
+  const Outcome two = run_tp(common + " --tp 2 --out " + (dir / "tp2.jsonl").string());
   ASSERT_EQ(two.status, 0) << two.output;
   EXPECT_THAT(two.output, HasSubstr("tensor parallel over 2 ranks (host communicator)"));
   const auto a = tokens_of(dir / "tp1.jsonl"), b = tokens_of(dir / "tp2.jsonl");
@@ -104,7 +107,7 @@ TEST(TpCli, TwoProcessesGenerateTheTokensOfOne) {
 }
 
 TEST(TpCli, RefusesAnNTheModelCannotSplit) {
-  const Outcome o = run("generate --device cpu --model " + tiny_model().string() +
+  const Outcome o = run_tp("generate --device cpu --model " + tiny_model().string() +
                         " --prompt-ids 1,2,3 --max-new-tokens 2 --tp 3");
   EXPECT_EQ(o.status, 1) << o.output;
   EXPECT_THAT(o.output, HasSubstr("lantern generate: error: --tp 3 cannot split this model"));
@@ -169,6 +172,49 @@ TEST(TpCli, AKilledRankFailsTheRunWithinSeconds) {
                                   ") was killed by signal 9"))
       << text;
   EXPECT_NE(::kill(rank1, 0), 0) << "rank 1 still exists";
+}
+
+}  // namespace
+}  // namespace lantern
+
+namespace lantern {
+namespace {
+
+// One run directory for the whole run: rank 0's at the top, rank 1's in
+// rank-1/, the merged trace (one Perfetto process per rank and track) and
+// kernel table, and inspect's communication section.
+TEST(TpCli, RecordsOneRunDirectoryWithEveryRank) {
+  const fs::path run = test::scratch_dir("tp-cli-record") / "run";
+  const Outcome o = run_tp("generate --device cpu --model " + tiny_model().string() +
+                           " --prompt-ids 5,6,7,8 --max-new-tokens 3 --ids --quiet --tp 2 --record " + run.string());
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const char* f : {"manifest.json", "kernels.csv", "trace.json", "rank-1/manifest.json", "rank-1/kernels.csv",
+                        "rank-1/trace.json", "trace_ranks.json", "kernels_ranks.csv"})
+    EXPECT_TRUE(fs::exists(run / f)) << f;
+  const nlohmann::json trace = nlohmann::json::parse(std::ifstream(run / "trace_ranks.json"));
+  std::set<std::string> processes;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.value("name", "") == "process_name") processes.insert(e["args"]["name"].get<std::string>());
+  EXPECT_TRUE(processes.count("rank 0: lantern host")) << trace.dump().substr(0, 400);
+  EXPECT_TRUE(processes.count("rank 1: lantern host"));
+  // Both ranks ran every layer's two all_reduce ops in every step.
+  std::ifstream csv(run / "kernels_ranks.csv");
+  std::string line;
+  std::map<int, int> all_reduce;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("rank,", 0), 0u) << line;
+  while (std::getline(csv, line))
+    if (line.find(",all_reduce,") != std::string::npos) all_reduce[std::stoi(line)]++;
+  const int layers = synth_preset("tiny").num_layers, steps = 3;  // prefill + 2 decodes
+  EXPECT_EQ(all_reduce[0], 2 * layers * steps);
+  EXPECT_EQ(all_reduce[1], 2 * layers * steps);
+
+  const Outcome inspect = run_tp("inspect " + run.string() + " --check");
+  EXPECT_EQ(inspect.status, 0) << inspect.output;
+  EXPECT_THAT(inspect.output, HasSubstr("communication (tensor parallel: rank 0 of 2, host communicator)"));
+  EXPECT_THAT(inspect.output, HasSubstr(strformat("all_reduce: %d calls", 2 * layers * steps)));
+  EXPECT_THAT(inspect.output, HasSubstr("busbw GB/s"));
+  EXPECT_THAT(inspect.output, HasSubstr("1 run directory under"));
 }
 
 }  // namespace
