@@ -4,7 +4,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <cuda_runtime_api.h>
 #include <nlohmann/json.hpp>
 
 #include "kernels/base/errors.h"
@@ -71,42 +70,6 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-// --tp N: checks that N ranks can split the model (and that N GPUs are
-// there), launches ranks 1..N-1, sends them the resolved engine setup and
-// joins the group; returns rank 0's shard.
-ShardSpec start_tensor_parallel(const Args& args, const LoadedEngine& le, EngineOptions& opt) {
-  const int tp = static_cast<int>(args.get_int("--tp", 0, 1, 1024));
-  if (tp == 0) return ShardSpec{};
-  check_shardable(le.config, tp);
-  const bool cuda = opt.backend == kernels::Backend::cuda;
-  if (cuda) {
-    int gpus = 0;
-    if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
-      (void)cudaGetLastError();
-      gpus = 0;
-    }
-    LANTERN_CHECK(opt.gpu + tp <= gpus,
-                  "--tp %d needs %d GPUs (one per rank, GPUs %d..%d) but found %d GPU%s: lower --tp or "
-                  "run on a machine with more GPUs",
-                  tp, tp, opt.gpu, opt.gpu + tp - 1, gpus, gpus == 1 ? "" : "s");
-  }
-  auto& group = current_tp_group();
-  LANTERN_CHECK(!group, "one tensor-parallel engine per process");
-  group = TpGroup::launch(tp);
-  nlohmann::json kernels = nlohmann::json::array();
-  for (const auto& [family, variant] : opt.kernels) kernels.push_back({family, variant});
-  const nlohmann::json setup = {{"model", le.model_dir.string()}, {"backend", kernels::backend_name(opt.backend)},
-                                {"gpu", opt.gpu}, {"limits", opt.limits.to_json()},
-                                {"cuda_graphs", opt.use_cuda_graphs}, {"kernels", kernels},
-                                {"record", args.get_or("--record", "")}};
-  group->set_record_dir(args.get_or("--record", ""));
-  opt.comm = group->connect(setup, opt.backend, opt.gpu);
-  if (!args.flag("--quiet"))
-    std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator)\n", tp, tp == 1 ? "" : "s",
-                 opt.comm->kind());
-  return ShardSpec{0, tp};
-}
-
 LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimits* override_limits,
                           const std::function<void(EngineOptions&)>& customize) {
   LoadedEngine le;
@@ -139,7 +102,8 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
                  total / 1e9);
     if (done == total) std::fprintf(stderr, "\n");
   };
-  const ShardSpec shard = start_tensor_parallel(args, le, opt);
+  const ShardSpec shard = start_tp_group(static_cast<int>(args.get_int("--tp", 0, 1, 1024)), le.config,
+                                         le.model_dir, args.get_or("--record", ""), args.flag("--quiet"), opt);
   Weights w = Weights::load(le.config, le.model_dir, opt.backend, progress, opt.gpu, shard);
   le.load_stats = w.stats();
   if (!quiet)

@@ -29,6 +29,9 @@ const char* kEngineOptions =
     "  --kernels F=V,...       kernel variant per family by name or number (default: fastest "
     "verified)\n"
     "  --no-cuda-graphs        run decode steps eagerly (default: graphs on)\n"
+    "  --tp N                  tensor parallelism over N processes, one per GPU (GPUs --gpu..\n"
+    "                          --gpu+N-1; cpu: N processes); N must divide the KV heads\n"
+    "                          (default: off; docs/tensor-parallel.md)\n"
     "  --quiet                 no load / budget / per-request lines on stderr\n";
 
 const char* kExperimentOptions =
@@ -57,7 +60,10 @@ std::map<std::string, std::string> build() {
       "  --workload-out FILE     write the expanded workload as .jsonl (the peers read it) "
       "(default: none)\n"
       "  --resolved-out FILE     write the resolved experiment (defaults and --set applied) "
-      "(default: none)\n\n"
+      "(default: none)\n"
+      "  --tp N                  tensor parallelism over N processes, one per GPU; ranks R > 0 record\n"
+      "                          into DIR/rank-R (default: off; not with sweeps; "
+      "docs/tensor-parallel.md)\n\n"
       "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] =
       std::string(

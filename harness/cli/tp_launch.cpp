@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cuda_runtime_api.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -148,6 +150,38 @@ TpGroup::~TpGroup() {
     }
   for (int fd : fds_)
     if (fd >= 0) ::close(fd);
+}
+
+ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::path& model_dir,
+                         const std::string& record_dir, bool quiet, EngineOptions& opt) {
+  if (tp == 0) return ShardSpec{};
+  check_shardable(cfg, tp);
+  if (opt.backend == kernels::Backend::cuda) {
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
+      (void)cudaGetLastError();
+      gpus = 0;
+    }
+    LANTERN_CHECK(opt.gpu + tp <= gpus,
+                  "--tp %d needs %d GPUs (one per rank, GPUs %d..%d) but found %d GPU%s: lower --tp or "
+                  "run on a machine with more GPUs",
+                  tp, tp, opt.gpu, opt.gpu + tp - 1, gpus, gpus == 1 ? "" : "s");
+  }
+  auto& group = current_tp_group();
+  LANTERN_CHECK(!group, "one tensor-parallel engine per process");
+  group = TpGroup::launch(tp);
+  group->set_record_dir(record_dir);
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& [family, variant] : opt.kernels) kernels.push_back({family, variant});
+  const nlohmann::json setup = {{"model", model_dir.string()},    {"backend", kernels::backend_name(opt.backend)},
+                                {"gpu", opt.gpu},                 {"limits", opt.limits.to_json()},
+                                {"cuda_graphs", opt.use_cuda_graphs}, {"kernels", kernels},
+                                {"record", record_dir}};
+  opt.comm = group->connect(setup, opt.backend, opt.gpu);
+  if (!quiet)
+    std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator)\n", tp, tp == 1 ? "" : "s",
+                 opt.comm->kind());
+  return ShardSpec{0, tp};
 }
 
 // ---- ranks > 0

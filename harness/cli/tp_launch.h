@@ -12,6 +12,7 @@
 
 #include "engine/communicator.h"
 #include "engine/engine.h"
+#include "engine/tensor_parallel.h"
 
 namespace lantern::cli {
 
@@ -48,6 +49,14 @@ class TpGroup {
   std::string record_dir_;
   bool reap(int rank, bool block);
 };
+
+// --tp N (0: off, returns the unsharded ShardSpec): checks that N ranks can
+// split the model (and that N GPUs are there from opt.gpu on), launches
+// ranks 1..N-1, sends them the resolved engine setup (model, backend, limits,
+// kernels, graphs, run directory) and joins the group: sets opt.comm and
+// returns rank 0's shard for Weights::load.
+ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::path& model_dir,
+                         const std::string& record_dir, bool quiet, EngineOptions& opt);
 
 // The group of this process when it is rank 0 of a `--tp` run (else null).
 std::unique_ptr<TpGroup>& current_tp_group();
