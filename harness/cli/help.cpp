@@ -176,6 +176,20 @@ std::map<std::string, std::string> build() {
       "(default: off)\n"
       "  --compare OTHER_RUN     alias of `lantern compare RUN_DIR OTHER_RUN` (default: none)\n\n"
       "example:\n  lantern inspect runs/mixed --phase decode --top 10\n";
+  h["commbench"] =
+      "usage: lantern commbench [--tp N] [--device cpu|cuda] [--gpu G] [--sizes B,B,...] [--iters K] "
+      "[--out FILE.json]\n"
+      "all_reduce (sum, in place) over N processes started by the --tp launcher, as nccl-tests'\n"
+      "all_reduce_perf measures it: median time per message size, algbw = bytes / time, busbw =\n"
+      "2(N-1)/N x algbw. cuda: NCCL on GPUs G..G+N-1 (bf16); cpu: the host communicator (f32).\n\n"
+      "options:\n"
+      "  --tp N                  ranks (default 2)\n"
+      "  --device cpu|cuda       backend (default: cuda when a GPU is usable, else cpu)\n"
+      "  --gpu G                 first GPU (default 0)\n"
+      "  --sizes B,...           message sizes in bytes (default 8192 .. 268435456, x4)\n"
+      "  --iters K               timed calls per size after 3 warm-ups (default 20)\n"
+      "  --out FILE.json         also write the rows as JSON (default: none)\n\n"
+      "example:\n  lantern commbench --tp 2 --device cuda --out runs/allreduce.json\n";
   h["synth"] =
       "usage: lantern synth --preset NAME --out DIR [--seed N] [--tokenizer-dir DIR] [--threads "
       "N]\n"

@@ -18,6 +18,7 @@
 #include "engine/tensor_parallel.h"
 #include "kernels/base/errors.h"
 #include "harness/cli/command.h"
+#include "harness/cli/commbench.h"
 #include "harness/session.h"
 #include "harness/tp_merge.h"
 
@@ -200,6 +201,14 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   std::vector<uint8_t> bytes;
   host->broadcast(bytes);  // the setup
   const nlohmann::json setup = nlohmann::json::parse(bytes.begin(), bytes.end());
+  if (setup.value("mode", "engine") == "commbench") {
+    const auto backend = setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
+    const int gpu = setup.at("gpu").get<int>() + rank;
+    std::unique_ptr<Communicator> comm =
+        backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
+    run_commbench(*comm, backend, gpu, setup.at("sizes").get<std::vector<size_t>>(), setup.at("iters").get<int>());
+    return 0;
+  }
   const ModelConfig cfg = ModelConfig::load(setup.at("model").get<std::string>());
   EngineOptions opt;
   opt.backend = setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
