@@ -41,6 +41,9 @@ class Communicator {
   // Rank 0's `bytes` to every rank (others: replaced by rank 0's).
   virtual void broadcast(std::vector<uint8_t>& bytes) = 0;
   virtual void barrier() = 0;
+  // The minimum of every rank's `value`, on every rank (host side; e.g. the
+  // KV blocks every rank's pool can hold).
+  virtual int64_t all_min(int64_t value) = 0;
   // Tears the group down after a failure so no peer waits forever; `why` is
   // reported by the peers. Safe to call from another thread.
   virtual void abort(const std::string& why) = 0;

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -86,6 +87,22 @@ class HostComm final : public Communicator {
     }
     for (int r = 1; r < o_.world; ++r) recv(r, &token, 1);
     for (int r = 1; r < o_.world; ++r) send(r, &token, 1);
+  }
+
+  int64_t all_min(int64_t value) override {
+    if (o_.world == 1) return value;
+    if (o_.rank != 0) {
+      send(0, &value, 8);
+      recv(0, &value, 8);
+      return value;
+    }
+    for (int r = 1; r < o_.world; ++r) {
+      int64_t v = 0;
+      recv(r, &v, 8);
+      value = std::min(value, v);
+    }
+    for (int r = 1; r < o_.world; ++r) send(r, &value, 8);
+    return value;
   }
 
   void abort(const std::string&) override {

@@ -3,6 +3,7 @@
 // rank posts its buffer, the last to arrive computes the result (sums in rank
 // order, so the result does not depend on arrival order), and all leave once
 // every rank has copied it out.
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -26,6 +27,7 @@ struct LocalShared {
   std::vector<void*> posted;  // per rank: its buffer in this rendezvous
   std::vector<float> sum;
   std::vector<uint8_t> bytes;
+  int64_t min_value = 0;
   std::string aborted;
 
   void check_aborted() {
@@ -91,6 +93,19 @@ class LocalComm final : public Communicator {
 
   void barrier() override {
     s_->rendezvous(rank_, nullptr, [] {}, [] {});
+  }
+
+  int64_t all_min(int64_t value) override {
+    LocalShared& s = *s_;
+    int64_t result = value;
+    s.rendezvous(
+        rank_, &value,
+        [&] {
+          s.min_value = *static_cast<int64_t*>(s.posted[0]);
+          for (int r = 1; r < s.world; ++r) s.min_value = std::min(s.min_value, *static_cast<int64_t*>(s.posted[r]));
+        },
+        [&] { result = s.min_value; });
+    return result;
   }
 
   void abort(const std::string& why) override {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include "engine/communicator.h"
 #include "kernels/base/errors.h"
@@ -60,13 +61,17 @@ class NcclComm final : public Communicator {
     watchdog_ = std::thread([this] { watch(); });
   }
 
+  // A clean end destroys the communicator; after a failure (unwinding an
+  // exception, or a peer already gone) it aborts it instead, since
+  // ncclCommDestroy may wait for peers that will never come.
   ~NcclComm() override {
     stop_ = true;
     if (watchdog_.joinable()) watchdog_.join();
-    if (comm_) {
-      const ncclResult_t s = ncclCommDestroy(comm_);
-      if (s != ncclSuccess) std::fprintf(stderr, "warning: ncclCommDestroy: %s\n", ncclGetErrorString(s));
-    }
+    if (!comm_) return;
+    const bool failed = std::uncaught_exceptions() > 0 || !host_->poll_peers().empty();
+    const ncclResult_t s = failed ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
+    if (s != ncclSuccess)
+      std::fprintf(stderr, "warning: %s: %s\n", failed ? "ncclCommAbort" : "ncclCommDestroy", ncclGetErrorString(s));
   }
 
   int rank() const override { return host_->rank(); }
@@ -79,6 +84,7 @@ class NcclComm final : public Communicator {
   }
   void broadcast(std::vector<uint8_t>& bytes) override { host_->broadcast(bytes); }
   void barrier() override { host_->barrier(); }
+  int64_t all_min(int64_t value) override { return host_->all_min(value); }
   void abort(const std::string& why) override {
     host_->abort(why);
     if (comm_) (void)ncclCommAbort(comm_);

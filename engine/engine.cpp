@@ -140,7 +140,10 @@ class EngineImpl {
     }
     model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
                                      opt.use_cuda_graphs, comm_);
-    kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
+    // Tensor parallel: rank 0 schedules blocks every rank's pool holds (each
+    // sized its pool from its own free memory).
+    const int kv_blocks = comm_ ? static_cast<int>(comm_->all_min(model_->kv_num_blocks())) : model_->kv_num_blocks();
+    kv_ = std::make_unique<KvBlockManager>(kv_blocks, limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
     scheduler_ = std::make_unique<Scheduler>(limits_, *kv_, cfg_.eos_token_ids);

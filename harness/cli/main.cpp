@@ -138,7 +138,7 @@ static int follower(const std::vector<std::string>& rest) {
 static int finish_tensor_parallel(const std::string& command, int code) {
   auto& group = lantern::cli::current_tp_group();
   if (!group) return code;
-  const std::string failure = group->finish();
+  const std::string failure = group->finish(code != 0);
   group.reset();
   if (!failure.empty() && code == 0) {
     print_error(command, failure);

@@ -118,8 +118,11 @@ std::string TpGroup::status_of(int r) {
   return strformat("(pid %d) exited with status %d", pids_[r], WEXITSTATUS(st));
 }
 
-std::string TpGroup::finish() {
-  comm_.reset();  // closes the connections: a follower still waiting exits
+std::string TpGroup::finish(bool command_failed) {
+  // Closing the connections makes a follower still waiting exit; after a
+  // failure the communicator is aborted first, so nothing waits on a peer.
+  if (comm_ && command_failed) comm_->abort("rank 0 failed");
+  comm_.reset();
   std::string failure;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (int r = 1; r < world_; ++r) {

@@ -34,9 +34,11 @@ class TpGroup {
   // Rank 0's run directory (--record): followers record into RUN/rank-R, and
   // finish() merges the ranks' traces and kernel tables into RUN.
   void set_record_dir(const std::string& dir) { record_dir_ = dir; }
-  // After the engine is gone: waits for the followers (a few seconds at
-  // most, then kills them). Returns the first failure's description, or "".
-  std::string finish();
+  // After the engine is gone: ends the communicator (aborts it when the
+  // command failed, `command_failed`), waits for the followers (a few
+  // seconds at most, then kills them). Returns the first failure's
+  // description, or "".
+  std::string finish(bool command_failed);
   // "exited with status 3" / "was killed by signal 9" / "" while running.
   std::string status_of(int rank);
 

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <sys/socket.h>
+
 #include "engine/model.h"
 #include "engine/safetensors.h"
 #include "engine/synth.h"
@@ -355,6 +357,79 @@ TEST(TensorParallel, AnAbortedGroupFailsInsteadOfHanging) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("rank 1 lost its device"));
   }
+}
+
+// The collectives of both CPU communicators on 3 ranks (threads): sums in
+// rank order, rank 0's bytes everywhere, the minimum; the host one over
+// socketpairs, as the launcher connects processes.
+void exercise(std::vector<std::unique_ptr<Communicator>>& comms) {
+  const int world = static_cast<int>(comms.size());
+  const size_t n = 1000;
+  std::vector<std::vector<float>> in(world);
+  for (auto& v : in) v = test::random_floats(n);
+  std::vector<std::vector<float>> out = in;
+  std::vector<std::vector<uint8_t>> bytes(world);
+  bytes[0] = {1, 2, 3, 250};
+  std::vector<int64_t> mins(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      comms[r]->all_reduce(out[r].data(), n, ReduceType::f32, nullptr);
+      comms[r]->broadcast(bytes[r]);
+      mins[r] = comms[r]->all_min(100 - 7 * r);
+      comms[r]->barrier();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int q = 0; q < world; ++q) want += in[q][i];
+      ASSERT_EQ(out[r][i], want) << "rank " << r << " element " << i;  // same order: bit-exact
+    }
+    EXPECT_EQ(bytes[r], (std::vector<uint8_t>{1, 2, 3, 250})) << "rank " << r;
+    EXPECT_EQ(mins[r], 100 - 7 * (world - 1)) << "rank " << r;
+  }
+}
+
+TEST(TensorParallel, LocalGroupCollectives) {
+  auto comms = make_local_group(3);
+  exercise(comms);
+}
+
+std::vector<std::unique_ptr<Communicator>> socket_group(int world) {
+  std::vector<int> root(world, -1);
+  std::vector<std::unique_ptr<Communicator>> comms(world);
+  for (int r = 1; r < world; ++r) {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    root[r] = sv[0];
+    comms[r] = make_host_comm(HostCommOptions{r, world, {sv[1]}, {}, 30});
+  }
+  comms[0] = make_host_comm(HostCommOptions{0, world, root, [](int r) { return "(test rank " + std::to_string(r) + " closed)"; }, 30});
+  return comms;
+}
+
+TEST(TensorParallel, HostCommunicatorCollectivesAndALostPeer) {
+  auto comms = socket_group(3);
+  exercise(comms);
+  comms[2].reset();  // rank 2 "exits": its socket closes
+  EXPECT_THAT(comms[0]->poll_peers(), HasSubstr("rank 2 (test rank 2 closed)"));
+  float x[2] = {1, 2};
+  std::thread t([&] {
+    try {
+      comms[1]->all_reduce(x, 2, ReduceType::f32, nullptr);
+    } catch (const Error&) {
+    }
+  });
+  try {
+    float y[2] = {3, 4};
+    comms[0]->all_reduce(y, 2, ReduceType::f32, nullptr);
+    ADD_FAILURE() << "all_reduce with a lost rank returned";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("tensor-parallel rank 2 (test rank 2 closed)"));
+  }
+  comms[0]->abort("test");  // rank 1 waits for the result: the abort ends its wait
+  t.join();
 }
 
 }  // namespace
