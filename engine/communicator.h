@@ -70,7 +70,7 @@ namespace lantern {
 // stops answering fails it after `timeout_s`.
 struct HostCommOptions {
   int rank = 0, world = 1;
-  std::vector<int> fds;                          // owned (closed by the communicator)
+  std::vector<int> fds;                              // owned (closed by the communicator)
   std::function<std::string(int rank)> peer_status;  // may be empty
   double timeout_s = 600;
 };

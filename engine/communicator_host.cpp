@@ -24,11 +24,12 @@ namespace {
 class HostComm final : public Communicator {
  public:
   explicit HostComm(HostCommOptions o) : o_(std::move(o)) {
-    LANTERN_CHECK(o_.world >= 1 && o_.rank >= 0 && o_.rank < o_.world, "tensor-parallel rank %d of %d",
-                  o_.rank, o_.world);
+    LANTERN_CHECK(o_.world >= 1 && o_.rank >= 0 && o_.rank < o_.world,
+                  "tensor-parallel rank %d of %d", o_.rank, o_.world);
     const size_t need = o_.rank == 0 ? static_cast<size_t>(o_.world) : 1;
-    LANTERN_CHECK(o_.fds.size() == need || o_.world == 1, "rank %d of %d needs %zu sockets, got %zu", o_.rank,
-                  o_.world, need, o_.fds.size());
+    LANTERN_CHECK(o_.fds.size() == need || o_.world == 1,
+                  "rank %d of %d needs %zu sockets, got %zu", o_.rank, o_.world, need,
+                  o_.fds.size());
   }
   ~HostComm() override {
     for (size_t i = 0; i < o_.fds.size(); ++i)
@@ -39,7 +40,8 @@ class HostComm final : public Communicator {
   const char* kind() const override { return "host"; }
 
   void all_reduce(void* buf, size_t count, ReduceType type, cudaStream_t) override {
-    LANTERN_CHECK(type == ReduceType::f32, "the host communicator sums f32 buffers (CPU backend); "
+    LANTERN_CHECK(type == ReduceType::f32,
+                  "the host communicator sums f32 buffers (CPU backend); "
                   "GPU ranks use NCCL");
     const size_t bytes = count * 4;
     if (o_.world == 1) return;
@@ -129,7 +131,8 @@ class HostComm final : public Communicator {
   std::string gone(int peer) const {
     std::string status = o_.peer_status ? o_.peer_status(peer) : "";
     return strformat("tensor-parallel rank %d %s (rank %d of %d lost its connection to it)", peer,
-                     status.empty() ? "exited or closed its connection" : status.c_str(), o_.rank, o_.world);
+                     status.empty() ? "exited or closed its connection" : status.c_str(), o_.rank,
+                     o_.world);
   }
 
   // Waits until the socket to `peer` is ready for `events` (bounded by the timeout).
@@ -139,7 +142,8 @@ class HostComm final : public Communicator {
     for (;;) {
       const int r = ::poll(&p, 1, ms);
       if (r < 0 && errno == EINTR) continue;
-      LANTERN_CHECK(r != 0, "tensor-parallel rank %d did not answer rank %d for %.0f s (hung?); "
+      LANTERN_CHECK(r != 0,
+                    "tensor-parallel rank %d did not answer rank %d for %.0f s (hung?); "
                     "raise LANTERN_TP_TIMEOUT_S if a step legitimately takes longer",
                     peer, o_.rank, o_.timeout_s);
       LANTERN_CHECK(r > 0, "poll on the connection to tensor-parallel rank %d failed: %s", peer,

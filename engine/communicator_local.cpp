@@ -13,7 +13,9 @@
 
 namespace lantern {
 
-size_t reduce_type_bytes(ReduceType t) { return t == ReduceType::f32 ? 4 : 2; }
+size_t reduce_type_bytes(ReduceType t) {
+  return t == ReduceType::f32 ? 4 : 2;
+}
 
 namespace {
 
@@ -68,7 +70,8 @@ class LocalComm final : public Communicator {
   const char* kind() const override { return "local"; }
 
   void all_reduce(void* buf, size_t count, ReduceType type, cudaStream_t) override {
-    LANTERN_CHECK(type == ReduceType::f32, "simulated tensor-parallel ranks run on the CPU backend (f32)");
+    LANTERN_CHECK(type == ReduceType::f32,
+                  "simulated tensor-parallel ranks run on the CPU backend (f32)");
     LocalShared& s = *s_;
     s.rendezvous(
         rank_, buf,
@@ -92,7 +95,8 @@ class LocalComm final : public Communicator {
   }
 
   void barrier() override {
-    s_->rendezvous(rank_, nullptr, [] {}, [] {});
+    s_->rendezvous(
+        rank_, nullptr, [] {}, [] {});
   }
 
   int64_t all_min(int64_t value) override {
@@ -102,7 +106,8 @@ class LocalComm final : public Communicator {
         rank_, &value,
         [&] {
           s.min_value = *static_cast<int64_t*>(s.posted[0]);
-          for (int r = 1; r < s.world; ++r) s.min_value = std::min(s.min_value, *static_cast<int64_t*>(s.posted[r]));
+          for (int r = 1; r < s.world; ++r)
+            s.min_value = std::min(s.min_value, *static_cast<int64_t*>(s.posted[r]));
         },
         [&] { result = s.min_value; });
     return result;

@@ -15,14 +15,13 @@
 #include "kernels/base/errors.h"
 
 #if LANTERN_HAVE_NCCL
+#include <cuda_runtime_api.h>
+#include <nccl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
-
-#include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include "kernels/base/cuda_check.h"
 #endif
@@ -31,13 +30,16 @@ namespace lantern {
 
 #if LANTERN_HAVE_NCCL
 
-bool nccl_available() { return true; }
+bool nccl_available() {
+  return true;
+}
 
-#define NCCL_CHECK(call)                                                                          \
-  do {                                                                                            \
-    const ncclResult_t lantern_nccl_status = (call);                                              \
-    LANTERN_CHECK(lantern_nccl_status == ncclSuccess, "%s failed: %s (%s) at %s:%d", #call,       \
-                  ncclGetErrorString(lantern_nccl_status), ncclGetLastError(nullptr), __FILE__, __LINE__); \
+#define NCCL_CHECK(call)                                                                        \
+  do {                                                                                          \
+    const ncclResult_t lantern_nccl_status = (call);                                            \
+    LANTERN_CHECK(lantern_nccl_status == ncclSuccess, "%s failed: %s (%s) at %s:%d", #call,     \
+                  ncclGetErrorString(lantern_nccl_status), ncclGetLastError(nullptr), __FILE__, \
+                  __LINE__);                                                                    \
   } while (0)
 
 namespace {
@@ -71,7 +73,8 @@ class NcclComm final : public Communicator {
     const bool failed = std::uncaught_exceptions() > 0 || !host_->poll_peers().empty();
     const ncclResult_t s = failed ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
     if (s != ncclSuccess)
-      std::fprintf(stderr, "warning: %s: %s\n", failed ? "ncclCommAbort" : "ncclCommDestroy", ncclGetErrorString(s));
+      std::fprintf(stderr, "warning: %s: %s\n", failed ? "ncclCommAbort" : "ncclCommDestroy",
+                   ncclGetErrorString(s));
   }
 
   int rank() const override { return host_->rank(); }
@@ -79,8 +82,8 @@ class NcclComm final : public Communicator {
   const char* kind() const override { return "nccl"; }
 
   void all_reduce(void* buf, size_t count, ReduceType type, cudaStream_t stream) override {
-    NCCL_CHECK(ncclAllReduce(buf, buf, count, type == ReduceType::bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
-                             comm_, stream));
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, type == ReduceType::bf16 ? ncclBfloat16 : ncclFloat32,
+                             ncclSum, comm_, stream));
   }
   void broadcast(std::vector<uint8_t>& bytes) override { host_->broadcast(bytes); }
   void barrier() override { host_->barrier(); }
@@ -137,11 +140,14 @@ std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator> host,
 
 #else  // !LANTERN_HAVE_NCCL
 
-bool nccl_available() { return false; }
+bool nccl_available() {
+  return false;
+}
 
 std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator>, int) {
-  LANTERN_FAIL("this Lantern was built without NCCL (nccl.h / libnccl not found by CMake): install "
-               "NCCL next to the CUDA toolkit and rebuild, or run --tp on --device cpu");
+  LANTERN_FAIL(
+      "this Lantern was built without NCCL (nccl.h / libnccl not found by CMake): install "
+      "NCCL next to the CUDA toolkit and rebuild, or run --tp on --device cpu");
 }
 
 #endif

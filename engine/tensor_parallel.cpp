@@ -19,15 +19,16 @@ void check_shardable(const ModelConfig& cfg, int world) {
   if (world >= 1 && cfg.num_kv_heads % world == 0 && cfg.intermediate_size % world == 0) return;
   std::string ok;
   for (int n : valid_tp_sizes(cfg)) ok += (ok.empty() ? "" : ", ") + std::to_string(n);
-  LANTERN_FAIL("--tp %d cannot split this model: N must divide num_key_value_heads=%d and "
-               "intermediate_size=%d; use --tp one of %s",
-               world, cfg.num_kv_heads, cfg.intermediate_size, ok.c_str());
+  LANTERN_FAIL(
+      "--tp %d cannot split this model: N must divide num_key_value_heads=%d and "
+      "intermediate_size=%d; use --tp one of %s",
+      world, cfg.num_kv_heads, cfg.intermediate_size, ok.c_str());
 }
 
 ModelConfig shard_config(const ModelConfig& cfg, const ShardSpec& shard) {
   check_shardable(cfg, shard.world);
-  LANTERN_CHECK(shard.rank >= 0 && shard.rank < shard.world, "tensor-parallel rank %d outside [0, %d)",
-                shard.rank, shard.world);
+  LANTERN_CHECK(shard.rank >= 0 && shard.rank < shard.world,
+                "tensor-parallel rank %d outside [0, %d)", shard.rank, shard.world);
   ModelConfig c = cfg;
   c.num_q_heads /= shard.world;  // num_q_heads is a multiple of num_kv_heads (validate)
   c.num_kv_heads /= shard.world;
@@ -46,14 +47,25 @@ TensorSlice slice_of(const TensorSpec& spec, const ModelConfig& cfg, const Shard
     s.count = width;
   };
   switch (spec.role) {
-    case TensorRole::wq: cut(TensorSlice::rows, q); break;
+    case TensorRole::wq:
+      cut(TensorSlice::rows, q);
+      break;
     case TensorRole::wk:
-    case TensorRole::wv: cut(TensorSlice::rows, kv); break;
+    case TensorRole::wv:
+      cut(TensorSlice::rows, kv);
+      break;
     case TensorRole::w_gate:
-    case TensorRole::w_up: cut(TensorSlice::rows, inter); break;
-    case TensorRole::wo: cut(TensorSlice::cols, q); break;
-    case TensorRole::w_down: cut(TensorSlice::cols, inter); break;
-    default: break;  // embedding, norms, LM head: replicated
+    case TensorRole::w_up:
+      cut(TensorSlice::rows, inter);
+      break;
+    case TensorRole::wo:
+      cut(TensorSlice::cols, q);
+      break;
+    case TensorRole::w_down:
+      cut(TensorSlice::cols, inter);
+      break;
+    default:
+      break;  // embedding, norms, LM head: replicated
   }
   return s;
 }
@@ -87,7 +99,8 @@ struct Reader {
   const std::vector<uint8_t>& in;
   size_t at = 0;
   void raw(void* p, size_t n) {
-    LANTERN_CHECK(n <= in.size() - at, "tensor-parallel step plan truncated (%zu bytes, need %zu more at %zu)",
+    LANTERN_CHECK(n <= in.size() - at,
+                  "tensor-parallel step plan truncated (%zu bytes, need %zu more at %zu)",
                   in.size(), n, at);
     std::memcpy(p, in.data() + at, n);
     at += n;
@@ -96,8 +109,10 @@ struct Reader {
   void vec(std::vector<T>& v) {
     uint64_t n = 0;
     raw(&n, 8);
-    LANTERN_CHECK(n <= (in.size() - at) / sizeof(T), "tensor-parallel step plan: array of %llu elements "
-                  "does not fit the %zu-byte message", static_cast<unsigned long long>(n), in.size());
+    LANTERN_CHECK(n <= (in.size() - at) / sizeof(T),
+                  "tensor-parallel step plan: array of %llu elements "
+                  "does not fit the %zu-byte message",
+                  static_cast<unsigned long long>(n), in.size());
     v.resize(n);
     if (n) raw(v.data(), n * sizeof(T));
   }
@@ -132,8 +147,10 @@ StepInput decode_step(const std::vector<uint8_t>& bytes) {
   Reader r{bytes};
   uint32_t magic = 0;
   r.raw(&magic, 4);
-  LANTERN_CHECK(magic == kPlanMagic, "tensor-parallel step plan has magic 0x%08x, expected 0x%08x "
-                "(ranks built from different Lantern versions?)", magic, kPlanMagic);
+  LANTERN_CHECK(magic == kPlanMagic,
+                "tensor-parallel step plan has magic 0x%08x, expected 0x%08x "
+                "(ranks built from different Lantern versions?)",
+                magic, kPlanMagic);
   StepInput in;
   int32_t max_fresh = 0;
   uint8_t copy = 0;
@@ -152,7 +169,8 @@ StepInput decode_step(const std::vector<uint8_t>& bytes) {
   r.vec(in.gen_index);
   r.vec(in.seeds);
   r.vec(in.table_updates);
-  LANTERN_CHECK(r.at == bytes.size(), "tensor-parallel step plan has %zu trailing bytes", bytes.size() - r.at);
+  LANTERN_CHECK(r.at == bytes.size(), "tensor-parallel step plan has %zu trailing bytes",
+                bytes.size() - r.at);
   const size_t n = in.tokens.size();
   LANTERN_CHECK(in.positions.size() == n && in.slots.size() == n && !in.fresh_starts.empty(),
                 "tensor-parallel step plan: inconsistent row arrays");

@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "kernels/base/errors.h"
@@ -13,7 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path rank_dir(const fs::path& run, int rank) { return rank == 0 ? run : run / ("rank-" + std::to_string(rank)); }
+fs::path rank_dir(const fs::path& run, int rank) {
+  return rank == 0 ? run : run / ("rank-" + std::to_string(rank));
+}
 
 // The rank's events with their pids moved to 10 * rank + pid and their
 // process names prefixed, so Perfetto shows each rank's tracks as its own
@@ -24,7 +25,8 @@ void add_rank_trace(const fs::path& file, int rank, nlohmann::json& events) {
   nlohmann::json t = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!t.is_object() || !t.contains("traceEvents")) return;
   for (auto& e : t["traceEvents"]) {
-    if (e.contains("pid") && e["pid"].is_number_integer()) e["pid"] = 10 * rank + e["pid"].get<int>();
+    if (e.contains("pid") && e["pid"].is_number_integer())
+      e["pid"] = 10 * rank + e["pid"].get<int>();
     if (e.value("ph", "") == "M" && e.value("name", "") == "process_name" && e.contains("args"))
       e["args"]["name"] = "rank " + std::to_string(rank) + ": " + e["args"].value("name", "");
     events.push_back(std::move(e));
@@ -64,9 +66,10 @@ std::string merge_rank_runs(const std::string& run_dir, int world) {
   }
   nlohmann::json trace = {{"displayTimeUnit", "ms"}, {"traceEvents", std::move(events)}};
   std::ofstream(run / "trace_ranks.json") << trace.dump();
-  return strformat("merged %d of %d ranks' traces and kernel tables into %s/trace_ranks.json and "
-                   "kernels_ranks.csv",
-                   found, world, run_dir.c_str());
+  return strformat(
+      "merged %d of %d ranks' traces and kernel tables into %s/trace_ranks.json and "
+      "kernels_ranks.csv",
+      found, world, run_dir.c_str());
 }
 
 }  // namespace lantern::harness

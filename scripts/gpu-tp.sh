@@ -11,8 +11,10 @@
 #   perf     synthetic llama-3.1-8b decode step, batch 1 and 64, TP=1 vs TP=2 (lantern bench)
 #   comm     commbench --tp 2 (all_reduce_perf-style busbw per size) and a recorded TP=2 decode
 #            run with CUPTI on every step: `lantern inspect` communication section
-# Binaries: BIN_DIR (default build/gpu-machine; its bin/ and tests/), shared libraries from
-# .device/. Logs in /tmp/lantern-tp-logs, tarred into $OUT/tp-logs.tar.gz; summary last.
+# Binaries: BIN_DIR (default build/gpu-machine, else build/default; its bin/ and tests/), shared
+# libraries from .device/. Binaries built elsewhere (carried): SRC_DIR=the checkout they were built
+# in (the tests run bin/lantern by its compiled-in path), linked to this checkout when missing.
+# Logs in /tmp/lantern-tp-logs, tarred into $OUT/tp-logs.tar.gz; summary last.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/lantern-tp-out}"
@@ -20,7 +22,9 @@ LOGS=/tmp/lantern-tp-logs
 mkdir -p "$OUT" "$LOGS"
 export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off (the machine's setting; never cuMulticastCreate)
+if [[ -n ${SRC_DIR:-} && ! -e $SRC_DIR ]]; then mkdir -p "$(dirname "$SRC_DIR")"; ln -s "$PWD" "$SRC_DIR"; fi
 B=${BIN_DIR:-build/gpu-machine}
+[[ -x $B/bin/lantern ]] || B=build/default
 LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests
 M1=models/llama-3.2-1b M8=models/llama-3.1-8b
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)

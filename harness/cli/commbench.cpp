@@ -20,7 +20,8 @@ double median(std::vector<double> v) {
 
 // Times `iters` all_reduce calls one at a time (each synchronised, as the
 // engine's per-op view sees them); returns the median in microseconds.
-std::vector<double> time_cuda(Communicator& comm, void* buf, size_t count, int iters, cudaStream_t s) {
+std::vector<double> time_cuda(Communicator& comm, void* buf, size_t count, int iters,
+                              cudaStream_t s) {
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
@@ -44,7 +45,8 @@ std::vector<double> time_host(Communicator& comm, void* buf, size_t count, int i
   for (int i = 0; i < iters + 3; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     comm.all_reduce(buf, count, ReduceType::f32, nullptr);
-    const double t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    const double t =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     if (i >= 3) us.push_back(t);
   }
   return us;
@@ -74,7 +76,8 @@ std::vector<CommbenchRow> run_commbench(Communicator& comm, kernels::Backend bac
   for (size_t bytes : sizes) {
     const size_t count = std::max<size_t>(1, bytes / elem);
     comm.barrier();
-    const double us = median(cuda ? time_cuda(comm, buf, count, iters, stream) : time_host(comm, buf, count, iters));
+    const double us = median(cuda ? time_cuda(comm, buf, count, iters, stream)
+                                  : time_host(comm, buf, count, iters));
     CommbenchRow r;
     r.bytes = count * elem;
     r.us = us;
@@ -92,7 +95,9 @@ std::vector<CommbenchRow> run_commbench(Communicator& comm, kernels::Backend bac
 nlohmann::json commbench_json(const std::vector<CommbenchRow>& rows) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : rows)
-    a.push_back({{"bytes", r.bytes}, {"median_us", r.us}, {"algbw_gb_per_s", r.algbw_gbs},
+    a.push_back({{"bytes", r.bytes},
+                 {"median_us", r.us},
+                 {"algbw_gb_per_s", r.algbw_gbs},
                  {"busbw_gb_per_s", r.busbw_gbs}});
   return a;
 }

@@ -3,9 +3,8 @@
 // (nccl-tests' all_reduce_perf, through Lantern's own Communicator, so the
 // numbers compare with the all_reduce op of a tensor-parallel run).
 #include <cstddef>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "engine/communicator.h"
 
@@ -13,9 +12,9 @@ namespace lantern::cli {
 
 struct CommbenchRow {
   size_t bytes = 0;
-  double us = 0;          // median time of one all_reduce
-  double algbw_gbs = 0;   // bytes / time
-  double busbw_gbs = 0;   // 2 (N - 1) / N x algbw
+  double us = 0;         // median time of one all_reduce
+  double algbw_gbs = 0;  // bytes / time
+  double busbw_gbs = 0;  // 2 (N - 1) / N x algbw
 };
 
 // cuda: bf16 buffers on GPU `gpu`, timed with CUDA events on one stream;

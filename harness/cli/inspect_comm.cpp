@@ -50,29 +50,36 @@ void print_communication(const runfmt::Run& run) {
     if (k.phase == "decode") decode_comm_us += k.dur_us;
     if (k.bytes > 0 && k.dur_us > 0) by_bytes[k.bytes].push_back(k.dur_us);
   }
-  std::printf("\ncommunication (tensor parallel: rank %d of %d, %s communicator)\n", rank, world, kind.c_str());
+  std::printf("\ncommunication (tensor parallel: rank %d of %d, %s communicator)\n", rank, world,
+              kind.c_str());
   if (calls == 0) {
     std::printf("  no all_reduce records%s\n", world == 1 ? "" : " (was the kernel timing off?)");
     return;
   }
-  std::printf("  all_reduce: %d calls, %.3f ms of %.3f ms op time in steps (%.1f%%)\n", calls, comm_us / 1e3,
-              all_us / 1e3, all_us > 0 ? 100.0 * comm_us / all_us : 0.0);
+  std::printf("  all_reduce: %d calls, %.3f ms of %.3f ms op time in steps (%.1f%%)\n", calls,
+              comm_us / 1e3, all_us / 1e3, all_us > 0 ? 100.0 * comm_us / all_us : 0.0);
   if (!decode_steps.empty())
-    std::printf("  per decode step: %.3f ms of %.3f ms (%.1f%%) over %zu decode steps\n",
-                decode_comm_us / 1e3 / decode_steps.size(), decode_all_us / 1e3 / decode_steps.size(),
-                decode_all_us > 0 ? 100.0 * decode_comm_us / decode_all_us : 0.0, decode_steps.size());
+    std::printf(
+        "  per decode step: %.3f ms of %.3f ms (%.1f%%) over %zu decode steps\n",
+        decode_comm_us / 1e3 / decode_steps.size(), decode_all_us / 1e3 / decode_steps.size(),
+        decode_all_us > 0 ? 100.0 * decode_comm_us / decode_all_us : 0.0, decode_steps.size());
   const double factor = world > 1 ? 2.0 * (world - 1) / world : 0.0;
-  std::printf("  %-14s %8s %12s %14s %14s\n", "message bytes", "calls", "median us", "algbw GB/s", "busbw GB/s");
+  std::printf("  %-14s %8s %12s %14s %14s\n", "message bytes", "calls", "median us", "algbw GB/s",
+              "busbw GB/s");
   for (const auto& [bytes, durs] : by_bytes) {
     const double us = median(durs), algbw = bytes / us / 1e3;
-    std::printf("  %-14.0f %8zu %12.2f %14.2f %14.2f\n", bytes, durs.size(), us, algbw, factor * algbw);
+    std::printf("  %-14.0f %8zu %12.2f %14.2f %14.2f\n", bytes, durs.size(), us, algbw,
+                factor * algbw);
   }
   if (rank == 0 && world > 1) {
     int found = 0;
     for (int r = 1; r < world; ++r)
-      found += std::filesystem::exists(std::filesystem::path(run.dir) / ("rank-" + std::to_string(r)) / "manifest.json");
-    std::printf("  ranks 1..%d: %d run director%s under %s/rank-R; all ranks: trace_ranks.json, kernels_ranks.csv\n",
-                world - 1, found, found == 1 ? "y" : "ies", run.dir.c_str());
+      found += std::filesystem::exists(std::filesystem::path(run.dir) /
+                                       ("rank-" + std::to_string(r)) / "manifest.json");
+    std::printf(
+        "  ranks 1..%d: %d run director%s under %s/rank-R; all ranks: trace_ranks.json, "
+        "kernels_ranks.csv\n",
+        world - 1, found, found == 1 ? "y" : "ies", run.dir.c_str());
   }
 }
 

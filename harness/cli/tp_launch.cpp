@@ -1,26 +1,24 @@
 #include "harness/cli/tp_launch.h"
 
+#include <cuda_runtime_api.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cuda_runtime_api.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/tensor_parallel.h"
-#include "kernels/base/errors.h"
 #include "harness/cli/command.h"
 #include "harness/cli/commbench.h"
 #include "harness/session.h"
 #include "harness/tp_merge.h"
+#include "kernels/base/errors.h"
 
 namespace lantern::cli {
 
@@ -31,7 +29,9 @@ double tp_timeout_s() {
   return t && std::atof(t) > 0 ? std::atof(t) : 600.0;
 }
 
-void keep_nvls_off() { ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
+void keep_nvls_off() {
+  ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+}
 
 }  // namespace
 
@@ -69,9 +69,10 @@ std::unique_ptr<TpGroup> TpGroup::launch(int world) {
     if (pid == 0) {
       // The child keeps its end across exec (no CLOEXEC on a dup).
       const int fd = ::dup(sv[1]);
-      const std::string rank = std::to_string(r), ws = std::to_string(world), fds = std::to_string(fd);
-      ::execl(self, self, "follow", "--tp-rank", rank.c_str(), "--tp-world", ws.c_str(), "--tp-fd", fds.c_str(),
-              static_cast<char*>(nullptr));
+      const std::string rank = std::to_string(r), ws = std::to_string(world),
+                        fds = std::to_string(fd);
+      ::execl(self, self, "follow", "--tp-rank", rank.c_str(), "--tp-world", ws.c_str(), "--tp-fd",
+              fds.c_str(), static_cast<char*>(nullptr));
       std::fprintf(stderr, "lantern: exec of tensor-parallel rank %d (%s) failed: %s\n", r, self,
                    std::strerror(errno));
       ::_exit(127);
@@ -96,7 +97,8 @@ Communicator* TpGroup::connect(const nlohmann::json& setup, kernels::Backend bac
   const std::string text = setup.dump();
   bytes.assign(text.begin(), text.end());
   host->broadcast(bytes);
-  comm_ = backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
+  comm_ =
+      backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
   return comm_.get();
 }
 
@@ -110,11 +112,13 @@ bool TpGroup::reap(int r, bool block) {
 
 std::string TpGroup::status_of(int r) {
   // A closed connection comes just before the exit: give it a moment.
-  for (int i = 0; i < 20 && !reap(r, false); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 20 && !reap(r, false); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (status_[r] == -1) return "";
   const int st = status_[r];
-  if (WIFSIGNALED(st)) return strformat("(pid %d) was killed by signal %d (%s)", pids_[r], WTERMSIG(st),
-                                        strsignal(WTERMSIG(st)));
+  if (WIFSIGNALED(st))
+    return strformat("(pid %d) was killed by signal %d (%s)", pids_[r], WTERMSIG(st),
+                     strsignal(WTERMSIG(st)));
   return strformat("(pid %d) exited with status %d", pids_[r], WEXITSTATUS(st));
 }
 
@@ -131,7 +135,8 @@ std::string TpGroup::finish(bool command_failed) {
     if (!reap(r, false)) {
       ::kill(pids_[r], SIGKILL);
       reap(r, true);
-      if (failure.empty()) failure = strformat("tensor-parallel rank %d did not exit; killed it", r);
+      if (failure.empty())
+        failure = strformat("tensor-parallel rank %d did not exit; killed it", r);
     }
     const int st = status_[r];
     if (failure.empty() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
@@ -166,10 +171,11 @@ ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::
       (void)cudaGetLastError();
       gpus = 0;
     }
-    LANTERN_CHECK(opt.gpu + tp <= gpus,
-                  "--tp %d needs %d GPUs (one per rank, GPUs %d..%d) but found %d GPU%s: lower --tp or "
-                  "run on a machine with more GPUs",
-                  tp, tp, opt.gpu, opt.gpu + tp - 1, gpus, gpus == 1 ? "" : "s");
+    LANTERN_CHECK(
+        opt.gpu + tp <= gpus,
+        "--tp %d needs %d GPUs (one per rank, GPUs %d..%d) but found %d GPU%s: lower --tp or "
+        "run on a machine with more GPUs",
+        tp, tp, opt.gpu, opt.gpu + tp - 1, gpus, gpus == 1 ? "" : "s");
   }
   auto& group = current_tp_group();
   LANTERN_CHECK(!group, "one tensor-parallel engine per process");
@@ -177,14 +183,17 @@ ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::
   group->set_record_dir(record_dir);
   nlohmann::json kernels = nlohmann::json::array();
   for (const auto& [family, variant] : opt.kernels) kernels.push_back({family, variant});
-  const nlohmann::json setup = {{"model", model_dir.string()},    {"backend", kernels::backend_name(opt.backend)},
-                                {"gpu", opt.gpu},                 {"limits", opt.limits.to_json()},
-                                {"cuda_graphs", opt.use_cuda_graphs}, {"kernels", kernels},
+  const nlohmann::json setup = {{"model", model_dir.string()},
+                                {"backend", kernels::backend_name(opt.backend)},
+                                {"gpu", opt.gpu},
+                                {"limits", opt.limits.to_json()},
+                                {"cuda_graphs", opt.use_cuda_graphs},
+                                {"kernels", kernels},
                                 {"record", record_dir}};
   opt.comm = group->connect(setup, opt.backend, opt.gpu);
   if (!quiet)
-    std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator)\n", tp, tp == 1 ? "" : "s",
-                 opt.comm->kind());
+    std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator)\n", tp,
+                 tp == 1 ? "" : "s", opt.comm->kind());
   return ShardSpec{0, tp};
 }
 
@@ -205,11 +214,13 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   host->broadcast(bytes);  // the setup
   const nlohmann::json setup = nlohmann::json::parse(bytes.begin(), bytes.end());
   if (setup.value("mode", "engine") == "commbench") {
-    const auto backend = setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
+    const auto backend =
+        setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
     const int gpu = setup.at("gpu").get<int>() + rank;
     std::unique_ptr<Communicator> comm =
         backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
-    run_commbench(*comm, backend, gpu, setup.at("sizes").get<std::vector<size_t>>(), setup.at("iters").get<int>());
+    run_commbench(*comm, backend, gpu, setup.at("sizes").get<std::vector<size_t>>(),
+                  setup.at("iters").get<int>());
     return 0;
   }
   const ModelConfig cfg = ModelConfig::load(setup.at("model").get<std::string>());
@@ -219,8 +230,9 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   opt.limits = EngineLimits::from_json(setup.at("limits"));
   opt.use_cuda_graphs = setup.at("cuda_graphs").get<bool>();
   for (const auto& k : setup.at("kernels")) opt.kernels.emplace_back(k.at(0), k.at(1));
-  std::unique_ptr<Communicator> comm =
-      opt.backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), opt.gpu) : std::move(host);
+  std::unique_ptr<Communicator> comm = opt.backend == kernels::Backend::cuda
+                                           ? make_nccl_comm(std::move(host), opt.gpu)
+                                           : std::move(host);
   opt.comm = comm.get();
   // With --record on rank 0, each follower records its own run directory
   // RUN/rank-R (NVTX, CUPTI, memory map of this rank's process).
@@ -233,11 +245,14 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   }
   harness::Session session(ho);
   if (ho.enabled) session.apply(opt);
-  Weights w = Weights::load(cfg, setup.at("model").get<std::string>(), opt.backend, {}, opt.gpu,
-                            ShardSpec{rank, world});
+  // Quiet: rank 0 reports the load.
+  Weights w = Weights::load(
+      cfg, setup.at("model").get<std::string>(), opt.backend, [](size_t, size_t) {}, opt.gpu,
+      ShardSpec{rank, world});
   {
     Engine engine(cfg, std::move(w), opt);
-    session.set_command({"follow", "--tp-rank", std::to_string(rank), "--tp-world", std::to_string(world)});
+    session.set_command(
+        {"follow", "--tp-rank", std::to_string(rank), "--tp-world", std::to_string(world)});
     session.set_config(engine.describe());
     engine.follow();
     if (ho.enabled) session.finish(engine);

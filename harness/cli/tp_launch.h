@@ -44,9 +44,9 @@ class TpGroup {
 
  private:
   int world_ = 1;
-  std::vector<int> pids_;     // [world], pids_[0] unused
-  std::vector<int> status_;   // waitpid status once reaped, else -1
-  std::vector<int> fds_;      // rank 0's ends
+  std::vector<int> pids_;    // [world], pids_[0] unused
+  std::vector<int> status_;  // waitpid status once reaped, else -1
+  std::vector<int> fds_;     // rank 0's ends
   std::unique_ptr<Communicator> comm_;
   std::string record_dir_;
   bool reap(int rank, bool block);

@@ -5,16 +5,15 @@
 // it found. With two or more GPUs: `lantern score --tp 2` vs `--tp 1`
 // teacher-forced logits within the bf16 tolerance of
 // docs/engine-verification.md, top-1 agreement where the margin exceeds it.
+#include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-
-#include <cuda_runtime_api.h>
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "engine/communicator.h"
 #include "engine/tensor_parallel.h"
@@ -65,7 +64,8 @@ struct Outcome {
 };
 
 Outcome run_lantern(const std::string& args) {
-  const std::string cmd = (fs::path(LANTERN_BINARY_DIR) / "bin" / "lantern").string() + " " + args + " 2>&1";
+  const std::string cmd =
+      (fs::path(LANTERN_BINARY_DIR) / "bin" / "lantern").string() + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   Outcome o;
   if (!pipe) return o;
@@ -101,11 +101,14 @@ TEST(TensorParallelGpu, OneRankNcclGroupMatchesThePlainEngine) {
   EngineOptions o = gpu_options();
   o.comm = comm.get();
   {
-    Engine tp(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cuda, {}, 0, ShardSpec{0, 1}), o);
+    Engine tp(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cuda, {}, 0, ShardSpec{0, 1}),
+              o);
     const auto got = test::score_positions(tp, ids, 24);
     for (size_t p = 23; p < ids.size(); ++p)
-      EXPECT_LE(test::rel_l2(got[p], want[p]), 1e-6) << "position " << p << ": a one-rank sum is the identity";
-    EXPECT_EQ(generate(tp, {ids.begin(), ids.begin() + 9}, 32), want_tokens) << "greedy, CUDA-graph decode";
+      EXPECT_LE(test::rel_l2(got[p], want[p]), 1e-6)
+          << "position " << p << ": a one-rank sum is the identity";
+    EXPECT_EQ(generate(tp, {ids.begin(), ids.begin() + 9}, 32), want_tokens)
+        << "greedy, CUDA-graph decode";
   }
 }
 
@@ -124,8 +127,9 @@ TEST(TensorParallelGpu, TooFewGpusIsAOneLineError) {
   LANTERN_REQUIRE_GPU();
   const int n = gpu_count();
   // Ranks on GPUs n-1 and n: one more than there are.
-  const Outcome o = run_lantern("generate --device cuda --model " + tiny_model().string() +
-                                " --prompt-ids 1,2 --max-new-tokens 2 --tp 2 --gpu " + std::to_string(n - 1));
+  const Outcome o =
+      run_lantern("generate --device cuda --model " + tiny_model().string() +
+                  " --prompt-ids 1,2 --max-new-tokens 2 --tp 2 --gpu " + std::to_string(n - 1));
   EXPECT_EQ(o.status, 1) << o.output;
   EXPECT_THAT(o.output, HasSubstr("--tp 2 needs 2 GPUs"));
   EXPECT_THAT(o.output, HasSubstr(strformat("but found %d GPU", n)));
@@ -147,8 +151,9 @@ TEST(TensorParallelGpu, TwoGpusScoreLikeOne) {
     std::ofstream ids(dir / "ids.txt");
     for (int32_t t : test::random_token_ids(80)) ids << t << " ";
   }
-  const std::string common = "score --device cuda --model " + tiny_model().string() + " --ids-file " +
-                             (dir / "ids.txt").string() + " --prefill-tokens 40 --quiet --out ";
+  const std::string common = "score --device cuda --model " + tiny_model().string() +
+                             " --ids-file " + (dir / "ids.txt").string() +
+                             " --prefill-tokens 40 --quiet --out ";
   ASSERT_EQ(run_lantern(common + (dir / "tp1.f32").string()).status, 0);
   const Outcome two = run_lantern(common + (dir / "tp2.f32").string() + " --tp 2");
   ASSERT_EQ(two.status, 0) << two.output;
@@ -160,15 +165,18 @@ TEST(TensorParallelGpu, TwoGpusScoreLikeOne) {
   for (size_t p = 0; p < positions; ++p) {
     std::vector<float> ra(a.begin() + p * vocab, a.begin() + (p + 1) * vocab),
         rb(b.begin() + p * vocab, b.begin() + (p + 1) * vocab);
-    EXPECT_LE(test::rel_l2(rb, ra), 2e-2) << "position " << p;  // bf16 (docs/engine-verification.md)
+    EXPECT_LE(test::rel_l2(rb, ra), 2e-2)
+        << "position " << p;  // bf16 (docs/engine-verification.md)
     std::vector<float> sorted = ra;
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
     if (sorted[0] - sorted[1] <= 0.25f) continue;  // a near-tie: bf16 rounding may swap it
     ++checked;
-    agree += std::max_element(ra.begin(), ra.end()) - ra.begin() == std::max_element(rb.begin(), rb.end()) - rb.begin();
+    agree += std::max_element(ra.begin(), ra.end()) - ra.begin() ==
+             std::max_element(rb.begin(), rb.end()) - rb.begin();
   }
   EXPECT_EQ(agree, checked);
-  std::printf("TP=2 vs TP=1: top-1 agreement %d/%d where the margin exceeds 0.25\n", agree, checked);
+  std::printf("TP=2 vs TP=1: top-1 agreement %d/%d where the margin exceeds 0.25\n", agree,
+              checked);
 }
 
 }  // namespace

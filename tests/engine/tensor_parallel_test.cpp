@@ -9,14 +9,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <cstring>
 #include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
-
-#include <sys/socket.h>
 
 #include "engine/model.h"
 #include "engine/safetensors.h"
@@ -78,13 +77,15 @@ struct SimulatedGroup {
   std::vector<std::thread> followers;
   std::vector<std::exception_ptr> errors;
 
-  SimulatedGroup(const ModelConfig& cfg, int world) : comms(make_local_group(world)), errors(world) {
+  SimulatedGroup(const ModelConfig& cfg, int world)
+      : comms(make_local_group(world)), errors(world) {
     // Each rank builds its engine on its own thread (as its own process would).
     auto build = [cfg, world, this](int r) {
       EngineOptions o = cpu_options();
       o.comm = comms[r].get();
       return std::make_unique<Engine>(
-          cfg, Weights::load(cfg, tp_model(), kernels::Backend::cpu, {}, 0, ShardSpec{r, world}), o);
+          cfg, Weights::load(cfg, tp_model(), kernels::Backend::cpu, {}, 0, ShardSpec{r, world}),
+          o);
     };
     for (int r = 1; r < world; ++r)
       followers.emplace_back([this, r, build] {
@@ -164,7 +165,8 @@ void expect_slices_match_file(const Weights& w, const ModelConfig& cfg, const Sh
     in.seekg(static_cast<std::streamoff>(e->begin));
     in.read(full.data(), static_cast<std::streamsize>(full.size()));
     const TensorSlice s = slice_of(specs[i], cfg, shard);
-    const int64_t rows = specs[i].shape[0], cols = specs[i].shape.size() > 1 ? specs[i].shape[1] : 1;
+    const int64_t rows = specs[i].shape[0],
+                  cols = specs[i].shape.size() > 1 ? specs[i].shape[1] : 1;
     std::string want;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
@@ -176,7 +178,8 @@ void expect_slices_match_file(const Weights& w, const ModelConfig& cfg, const Sh
     const WeightView& v = w.views()[i];
     EXPECT_EQ(v.shape, sliced_shape(specs[i].shape, s)) << v.name;
     ASSERT_EQ(v.bytes, want.size()) << v.name;
-    EXPECT_EQ(std::memcmp(static_cast<const char*>(w.block()) + v.offset, want.data(), want.size()), 0)
+    EXPECT_EQ(std::memcmp(static_cast<const char*>(w.block()) + v.offset, want.data(), want.size()),
+              0)
         << v.name << " rank " << shard.rank << "/" << shard.world;
   }
 }
@@ -204,7 +207,8 @@ TEST(TensorParallel, LoaderSlicesAShardedCheckpoint) {
     std::vector<TensorSpec> specs;
     for (const auto& s : expected_tensors(c))
       if ((s.layer == 1) == (part == 1)) specs.push_back(s);
-    const std::string name = part == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    const std::string name =
+        part == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
     SafetensorsLayout l = safetensors_layout(specs);
     std::ofstream out(dir / name, std::ios::binary);
     out << l.prefix;
@@ -239,7 +243,8 @@ TEST(TensorParallel, OpTableHasAnAllReduceAfterOProjAndDownProj) {
     if (tp[i].kind != OpKind::all_reduce) continue;
     ++found;
     EXPECT_STREQ(tp[i].name, "all_reduce");
-    EXPECT_TRUE(tp[i - 1].kind == OpKind::o_proj || tp[i - 1].kind == OpKind::down_proj) << tp[i - 1].name;
+    EXPECT_TRUE(tp[i - 1].kind == OpKind::o_proj || tp[i - 1].kind == OpKind::down_proj)
+        << tp[i - 1].name;
     EXPECT_EQ(tp[i].reads[0], tp[i - 1].writes[0]);
     EXPECT_EQ(tp[i].writes[0], tp[i - 1].writes[0]);
     EXPECT_EQ(tp[i].layer, tp[i - 1].layer);
@@ -405,7 +410,8 @@ std::vector<std::unique_ptr<Communicator>> socket_group(int world) {
     root[r] = sv[0];
     comms[r] = make_host_comm(HostCommOptions{r, world, {sv[1]}, {}, 30});
   }
-  comms[0] = make_host_comm(HostCommOptions{0, world, root, [](int r) { return "(test rank " + std::to_string(r) + " closed)"; }, 30});
+  comms[0] = make_host_comm(HostCommOptions{
+      0, world, root, [](int r) { return "(test rank " + std::to_string(r) + " closed)"; }, 30});
   return comms;
 }
 

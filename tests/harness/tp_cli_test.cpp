@@ -3,6 +3,8 @@
 // produce the tokens of one; an N the model cannot split is refused in one
 // line naming the N that work; a rank killed mid-run makes the run fail
 // within seconds naming the rank and the signal, and leaves no process behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,15 +13,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <string>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "engine/synth.h"
 #include "kernels/base/errors.h"
@@ -31,7 +30,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-fs::path lantern_bin() { return fs::path(LANTERN_BINARY_DIR) / "bin" / "lantern"; }
+fs::path lantern_bin() {
+  return fs::path(LANTERN_BINARY_DIR) / "bin" / "lantern";
+}
 
 // The tiny preset (2 KV heads: --tp 1 or 2), fresh weights per process.
 const fs::path& tiny_model() {
@@ -87,14 +88,15 @@ std::vector<std::vector<int>> tokens_of(const fs::path& out) {
   std::vector<std::vector<int>> t;
   std::ifstream in(out);
   std::string line;
-  while (std::getline(in, line)) t.push_back(nlohmann::json::parse(line).at("tokens").get<std::vector<int>>());
+  while (std::getline(in, line))
+    t.push_back(nlohmann::json::parse(line).at("tokens").get<std::vector<int>>());
   return t;
 }
 
 TEST(TpCli, TwoProcessesGenerateTheTokensOfOne) {
   const fs::path dir = test::scratch_dir("tp-cli-generate"), reqs = requests_file();
-  const std::string common = "generate --device cpu --model " + tiny_model().string() + " --requests " +
-                             reqs.string() + " --max-seqs 4";
+  const std::string common = "generate --device cpu --model " + tiny_model().string() +
+                             " --requests " + reqs.string() + " --max-seqs 4";
   const Outcome one = run_tp(common + " --out " + (dir / "tp1.jsonl").string());
   ASSERT_EQ(one.status, 0) << one.output;
   const Outcome two = run_tp(common + " --tp 2 --out " + (dir / "tp2.jsonl").string());
@@ -108,7 +110,7 @@ TEST(TpCli, TwoProcessesGenerateTheTokensOfOne) {
 
 TEST(TpCli, RefusesAnNTheModelCannotSplit) {
   const Outcome o = run_tp("generate --device cpu --model " + tiny_model().string() +
-                        " --prompt-ids 1,2,3 --max-new-tokens 2 --tp 3");
+                           " --prompt-ids 1,2,3 --max-new-tokens 2 --tp 3");
   EXPECT_EQ(o.status, 1) << o.output;
   EXPECT_THAT(o.output, HasSubstr("lantern generate: error: --tp 3 cannot split this model"));
   EXPECT_THAT(o.output, HasSubstr("use --tp one of 1, 2"));
@@ -131,9 +133,9 @@ TEST(TpCli, AKilledRankFailsTheRunWithinSeconds) {
     (void)f;
     ::dup2(STDERR_FILENO, STDOUT_FILENO);
     const std::string model = tiny_model().string();
-    ::execl(lantern_bin().c_str(), "lantern", "generate", "--device", "cpu", "--model", model.c_str(),
-            "--prompt-ids", "1,2,3,4", "--max-new-tokens", "2000", "--max-context", "4096", "--ids", "--tp", "2",
-            static_cast<char*>(nullptr));
+    ::execl(lantern_bin().c_str(), "lantern", "generate", "--device", "cpu", "--model",
+            model.c_str(), "--prompt-ids", "1,2,3,4", "--max-new-tokens", "2000", "--max-context",
+            "4096", "--ids", "--tp", "2", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   // Wait for rank 1 to exist and for rank 0 to be generating (its first tokens).
@@ -156,7 +158,8 @@ TEST(TpCli, AKilledRankFailsTheRunWithinSeconds) {
   const auto killed = clock::now();
   int st = 0;
   pid_t got = 0;
-  while ((got = waitpid(pid, &st, WNOHANG)) == 0 && clock::now() - killed < std::chrono::seconds(30))
+  while ((got = waitpid(pid, &st, WNOHANG)) == 0 &&
+         clock::now() - killed < std::chrono::seconds(30))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (got == 0) {
     ::kill(pid, SIGKILL);
@@ -168,8 +171,8 @@ TEST(TpCli, AKilledRankFailsTheRunWithinSeconds) {
   ASSERT_TRUE(WIFEXITED(st)) << "rank 0 died of a signal";
   EXPECT_EQ(WEXITSTATUS(st), 1);
   const std::string text = log_text();
-  EXPECT_THAT(text, HasSubstr("lantern generate: error: tensor-parallel rank 1 (pid " + std::to_string(rank1) +
-                                  ") was killed by signal 9"))
+  EXPECT_THAT(text, HasSubstr("lantern generate: error: tensor-parallel rank 1 (pid " +
+                              std::to_string(rank1) + ") was killed by signal 9"))
       << text;
   EXPECT_NE(::kill(rank1, 0), 0) << "rank 1 still exists";
 }
@@ -185,16 +188,19 @@ namespace {
 // kernel table, and inspect's communication section.
 TEST(TpCli, RecordsOneRunDirectoryWithEveryRank) {
   const fs::path run = test::scratch_dir("tp-cli-record") / "run";
-  const Outcome o = run_tp("generate --device cpu --model " + tiny_model().string() +
-                           " --prompt-ids 5,6,7,8 --max-new-tokens 3 --ids --quiet --tp 2 --record " + run.string());
+  const Outcome o = run_tp(
+      "generate --device cpu --model " + tiny_model().string() +
+      " --prompt-ids 5,6,7,8 --max-new-tokens 3 --ids --quiet --tp 2 --record " + run.string());
   ASSERT_EQ(o.status, 0) << o.output;
-  for (const char* f : {"manifest.json", "kernels.csv", "trace.json", "rank-1/manifest.json", "rank-1/kernels.csv",
-                        "rank-1/trace.json", "trace_ranks.json", "kernels_ranks.csv"})
+  for (const char* f :
+       {"manifest.json", "kernels.csv", "trace.json", "rank-1/manifest.json", "rank-1/kernels.csv",
+        "rank-1/trace.json", "trace_ranks.json", "kernels_ranks.csv"})
     EXPECT_TRUE(fs::exists(run / f)) << f;
   const nlohmann::json trace = nlohmann::json::parse(std::ifstream(run / "trace_ranks.json"));
   std::set<std::string> processes;
   for (const auto& e : trace.at("traceEvents"))
-    if (e.value("name", "") == "process_name") processes.insert(e["args"]["name"].get<std::string>());
+    if (e.value("name", "") == "process_name")
+      processes.insert(e["args"]["name"].get<std::string>());
   EXPECT_TRUE(processes.count("rank 0: lantern host")) << trace.dump().substr(0, 400);
   EXPECT_TRUE(processes.count("rank 1: lantern host"));
   // Both ranks ran every layer's two all_reduce ops in every step.
@@ -211,7 +217,8 @@ TEST(TpCli, RecordsOneRunDirectoryWithEveryRank) {
 
   const Outcome inspect = run_tp("inspect " + run.string() + " --check");
   EXPECT_EQ(inspect.status, 0) << inspect.output;
-  EXPECT_THAT(inspect.output, HasSubstr("communication (tensor parallel: rank 0 of 2, host communicator)"));
+  EXPECT_THAT(inspect.output,
+              HasSubstr("communication (tensor parallel: rank 0 of 2, host communicator)"));
   EXPECT_THAT(inspect.output, HasSubstr(strformat("all_reduce: %d calls", 2 * layers * steps)));
   EXPECT_THAT(inspect.output, HasSubstr("busbw GB/s"));
   EXPECT_THAT(inspect.output, HasSubstr("1 run directory under"));
