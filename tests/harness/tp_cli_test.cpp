@@ -183,6 +183,60 @@ TEST(TpCli, AKilledRankFailsTheRunWithinSeconds) {
 namespace lantern {
 namespace {
 
+// The other direction: rank 0 killed mid-run; rank 1 (its child, now an
+// orphan) exits within seconds with an error naming rank 0.
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const size_t close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() ? 'X' : text[close + 2];
+}
+
+TEST(TpCli, AKilledRankZeroEndsTheOtherRanks) {
+  const fs::path log = test::scratch_dir("tp-cli-kill0") / "ranks.log";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stderr);
+    (void)f;
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    const std::string model = tiny_model().string();
+    ::execl(lantern_bin().c_str(), "lantern", "generate", "--device", "cpu", "--model",
+            model.c_str(), "--prompt-ids", "1,2,3,4", "--max-new-tokens", "2000", "--max-context",
+            "4096", "--ids", "--tp", "2", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  using clock = std::chrono::steady_clock;
+  auto log_text = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  pid_t rank1 = -1;
+  for (auto deadline = clock::now() + std::chrono::seconds(60); clock::now() < deadline;) {
+    const auto kids = children_of(pid);
+    if (!kids.empty()) rank1 = kids[0];
+    if (rank1 > 0 && log_text().find("memory budget") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(rank1, 0) << "rank 1 never started: " << log_text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  const auto killed = clock::now();
+  // Gone, or a zombie nobody reaps yet: it exited.
+  while (process_state(rank1) != 'X' && process_state(rank1) != 'Z' &&
+         clock::now() - killed < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double seconds = std::chrono::duration<double>(clock::now() - killed).count();
+  if (process_state(rank1) != 'X' && process_state(rank1) != 'Z') {
+    ::kill(rank1, SIGKILL);
+    FAIL() << "rank 1 still running 30 s after rank 0 was killed: " << log_text();
+  }
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_THAT(log_text(), HasSubstr("lantern rank 1: error: tensor-parallel rank 0 exited"));
+}
+
 // One run directory for the whole run: rank 0's at the top, rank 1's in
 // rank-1/, the merged trace (one Perfetto process per rank and track) and
 // kernel table, and inspect's communication section.
