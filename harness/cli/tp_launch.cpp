@@ -10,12 +10,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "engine/tensor_parallel.h"
 #include "harness/cli/command.h"
 #include "harness/cli/commbench.h"
+#include "harness/harness_options.h"
 #include "harness/session.h"
 #include "harness/tp_merge.h"
 #include "kernels/base/errors.h"
@@ -162,7 +165,8 @@ TpGroup::~TpGroup() {
 }
 
 ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::path& model_dir,
-                         const std::string& record_dir, bool quiet, EngineOptions& opt) {
+                         const std::string& record_dir, bool quiet, EngineOptions& opt,
+                         const nlohmann::json& harness_args) {
   if (tp == 0) return ShardSpec{};
   check_shardable(cfg, tp);
   if (opt.backend == kernels::Backend::cuda) {
@@ -189,7 +193,8 @@ ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::
                                 {"limits", opt.limits.to_json()},
                                 {"cuda_graphs", opt.use_cuda_graphs},
                                 {"kernels", kernels},
-                                {"record", record_dir}};
+                                {"record", record_dir},
+                                {"harness", harness_args}};
   opt.comm = group->connect(setup, opt.backend, opt.gpu);
   if (!quiet)
     std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator)\n", tp,
@@ -238,7 +243,13 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   // RUN/rank-R (NVTX, CUPTI, memory map of this rank's process).
   const std::string record = setup.value("record", "");
   harness::HarnessOptions ho;
-  ho.enabled = !record.empty();
+  const nlohmann::json harness_args = setup.value("harness", nlohmann::json::object());
+  if (!record.empty() && harness_args.contains("values")) {
+    std::map<std::string, std::string> values = harness_args["values"];
+    std::set<std::string> flags = harness_args.value("flags", std::set<std::string>{});
+    ho = harness::harness_options_from(values, flags);
+  }
+  ho.enabled = ho.enabled && !record.empty();
   if (ho.enabled) {
     ho.record_dir = std::filesystem::path(record) / ("rank-" + std::to_string(rank));
     ho.print_summary = false;

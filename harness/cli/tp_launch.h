@@ -7,6 +7,7 @@
 // same engine on their shard and follow the step plans rank 0 broadcasts
 // (Engine::follow). See docs/tensor-parallel.md.
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,12 @@ class TpGroup {
 // ranks 1..N-1, sends them the resolved engine setup (model, backend, limits,
 // kernels, graphs, run directory) and joins the group: sets opt.comm and
 // returns rank 0's shard for Weights::load.
+// `harness_args` ({"values": {option: value}, "flags": [option]}: rank 0's
+// harness options) make the followers record with the same CUPTI schedule
+// and switches.
 ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::path& model_dir,
-                         const std::string& record_dir, bool quiet, EngineOptions& opt);
+                         const std::string& record_dir, bool quiet, EngineOptions& opt,
+                         const nlohmann::json& harness_args = nlohmann::json::object());
 
 // The group of this process when it is rank 0 of a `--tp` run (else null).
 std::unique_ptr<TpGroup>& current_tp_group();
