@@ -12,6 +12,7 @@
 #include "engine/limits_fit.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
+#include "engine/tensor_parallel.h"
 
 namespace lantern {
 
@@ -112,15 +113,17 @@ nlohmann::json MemoryBudget::to_json() const {
 class EngineImpl {
  public:
   EngineImpl(const ModelConfig& cfg, Weights&& weights, const EngineOptions& opt)
-      : cfg_(cfg), opt_(opt), weights_(std::move(weights)), device_(opt.backend, opt.observer, opt.gpu),
+      : cfg_(cfg), opt_(opt), comm_(opt.comm),
+        local_cfg_(comm_ ? shard_config(cfg, ShardSpec{comm_->rank(), comm_->world()}) : cfg),
+        weights_(std::move(weights)), device_(opt.backend, opt.observer, opt.gpu),
         start_(std::chrono::steady_clock::now()) {
     limits_ = opt.limits;
     if (limits_.logits_rows == 0) limits_.logits_rows = limits_.max_seqs;
     limits_.validate(cfg_);
     if (device_.is_cuda())
-      check_limits_fit(cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
+      check_limits_fit(local_cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
     else
-      check_limits_fit(cfg_, limits_, 4, host_memory_bytes(), "host memory");
+      check_limits_fit(local_cfg_, limits_, 4, host_memory_bytes(), "host memory");
     LANTERN_CHECK(weights_.backend() == opt.backend, "weights were loaded for %s but the engine runs on %s",
                   kernels::backend_name(weights_.backend()), kernels::backend_name(opt.backend));
     LANTERN_CHECK(!device_.is_cuda() || weights_.gpu() == opt.gpu,
@@ -143,13 +146,16 @@ class EngineImpl {
                    weights_.bytes(), opt.backend, false};
       opt.observer->on_alloc(e);
     }
-    model_ = std::make_unique<Model>(cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs, fused);
+    model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
+                                     opt.use_cuda_graphs, fused, comm_);
     if (fused && !model_->fused())
       std::fprintf(stderr,
                    "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
                    "weight block; this model's are not, so the unfused table runs (fusion off)\n");
-    kv_ = std::make_unique<KvBlockManager>(model_->kv_num_blocks(), limits_.kv_block_size,
+    // Tensor parallel: rank 0 schedules blocks every rank's pool holds (each
+    // sized its pool from its own free memory).
+    const int kv_blocks = comm_ ? static_cast<int>(comm_->all_min(model_->kv_num_blocks())) : model_->kv_num_blocks();
+    kv_ = std::make_unique<KvBlockManager>(kv_blocks, limits_.kv_block_size,
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
     scheduler_ = std::make_unique<Scheduler>(limits_, *kv_, cfg_.eos_token_ids);
@@ -228,6 +234,10 @@ class EngineImpl {
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
 
+    if (comm_) {  // the followers run the same step on their shards
+      std::vector<uint8_t> plan_bytes = encode_step(in);
+      comm_->broadcast(plan_bytes);
+    }
     const Clock::time_point t_run = Clock::now();
     StepOutput out = model_->run(in);
     const Clock::time_point t_ran = Clock::now();
@@ -307,8 +317,47 @@ class EngineImpl {
 
   void profiler(bool start);
 
+  // Ranks > 0: the broadcast plans until the empty one (end of the group).
+  void follow() {
+    LANTERN_CHECK(comm_ && comm_->rank() > 0, "Engine::follow is for tensor-parallel ranks > 0");
+    for (;;) {
+      std::vector<uint8_t> plan_bytes;
+      comm_->broadcast(plan_bytes);
+      if (plan_bytes.empty()) return;
+      const StepInput in = decode_step(plan_bytes);
+      [[maybe_unused]] StepInfo info;
+      info.step = steps_;
+      info.num_tokens = in.num_rows();
+      info.phase = in.num_fresh_rows() == in.num_rows() ? "prefill"
+                   : in.num_fresh_rows() == 0            ? "decode"
+                                                         : "mixed";
+      LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
+      model_->run(in);
+      LANTERN_OBSERVE(opt_.observer, on_step_end(info));
+      ++steps_;
+    }
+  }
+
+  void end_group() {
+    if (!comm_ || comm_->rank() != 0 || group_ended_) return;
+    group_ended_ = true;
+    std::vector<uint8_t> end;
+    comm_->broadcast(end);
+  }
+
+  ~EngineImpl() {
+    try {
+      end_group();
+    } catch (const std::exception&) {
+      // A peer is gone: the failure that ended the run has been reported.
+    }
+  }
+
   const ModelConfig cfg_;
   EngineOptions opt_;
+  Communicator* comm_ = nullptr;  // tensor parallelism (world 1 included: --tp 1)
+  ModelConfig local_cfg_;         // this rank's config (== cfg_ without tensor parallelism)
+  bool group_ended_ = false;
   EngineLimits limits_;
   Weights weights_;
   Device device_;
@@ -354,6 +403,8 @@ void Engine::run_until_idle() {
   while (impl_->step()) {
   }
 }
+void Engine::follow() { impl_->follow(); }
+void Engine::end_group() { impl_->end_group(); }
 bool Engine::idle() const { return impl_->idle(); }
 std::vector<RequestResult> Engine::take_finished() { return impl_->take_finished(); }
 const ModelConfig& Engine::config() const { return impl_->cfg_; }
@@ -371,7 +422,12 @@ nlohmann::json Engine::describe() const {
     k[kernels::family_name(e.family)] = {{"variant", e.variant}, {"name", e.name}};
   }
   const bool cuda = impl_->opt_.backend == kernels::Backend::cuda;
+  const Communicator* comm = impl_->comm_;
+  nlohmann::json tp = comm ? nlohmann::json{{"world", comm->world()}, {"rank", comm->rank()},
+                                            {"communicator", comm->kind()}}
+                           : nlohmann::json(nullptr);
   return {{"backend", kernels::backend_name(impl_->opt_.backend)},
+          {"tensor_parallel", tp},
           {"gpu", cuda ? nlohmann::json(impl_->opt_.gpu) : nlohmann::json(nullptr)},
           {"model", impl_->cfg_.to_json()},
           {"limits", impl_->limits_.to_json()},

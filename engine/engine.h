@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "engine/communicator.h"
 #include "engine/config.h"
 #include "engine/observer.h"
 #include "engine/weights.h"
@@ -104,6 +105,11 @@ struct EngineOptions {
   // The engine clock (seconds); empty: steady_clock since construction. Tests
   // inject a fake clock to check arrival timing (harness/serving_driver.h).
   std::function<double()> clock;
+  // Tensor parallelism (docs/tensor-parallel.md): this process's rank of the
+  // group (null: off; world 1 runs the TP path with a one-rank group). The config given to the Engine is the full
+  // model's; the weights must be this rank's shard (Weights::load's `shard`).
+  // Rank 0 schedules and broadcasts each step's plan; ranks > 0 call follow().
+  Communicator* comm = nullptr;
 };
 
 // Wall time of the last step() split at Model::run: host bookkeeping
@@ -133,6 +139,13 @@ class Engine {
   // step() and run_until_idle() from one thread (the engine thread).
   bool step();
   void run_until_idle();
+  // Tensor-parallel ranks > 0: run every step rank 0 broadcasts, on this
+  // rank's shard, until rank 0 ends the group (its Engine is destroyed, or
+  // end_group()). Throws when a peer fails.
+  void follow();
+  // Rank 0: tells the followers there are no more steps (also done by the
+  // destructor). Idempotent.
+  void end_group();
   // Thread-safe: true when every submitted request has finished.
   bool idle() const;
   // Thread-safe. Results of finished requests, in finishing order, removed

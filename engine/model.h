@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>  // graph handles (the model owns the CUDA side of a step)
 
 #include "engine/arena.h"
+#include "engine/communicator.h"
 #include "engine/config.h"
 #include "engine/device.h"
 #include "engine/engine.h"
@@ -56,9 +57,12 @@ struct StepOutput {
 // scratch KV block; their logits and tokens are ignored.
 class Model {
  public:
+  // `comm` (tensor parallelism, may be null): `cfg` is then the rank's
+  // config (shard_config) and `weights` its shard; the op table gets an
+  // all_reduce after o_proj and down_proj.
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
         const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs,
-        bool fused = false);
+        bool fused = false, Communicator* comm = nullptr);
   ~Model();
 
   StepOutput run(const StepInput& in);
@@ -81,6 +85,7 @@ class Model {
   EngineLimits limits_;
   kernels::KernelSet kernels_;
   Observer* obs_;
+  Communicator* comm_ = nullptr;  // tensor parallelism (any world, 1 included)
   Arena arena_;
   ActivationViews v_{};
   std::unique_ptr<OpTable> op_table_;
@@ -124,6 +129,7 @@ class Model {
   void op(const OpSpec& o, const Args& args);
   void attention_mixed(const OpSpec& o, const kernels::AttentionPrefillArgs& prefill,
                        const kernels::AttentionDecodeArgs& decode);
+  void all_reduce(const OpSpec& o, int rows);  // model_tp.cpp
 
   // CUDA graphs (model_graphs.cpp).
   struct Graph {

@@ -158,6 +158,7 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::gate_up_proj: return gemm(lw->w_gate_up, n, 2 * I, H);
     case OpKind::mlp_residual_norm:  // the next layer's attn_norm
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), w_.layers[o.layer + 1].attn_norm, out(1), n, H, eps});
+    case OpKind::all_reduce: return all_reduce(o, n);
     case OpKind::final_norm:
       return op(o, kernels::RmsnormArgs{in(0), w_.final_norm, out(0), M(meta_.logit_rows), r, H, eps});
     case OpKind::lm_head: {

@@ -99,7 +99,14 @@ OpSpec spec(OpKind kind, const char* name, kernels::Family family, int layer,
   return o;
 }
 
-void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKind::Attention attention) {
+// Tensor parallelism: the sum of the ranks' partial outputs, in place. Its
+// family field is unused (no registry kernel; Model::all_reduce runs it).
+OpSpec all_reduce_op(int l, ViewId view) {
+  return spec(OpKind::all_reduce, "all_reduce", kernels::Family::gemm, l, {view}, {view});
+}
+
+void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKind::Attention attention,
+               bool tensor_parallel) {
   using F = kernels::Family;
   using K = OpKind;
   ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
@@ -127,18 +134,20 @@ void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKi
       break;
   }
   ops.push_back(spec(K::o_proj, "o_proj", F::gemm, l, {v.attn_out}, {v.o_out}));
+  if (tensor_parallel) ops.push_back(all_reduce_op(l, v.o_out));
   ops.push_back(spec(K::attn_residual, "attn_residual", F::residual, l, {v.x, v.o_out}, {v.x}));
   ops.push_back(spec(K::mlp_norm, "mlp_norm", F::rmsnorm, l, {v.x}, {v.xn}));
   ops.push_back(spec(K::gate_proj, "gate_proj", F::gemm, l, {v.xn}, {v.gate}));
   ops.push_back(spec(K::up_proj, "up_proj", F::gemm, l, {v.xn}, {v.up}));
   ops.push_back(spec(K::swiglu, "swiglu", F::swiglu, l, {v.gate, v.up}, {v.mlp_act}));
   ops.push_back(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down}));
+  if (tensor_parallel) ops.push_back(all_reduce_op(l, v.mlp_down));
   ops.push_back(spec(K::mlp_residual, "mlp_residual", F::residual, l, {v.x, v.mlp_down}, {v.x}));
 }
 
 // The fused layer (op_table.h, step_ops): 9 ops, 10 in layer 0.
 void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const ActivationViews& v,
-                     StepKind::Attention attention) {
+                     StepKind::Attention attention, bool tensor_parallel) {
   using F = kernels::Family;
   using K = OpKind;
   if (l == 0) ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
@@ -161,11 +170,13 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
       break;
   }
   ops.push_back(spec(K::o_proj, "o_proj", F::gemm, l, {v.attn_out}, {v.o_out}));
+  if (tensor_parallel) ops.push_back(all_reduce_op(l, v.o_out));
   ops.push_back(spec(K::attn_residual_norm, "attn_residual_norm", F::add_rmsnorm, l, {v.x, v.o_out},
                      {v.x, v.xn}));
   ops.push_back(spec(K::gate_up_proj, "gate_up_proj", F::gemm, l, {v.xn}, {v.gate_up}));
   ops.push_back(spec(K::swiglu, "swiglu", F::swiglu, l, {v.gate_up}, {v.mlp_act}));
   ops.push_back(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down}));
+  if (tensor_parallel) ops.push_back(all_reduce_op(l, v.mlp_down));
   if (l + 1 < num_layers)
     ops.push_back(spec(K::mlp_residual_norm, "mlp_residual_norm", F::add_rmsnorm, l, {v.x, v.mlp_down},
                        {v.x, v.xn}));
@@ -175,16 +186,16 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
 
 }  // namespace
 
-std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind) {
+std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind, bool tensor_parallel) {
   using F = kernels::Family;
   using K = OpKind;
   std::vector<OpSpec> ops;
   ops.push_back(spec(K::embed, "embed", F::embedding, -1, {}, {v.x}));
   for (int l = 0; l < num_layers; ++l) {
     if (v.fused())
-      add_fused_layer(ops, l, num_layers, v, kind.attention);
+      add_fused_layer(ops, l, num_layers, v, kind.attention, tensor_parallel);
     else
-      add_layer(ops, l, v, kind.attention);
+      add_layer(ops, l, v, kind.attention, tensor_parallel);
   }
   if (kind.head == StepKind::none) return ops;
   // The final norm gathers the logit rows, so the LM head runs on r rows, not n.
@@ -197,11 +208,11 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
   return ops;
 }
 
-OpTable::OpTable(int num_layers, const ActivationViews& v) {
+OpTable::OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel) {
   for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
     for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
       StepKind k{a, h};
-      tables_[index(k)] = step_ops(num_layers, v, k);
+      tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel);
     }
 }
 

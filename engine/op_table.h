@@ -58,6 +58,7 @@ enum class OpKind : uint8_t {
   mlp_residual, final_norm, lm_head, argmax, sample,
   // The fused table's ops (step_ops with fused views).
   qkv_proj, rope_kv_write, attn_residual_norm, gate_up_proj, mlp_residual_norm,
+  all_reduce,  // tensor parallelism: sum of the ranks' partial o_proj / down_proj outputs
 };
 
 // One op of the forward pass: one registry launch (attention_mixed: the
@@ -91,12 +92,15 @@ struct StepKind {
 // (mlp_residual + the NEXT layer's attn_norm; attributed to this layer). Layer
 // 0 starts with attn_norm; the last layer ends with a plain mlp_residual
 // (final_norm gathers logit rows and stays separate).
-std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind);
+// `tensor_parallel`: an all_reduce op (reads and writes o_out / mlp_down, in
+// place; no registry family) right after each o_proj and down_proj.
+std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind,
+                             bool tensor_parallel = false);
 
 // step_ops for every kind, built once: the table Model::forward walks.
 class OpTable {
  public:
-  OpTable(int num_layers, const ActivationViews& v);
+  OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel = false);
   const std::vector<OpSpec>& ops(StepKind kind) const { return tables_[index(kind)]; }
 
  private:

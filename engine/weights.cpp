@@ -302,7 +302,8 @@ struct WeightsLoader {
   };
 
   static Weights load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
-                      const std::function<void(size_t, size_t)>& progress_in, int gpu) {
+                      const std::function<void(size_t, size_t)>& progress_in, int gpu,
+                      const ShardSpec& shard) {
     const auto t0 = std::chrono::steady_clock::now();
     cfg.validate();
     const SafetensorsModel model = open_safetensors_model(model_dir);
@@ -314,8 +315,11 @@ struct WeightsLoader {
     Weights w;
     w.backend_ = backend;
     Reads r;
-    r.payload = lay_out_views(specs, w);
-    plan_reads(model, entries, w, r);
+    if (shard.sharded()) check_shardable(cfg, shard.world);
+    std::vector<TensorSlice> slices;
+    for (const auto& spec : specs) slices.push_back(slice_of(spec, cfg, shard));
+    r.payload = lay_out_views(specs, slices, w);
+    plan_reads(model, entries, slices, w, r);
     const bool report = !progress_in && r.payload > kProgressThreshold;
     r.progress = report ? stderr_progress(backend) : progress_in;
     r.threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxReadThreads);
@@ -360,21 +364,45 @@ struct WeightsLoader {
                  extra.size(), extra.size() == 1 ? "" : "s", names.c_str());
   }
 
-  // One view per tensor in config order, each aligned; returns the payload bytes.
-  static size_t lay_out_views(const std::vector<TensorSpec>& specs, Weights& w) {
+  // One view per tensor in config order, each aligned and holding the
+  // rank's slice (the whole tensor unless sharded); returns the payload bytes.
+  static size_t lay_out_views(const std::vector<TensorSpec>& specs, const std::vector<TensorSlice>& slices,
+                              Weights& w) {
     size_t offset = 0, payload = 0;
-    for (const auto& s : specs) {
-      w.views_.push_back(WeightView{s.name, offset, s.bytes(), s.shape});
-      offset = align_up(offset + s.bytes());
-      payload += s.bytes();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      TensorSpec held = specs[i];
+      held.shape = sliced_shape(specs[i].shape, slices[i]);
+      w.views_.push_back(WeightView{held.name, offset, held.bytes(), held.shape});
+      offset = align_up(offset + held.bytes());
+      payload += held.bytes();
     }
     w.bytes_ = std::max(offset, kWeightAlign);
     return payload;
   }
 
+  // The file ranges of one tensor's slice: a row slice is one range, a
+  // column slice one range per row (rows of the rank's columns packed
+  // densely in the view).
+  static void slice_pieces(int file, const SafetensorsEntry& e, const TensorSlice& s, const WeightView& v,
+                           std::vector<Piece>& pieces) {
+    if (s.kind == TensorSlice::whole) {
+      pieces.push_back({file, e.begin, e.bytes(), v.offset, 0});
+      return;
+    }
+    const size_t elem = safetensors_dtype_bytes(e.dtype);
+    const size_t rows = static_cast<size_t>(e.shape[0]), row_bytes = e.bytes() / rows;
+    if (s.kind == TensorSlice::rows) {
+      pieces.push_back({file, e.begin + s.begin * row_bytes, s.count * row_bytes, v.offset, 0});
+      return;
+    }
+    const size_t part = s.count * elem;
+    for (size_t row = 0; row < rows; ++row)
+      pieces.push_back({file, e.begin + row * row_bytes + s.begin * elem, part, v.offset + row * part, 0});
+  }
+
   // Tensors in file order so every file is read front to back.
   static void plan_reads(const SafetensorsModel& model, const std::vector<SafetensorsEntry>& entries,
-                         const Weights& w, Reads& r) {
+                         const std::vector<TensorSlice>& slices, const Weights& w, Reads& r) {
     for (const auto& f : model.files) {
       Fd fd;
       fd.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -386,7 +414,7 @@ struct WeightsLoader {
     for (size_t i = 0; i < entries.size(); ++i) {
       int file = static_cast<int>(std::find(r.paths.begin(), r.paths.end(), entries[i].file) -
                                   r.paths.begin());
-      pieces.push_back({file, entries[i].begin, entries[i].bytes(), w.views_[i].offset, 0});
+      slice_pieces(file, entries[i], slices[i], w.views_[i], pieces);
     }
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
       return a.file != b.file ? a.file < b.file : a.file_offset < b.file_offset;
@@ -456,8 +484,9 @@ struct WeightsLoader {
 };
 
 Weights Weights::load(const ModelConfig& cfg, const fs::path& model_dir, kernels::Backend backend,
-                      const std::function<void(size_t, size_t)>& progress, int gpu) {
-  return WeightsLoader::load(cfg, model_dir, backend, progress, gpu);
+                      const std::function<void(size_t, size_t)>& progress, int gpu,
+                      const ShardSpec& shard) {
+  return WeightsLoader::load(cfg, model_dir, backend, progress, gpu, shard);
 }
 
 Weights::Weights(Weights&& o) noexcept {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/tensor_parallel.h"
 #include "kernels/registry.h"
 
 namespace lantern {
@@ -42,7 +43,7 @@ struct WeightView {
   std::string name;
   size_t offset = 0;  // inside the weight block
   size_t bytes = 0;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // as held: a tensor-parallel rank's slice when sharded
 };
 
 struct LayerWeights {            // pointers into the block (device or host), bf16
@@ -78,9 +79,12 @@ class Weights {
   // stays small on CUDA (chunked, pipelined staging through pinned buffers).
   // `progress` (may be empty) is called with (bytes done, bytes total).
   // cuda: the block lives on GPU `gpu` (made current for the calling thread).
+  // `shard`: read only this tensor-parallel rank's slice of each split tensor
+  // (tensor_parallel.h); `cfg` is the full model's config either way.
   static Weights load(const ModelConfig& cfg, const std::filesystem::path& model_dir,
                       kernels::Backend backend,
-                      const std::function<void(size_t, size_t)>& progress = {}, int gpu = 0);
+                      const std::function<void(size_t, size_t)>& progress = {}, int gpu = 0,
+                      const ShardSpec& shard = {});
 
   Weights() = default;
   Weights(Weights&&) noexcept;

@@ -11,6 +11,7 @@
 
 #include "kernels/base/errors.h"
 #include "harness/cli/command.h"
+#include "harness/cli/inspect_comm.h"
 #include "harness/runfmt/run_dir.h"
 #include "harness/runfmt/summary.h"
 #include "harness/runfmt/trace.h"
@@ -204,6 +205,7 @@ int inspect(const std::vector<std::string>& argv) {
                  args.positional()[0].c_str());
   print_top(run, by_text == "op" ? runfmt::GroupBy::op : runfmt::GroupBy::kernel, phase,
             static_cast<size_t>(top));
+  print_communication(run);
   print_alias(run);
   print_kv(run);
   print_memory(run);

@@ -9,13 +9,16 @@
 #include "kernels/base/errors.h"
 #include "engine/device.h"
 #include "kernels/base/json_parse.h"
+#include "engine/tensor_parallel.h"
+#include "harness/cli/harness_args.h"
+#include "harness/cli/tp_launch.h"
 
 namespace lantern::cli {
 
 std::vector<std::string> engine_value_options() {
   return {"--model",         "--device",       "--gpu",         "--limits",
           "--max-batch-tokens", "--max-seqs",   "--max-context", "--kv-block-size",
-          "--kv-blocks",     "--kv-fraction",  "--kernels"};
+          "--kv-blocks",     "--kv-fraction",  "--kernels",     "--tp"};
 }
 std::vector<std::string> engine_flag_options() { return {"--quiet", "--no-cuda-graphs"}; }
 
@@ -100,7 +103,15 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
                  total / 1e9);
     if (done == total) std::fprintf(stderr, "\n");
   };
-  Weights w = Weights::load(le.config, le.model_dir, opt.backend, progress, opt.gpu);
+  nlohmann::json harness_args = {{"values", nlohmann::json::object()}, {"flags", nlohmann::json::array()}};
+  for (const std::string& key : harness_value_options())
+    if (auto v = args.get(key)) harness_args["values"][key] = *v;
+  for (const std::string& key : harness_flag_options())
+    if (args.flag(key)) harness_args["flags"].push_back(key);
+  const ShardSpec shard = start_tp_group(static_cast<int>(args.get_int("--tp", 0, 1, 1024)), le.config,
+                                         le.model_dir, args.get_or("--record", ""), args.flag("--quiet"),
+                                         opt, harness_args);
+  Weights w = Weights::load(le.config, le.model_dir, opt.backend, progress, opt.gpu, shard);
   le.load_stats = w.stats();
   if (!quiet)
     std::fprintf(stderr, "lantern: loaded %.3f GB of weights on %s in %.3f s (%.2f GB/s)\n",

@@ -1,4 +1,5 @@
 #include "harness/cli/experiment_runner.h"
+#include "harness/cli/tp_launch.h"
 
 #include <unistd.h>
 
@@ -297,7 +298,8 @@ RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
         family, v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>()));
   eo.use_cuda_graphs = e.resolved["cuda_graphs"];
   session.apply(eo);
-  Weights w = Weights::load(cfg, model.dir, backend);
+  const ShardSpec shard = start_tp_group(o.tp, cfg, model.dir, dir.string(), o.quiet, eo);
+  Weights w = Weights::load(cfg, model.dir, backend, {}, eo.gpu, shard);
   if (!o.quiet)
     std::fprintf(stderr, "lantern: %s on %s with %s: %zu requests, %d warm-up + %d repetitions\n",
                  e.name().c_str(), kernels::backend_name(backend), model.dir.c_str(),

@@ -22,6 +22,7 @@ struct RunOptions {
   bool print_summary = true;           // run dir, top kernels, alias/KV, next commands
   std::filesystem::path workload_out;  // write the expanded workload (.jsonl) here
   bool dry_run = false;                // validate, build the workload, stop before loading weights
+  int tp = 0;                          // --tp N: tensor parallelism over N processes (0: off)
   nlohmann::json pins = nlohmann::json::object();  // recorded effective settings (rerun)
 };
 

@@ -29,6 +29,9 @@ const char* kEngineOptions =
     "  --kernels F=V,...       kernel variant per family by name or number (default: fastest "
     "verified); fusion=off runs the unfused op table (default fusion=on)\n"
     "  --no-cuda-graphs        run decode steps eagerly (default: graphs on)\n"
+    "  --tp N                  tensor parallelism over N processes, one per GPU (GPUs --gpu..\n"
+    "                          --gpu+N-1; cpu: N processes); N must divide the KV heads\n"
+    "                          (default: off; docs/tensor-parallel.md)\n"
     "  --quiet                 no load / budget / per-request lines on stderr\n";
 
 const char* kExperimentOptions =
@@ -57,7 +60,10 @@ std::map<std::string, std::string> build() {
       "  --workload-out FILE     write the expanded workload as .jsonl (the peers read it) "
       "(default: none)\n"
       "  --resolved-out FILE     write the resolved experiment (defaults and --set applied) "
-      "(default: none)\n\n"
+      "(default: none)\n"
+      "  --tp N                  tensor parallelism over N processes, one per GPU; ranks R > 0 record\n"
+      "                          into DIR/rank-R (default: off; not with sweeps; "
+      "docs/tensor-parallel.md)\n\n"
       "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] =
       std::string(
@@ -174,6 +180,20 @@ std::map<std::string, std::string> build() {
       "(default: off)\n"
       "  --compare OTHER_RUN     alias of `lantern compare RUN_DIR OTHER_RUN` (default: none)\n\n"
       "example:\n  lantern inspect runs/mixed --phase decode --top 10\n";
+  h["commbench"] =
+      "usage: lantern commbench [--tp N] [--device cpu|cuda] [--gpu G] [--sizes B,B,...] [--iters K] "
+      "[--out FILE.json]\n"
+      "all_reduce (sum, in place) over N processes started by the --tp launcher, as nccl-tests'\n"
+      "all_reduce_perf measures it: median time per message size, algbw = bytes / time, busbw =\n"
+      "2(N-1)/N x algbw. cuda: NCCL on GPUs G..G+N-1 (bf16); cpu: the host communicator (f32).\n\n"
+      "options:\n"
+      "  --tp N                  ranks (default 2)\n"
+      "  --device cpu|cuda       backend (default: cuda when a GPU is usable, else cpu)\n"
+      "  --gpu G                 first GPU (default 0)\n"
+      "  --sizes B,...           message sizes in bytes (default 8192 .. 268435456, x4)\n"
+      "  --iters K               timed calls per size after 3 warm-ups (default 20)\n"
+      "  --out FILE.json         also write the rows as JSON (default: none)\n\n"
+      "example:\n  lantern commbench --tp 2 --device cuda --out runs/allreduce.json\n";
   h["synth"] =
       "usage: lantern synth --preset NAME --out DIR [--seed N] [--tokenizer-dir DIR] [--threads "
       "N]\n"

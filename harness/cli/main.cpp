@@ -8,6 +8,7 @@
 #include "kernels/base/errors.h"
 #include "kernels/base/json_parse.h"
 #include "harness/cli/command.h"
+#include "harness/cli/tp_launch.h"
 
 namespace lantern::cli {
 
@@ -110,11 +111,49 @@ static void usage() {
     std::fprintf(stderr, "  %-12s %s\n", name.c_str(), c.summary.c_str());
 }
 
+// One line per problem (experiment validation reports them all).
+static void print_error(const std::string& who, const std::string& what) {
+  size_t start = 0;
+  do {
+    size_t end = what.find('\n', start);
+    std::fprintf(stderr, "lantern %s: error: %s\n", who.c_str(), what.substr(start, end - start).c_str());
+    start = end == std::string::npos ? end : end + 1;
+  } while (start != std::string::npos && start < what.size());
+}
+
+// A tensor-parallel rank > 0 (started by rank 0 with --tp-rank).
+static int follower(const std::vector<std::string>& rest) {
+  try {
+    return lantern::cli::tp_follower_main(rest);
+  } catch (const std::exception& e) {
+    std::string rank = "rank ?";
+    for (size_t i = 0; i + 1 < rest.size(); ++i)
+      if (rest[i] == "--tp-rank") rank = "rank " + rest[i + 1];
+    print_error(rank, e.what());
+    return 1;
+  }
+}
+
+// Rank 0 of a --tp run: the followers must end too; a failed one fails the run.
+static int finish_tensor_parallel(const std::string& command, int code) {
+  auto& group = lantern::cli::current_tp_group();
+  if (!group) return code;
+  const std::string failure = group->finish(code != 0);
+  group.reset();
+  if (!failure.empty() && code == 0) {
+    print_error(command, failure);
+    return 1;
+  }
+  return code;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage();
     return argc < 2 ? 2 : 0;
   }
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  if (lantern::cli::is_tp_follower(rest)) return follower(rest);
   auto& table = lantern::cli::commands();
   auto it = table.find(argv[1]);
   if (it == table.end()) {
@@ -122,23 +161,16 @@ int main(int argc, char** argv) {
     usage();
     return 2;
   }
-  std::vector<std::string> rest(argv + 2, argv + argc);
   for (const std::string& a : rest)
     if (a == "--help" || a == "-h") {
       std::fputs(lantern::cli::help_text(argv[1]).c_str(), stdout);
       return 0;
     }
+  int code = 1;
   try {
-    return it->second.fn(rest);
+    code = it->second.fn(rest);
   } catch (const std::exception& e) {
-    // One line per problem (experiment validation reports them all).
-    std::string what = e.what();
-    size_t start = 0;
-    do {
-      size_t end = what.find('\n', start);
-      std::fprintf(stderr, "lantern %s: error: %s\n", argv[1], what.substr(start, end - start).c_str());
-      start = end == std::string::npos ? end : end + 1;
-    } while (start != std::string::npos && start < what.size());
-    return 1;
+    print_error(argv[1], e.what());
   }
+  return finish_tensor_parallel(argv[1], code);
 }

@@ -191,8 +191,8 @@ std::map<std::string, std::string> config_of(const CompareRun& run) {
   }
   flat.erase("name");
   flat.erase("description");
-  for (const char* key : {"backend", "git.commit", "git.dirty", "gpu.name", "peer.name",
-                          "peer.versions", "hashes.weights", "build.type"})
+  for (const char* key : {"backend", "config.tensor_parallel", "git.commit", "git.dirty", "gpu.name",
+                          "peer.name", "peer.versions", "hashes.weights", "build.type"})
     if (const json* v = find_path(m, key); v && !v->is_null())
       flat[std::string("run.") + key] = v->is_string() ? v->get<std::string>() : v->dump();
   return flat;
