@@ -23,5 +23,6 @@ for d in bin tests bench; do
   [[ -e build/default/$d ]] && ln -sfn ../default/$d build/gpu-machine/$d
 done
 export LD_LIBRARY_PATH="$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
+source scripts/nccl-env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 exec bash scripts/gpu-verify.sh "$@"

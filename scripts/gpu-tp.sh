@@ -21,7 +21,7 @@ OUT="${OUT:-/tmp/lantern-tp-out}"
 LOGS=/tmp/lantern-tp-logs
 mkdir -p "$OUT" "$LOGS"
 export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off (the machine's setting; never cuMulticastCreate)
+source scripts/nccl-env.sh  # libnccl.so.2 on the library path; NCCL_NVLS_ENABLE=0 (never cuMulticastCreate)
 if [[ -n ${SRC_DIR:-} && ! -e $SRC_DIR ]]; then mkdir -p "$(dirname "$SRC_DIR")"; ln -s "$PWD" "$SRC_DIR"; fi
 B=${BIN_DIR:-build/gpu-machine}
 [[ -x $B/bin/lantern ]] || B=build/default
