@@ -26,17 +26,7 @@ LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests
 MODEL=models/llama-3.2-1b
 
 BUDGET_S=${BUDGET_S:-100000}  # stop starting steps after this many seconds (device time is scarce)
-step() {  # step NAME LIMIT_S command...
-  local name=$1 limit=$2; shift 2
-  local left=$(( BUDGET_S - SECONDS ))
-  if (( left < 5 )); then echo "$name: skipped (budget)" | tee -a "$LOGS/summary.txt"; return 1; fi
-  (( limit > left )) && limit=$left
-  local t0=$(date +%s)
-  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$LOGS/summary.txt"
-  return $rc
-}
+source scripts/gpu-step.sh  # step NAME LIMIT_S command...
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
 SYNTH=

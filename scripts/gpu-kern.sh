@@ -23,14 +23,7 @@ LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests KBENCH=$B/bench/bench_ke
 MODEL=models/llama-3.2-1b
 # The tests have the build checkout's path compiled in (data, scratch).
 [[ -e /work/wt-cupti ]] || { mkdir -p /work && ln -s "$PWD" /work/wt-cupti; }
-step() {  # step NAME LIMIT_S command...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$LOGS/summary.txt"
-  return $rc
-}
+source scripts/gpu-step.sh  # step NAME LIMIT_S command...
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
 if { has engine || has prefill || has curves; } && [[ ! -f $MODEL/model.safetensors ]]; then
   (step synth 120 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir $DEV/llama3; touch $LOGS/synth.done) &

@@ -20,13 +20,6 @@ B=${BIN_DIR:-build/gpu-machine}
 LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests KBENCH=$B/bench/bench_kernels
 MODEL=models/llama-3.2-1b
 
-step() {  # step NAME LIMIT_S command...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$LOGS/summary.txt"
-  return $rc
-}
+source scripts/gpu-step.sh  # step NAME LIMIT_S command...
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1

@@ -32,14 +32,7 @@ if [[ $# -gt 0 ]]; then STAGES=" $* "; elif [[ $GPUS -ge 2 ]]; then STAGES=" tes
 else STAGES=" one "; fi
 has() { [[ $STAGES == *" $1 "* ]]; }
 
-step() {  # step NAME LIMIT_S command...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$LOGS/summary.txt"
-  return $rc
-}
+source scripts/gpu-step.sh  # step NAME LIMIT_S command...
 synth() {  # synth DIR PRESET
   [[ -f $1/model.safetensors ]] || step "synth_$2" 400 $LANTERN synth --preset "$2" --out "$1" --seed 0 \
     --tokenizer-dir .device/llama3
