@@ -68,20 +68,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
     const int idx = c * kWarp + lane;
     if (idx < vecs) xr[idx] = xv[c];
   }
-  ss = warp_sum(ss);
-  const float inv_rms = 1.0f / sqrtf(ss / hidden + eps);
-  uint4* o = reinterpret_cast<uint4*>(out + size_t(i) * hidden);
-#pragma unroll
-  for (int c = 0; c < kVecs; ++c) {
-    const int idx = c * kWarp + lane;
-    if (idx < vecs) {
-      float wf[8];
-      unpack8(wv[c], wf);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[c][e] = v[c][e] * inv_rms * wf[e];
-      o[idx] = pack8(v[c]);
-    }
-  }
+  warp_rmsnorm_store<kVecs>(v, wv, ss, hidden, eps, out + size_t(i) * hidden, lane);
 }
 
 // Any hidden: pass 1 adds, writes x and sums squares; pass 2 re-reads x (the

@@ -108,6 +108,32 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 inline int ceil_div(long a, long b) { return static_cast<int>((a + b - 1) / b); }
 
+
+// The tail of a one-warp-per-row RMSNorm whose row sits in registers: lane
+// `lane` holds vectors c * kWarp + lane (c < kVecs) as fp32 values `v` with
+// their weight vectors `wv` and its part `ss` of the sum of squares. Reduces
+// ss over the warp and stores bf16(v / rms * w) to `out_row`. Shared by
+// rmsnorm.3 (warp_vec_pdl) and add_rmsnorm.1, so both round identically.
+template <int kVecs>
+__device__ __forceinline__ void warp_rmsnorm_store(float (&v)[kVecs][8], const uint4 (&wv)[kVecs], float ss,
+                                                   int hidden, float eps, bf16* out_row, int lane) {
+  ss = warp_sum(ss);
+  const float inv_rms = 1.0f / sqrtf(ss / hidden + eps);
+  const int vecs = hidden / 8;
+  uint4* o = reinterpret_cast<uint4*>(out_row);
+#pragma unroll
+  for (int c = 0; c < kVecs; ++c) {
+    const int idx = c * kWarp + lane;
+    if (idx < vecs) {
+      float wf[8];
+      unpack8(wv[c], wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[c][e] = v[c][e] * inv_rms * wf[e];
+      o[idx] = pack8(v[c]);
+    }
+  }
+}
+
 }  // namespace lantern::kernels::cuda_detail
 
 namespace lantern::kernels::cuda_detail {
