@@ -19,7 +19,7 @@ if [[ -z "$STEP" ]]; then
 fi
 mkdir -p "$OUT"
 PANELS="memory lifetimes kv timeline kernels experiment"
-xvfb-run -a -s "-screen 0 1920x1080x24" bash -c "
+xvfb-run -a -s "-screen 0 1920x1080x24 -noreset" bash -c "
   for p in $PANELS; do
     '$VIEW' --screenshot '$OUT/viewer-'\$p'.png' --panel \$p --step '$STEP' --size 1600x900 '$RUN' || exit 1
   done"

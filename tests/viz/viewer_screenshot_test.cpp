@@ -76,7 +76,12 @@ const fs::path& recorded_run() { return test::recorded_cpu_run().dir; }
 // xvfb-run -a starts at display :99 and takes the first free one; several
 // processes starting at once (ctest -j, other jobs on a shared machine) can
 // pick the same one and lose it mid-test. Start each process elsewhere.
-std::string xvfb_run() { return "xvfb-run -a -n " + std::to_string(100 + getpid() % 5000) + " "; }
+// -noreset: an X server resets when its last client disconnects, and a
+// client connecting during the reset fails ("Failed to open display"); each
+// command below runs several lantern-views one after another.
+std::string xvfb_run() {
+  return "xvfb-run -a -n " + std::to_string(100 + getpid() % 5000) + " -s '-screen 0 1280x1024x24 -noreset' ";
+}
 
 std::string view_command(const fs::path& out_dir, const fs::path& run_dir, const char* extra = "") {
   std::string cmd = xvfb_run() + "sh -c '";
