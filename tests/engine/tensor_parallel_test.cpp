@@ -193,7 +193,7 @@ TEST(TensorParallel, LoaderReadsTheRanksRowsAndColumns) {
       expect_slices_match_file(w, c, s, tp_model());
     }
   // wq of rank 1 of 2 starts at row q_dim / 2; wo of rank 1 at column q_dim / 2.
-  const TensorSpec& wq = expected_tensors(c)[2];
+  const TensorSpec wq = expected_tensors(c)[2];  // a copy: expected_tensors returns a temporary
   ASSERT_EQ(wq.role, TensorRole::wq);
   EXPECT_EQ(slice_of(wq, c, ShardSpec{1, 2}).begin, c.q_dim() / 2);
 }
