@@ -9,7 +9,8 @@
 #            synthetic llama-3.2-1b and llama-3.1-8b (experiments/tp/compare_logits.py)
 #   greedy   greedy generations, 64 tokens, 4 prompts, 1B and 8B, TP=2 vs TP=1; where they part,
 #            experiments/tp/greedy_divergence.py: near-tie (PASS) or not (FAIL)
-#   perf     synthetic llama-3.1-8b decode step, batch 1 and 64, TP=1 vs TP=2 (lantern bench)
+#   perf     synthetic llama-3.1-8b decode step, batch 1 and 64, TP=1 vs TP=2 (lantern bench), and
+#            TP=2 with LANTERN_TP_ALLREDUCE=nccl (every all_reduce through NCCL, no P2P kernel)
 #   comm     commbench --tp 2 (all_reduce_perf-style busbw per size) and a recorded TP=2 decode
 #            run with CUPTI on every step: `lantern inspect` communication section
 # Binaries: BIN_DIR (default build/gpu-machine, else build/default; its bin/ and tests/), shared
@@ -103,6 +104,9 @@ if has perf; then
       step bench_8b_b${b}_tp$tp 400 $LANTERN bench --model $M8 --device cuda --batch $b --prompt-len 128 \
         --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp$tp.json" --tp $tp
     done
+    # the same TP=2 step with every all_reduce through NCCL (no P2P kernel)
+    LANTERN_TP_ALLREDUCE=nccl step bench_8b_b${b}_tp2_nccl 400 $LANTERN bench --model $M8 --device cuda \
+      --batch $b --prompt-len 128 --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp2_nccl.json" --tp 2
   done
 fi
 if has comm; then

@@ -108,6 +108,16 @@ TEST(TpCli, TwoProcessesGenerateTheTokensOfOne) {
   EXPECT_NE(a[1], a[2]) << "sampled requests with different seeds should differ";
 }
 
+// commbench on the CPU: two host processes, an exact sum checked on every
+// rank before each size is timed, one table for the host path.
+TEST(TpCli, CommbenchChecksTheSumAndTimesEachSize) {
+  const Outcome o = run_tp("commbench --tp 2 --device cpu --sizes 64,4096 --iters 2");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_THAT(o.output, HasSubstr("path host"));
+  EXPECT_THAT(o.output, HasSubstr("64"));
+  EXPECT_THAT(o.output, HasSubstr("4096"));
+}
+
 TEST(TpCli, RefusesAnNTheModelCannotSplit) {
   const Outcome o = run_tp("generate --device cpu --model " + tiny_model().string() +
                            " --prompt-ids 1,2,3 --max-new-tokens 2 --tp 3");
