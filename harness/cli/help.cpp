@@ -67,7 +67,7 @@ std::map<std::string, std::string> build() {
       "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] =
       std::string(
-          "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check]\n"
+          "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check] [--tp N]\n"
           "Reruns a recorded run from its manifest alone (same resolved experiment, device and "
           "model),\n"
           "says whether the weights' hash, the tokenizer's hash or the commit differ, and whether "
@@ -75,7 +75,9 @@ std::map<std::string, std::string> build() {
           "generated tokens are identical to the recorded ones.\n\n"
           "options:\n") +
       kExperimentOptions +
-      "  --check                 exit 1 when any request's tokens differ (default: report only)\n\n"
+      "  --check                 exit 1 when any request's tokens differ (default: report only)\n"
+      "  --tp N                  tensor-parallel ranks (default: as recorded, config.tensor_parallel.world\n"
+      "                          in the manifest; a one-process run reruns on one process)\n\n"
       "example:\n  lantern rerun runs/20261201-030000-default --check\n";
   h["compare"] =
       "usage: lantern compare RUN_A RUN_B [RUN ...] [--csv | --markdown] [--no-kernels]\n"
