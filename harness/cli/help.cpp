@@ -149,7 +149,9 @@ std::map<std::string, std::string> build() {
           "  --decode-steps N        tokens generated each (default 128)\n"
           "  --seed N                seed of the random prompts (default 1)\n"
           "  --bandwidth-gbs X       roofline bandwidth (default 0: measure a device copy)\n"
-          "  --json FILE             also write the numbers as JSON (default: none)\n") +
+          "  --json FILE             also write the numbers as JSON (default: none)\n"
+          "  --verbose               list the per-shape GEMM plans gemm.6 measured at start-up\n"
+          "                          (without it, one line counts them)\n") +
       kEngineOptions +
       "\nexample:\n  lantern bench --model models/llama-3.2-1b --device cuda --batch 8 "
       "--prompt-len 128 "
