@@ -417,8 +417,6 @@ double Engine::now_s() const { return impl_->now(); }
 
 std::vector<kernels::GemmPlan> Engine::gemm_plans() const { return impl_->model_->gemm_plans(); }
 
-namespace {
-
 nlohmann::json gemm_plan_json(const kernels::GemmPlan& p) {
   return {{"m_bucket", p.m_bucket},   {"m_timed", p.m_timed},
           {"n", p.n},                 {"k", p.k},
@@ -431,10 +429,37 @@ nlohmann::json gemm_plan_json(const kernels::GemmPlan& p) {
           {"workspace", p.workspace}, {"workspace_limit", p.workspace_limit},
           {"candidates", p.candidates}, {"rank", p.rank},
           {"us", p.us},               {"heuristic_us", p.heuristic_us},
-          {"timed", p.timed},         {"cold_l2", p.cold_l2}};
+          {"timed", p.timed},         {"cold_l2", p.cold_l2},
+          {"pinned", p.pinned}};
 }
 
-}  // namespace
+kernels::GemmPlan gemm_plan_from_json(const nlohmann::json& j) {
+  kernels::GemmPlan p;
+  p.m_bucket = j.at("m_bucket").get<int>();
+  p.m_timed = j.value("m_timed", 0);
+  p.n = j.at("n").get<int>();
+  p.k = j.at("k").get<int>();
+  p.c_f32 = j.at("out").get<std::string>() == "f32";
+  p.align = j.at("align").get<int>();
+  p.algo_id = j.at("algo_id").get<int>();
+  p.tile = j.at("tile").get<int>();
+  p.stages = j.at("stages").get<int>();
+  p.split_k = j.at("split_k").get<int>();
+  p.split_added = j.value("split_added", false);
+  p.reduction = j.at("reduction").get<int>();
+  p.swizzle = j.at("swizzle").get<int>();
+  p.custom = j.at("custom").get<int>();
+  p.cluster = j.at("cluster").get<int>();
+  p.workspace = j.value("workspace", size_t(0));
+  p.workspace_limit = j.at("workspace_limit").get<size_t>();
+  p.candidates = j.value("candidates", 0);
+  p.rank = j.value("rank", 0);
+  p.us = j.value("us", 0.0);
+  p.heuristic_us = j.value("heuristic_us", 0.0);
+  p.timed = j.value("timed", false);
+  p.cold_l2 = j.value("cold_l2", false);
+  return p;
+}
 
 nlohmann::json Engine::describe() const {
   nlohmann::json k = nlohmann::json::object();

@@ -170,4 +170,10 @@ class Engine {
   std::unique_ptr<EngineImpl> impl_;
 };
 
+// One entry of describe()'s gemm_plans (the manifest's config.gemm_plans)
+// and back into a plan (for kernels::pin_gemm_plans on `lantern rerun`; the
+// device is not recorded); from_json throws on a missing field.
+nlohmann::json gemm_plan_json(const kernels::GemmPlan& p);
+kernels::GemmPlan gemm_plan_from_json(const nlohmann::json& j);
+
 }  // namespace lantern

@@ -5,6 +5,7 @@
 // header: the engine and the harness read these without the CUDA include path.
 #include <cstddef>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace lantern::kernels {
@@ -31,11 +32,24 @@ struct GemmPlan {
   double heuristic_us = 0;   // median time of the heuristic's first candidate
   bool timed = false;    // false: met first inside a graph capture, the heuristic's pick untimed
   bool cold_l2 = false;  // each timed launch ran after an L2 flush (weights from HBM)
+  bool pinned = false;   // taken from pin_gemm_plans (a recorded run's choice), not timed here
+
+  // The algorithm configuration, equal when two plans chose the same kernel.
+  auto config() const { return std::tie(algo_id, tile, stages, split_k, reduction, swizzle, custom, cluster); }
 
   std::string describe() const;  // one line for `lantern bench --verbose`
 };
 
 // Every plan this process made, ordered by (device, n, k, c_f32, m_bucket).
 std::vector<GemmPlan> gemm_plans();
+
+// Plans a recorded run made (its manifest's config.gemm_plans), so that
+// `lantern rerun` runs the same GEMM kernels instead of re-timing — timing
+// near-ties could otherwise pick another algorithm with another summation
+// order. A shape whose key (m_bucket, n, k, out type, alignment, workspace
+// limit) matches a pin takes the heuristic candidate with the pin's
+// configuration, untimed; a pin no candidate matches (another GPU or cuBLAS)
+// is ignored and the shape is timed as usual. Call before the engine starts.
+void pin_gemm_plans(std::vector<GemmPlan> plans);
 
 }  // namespace lantern::kernels

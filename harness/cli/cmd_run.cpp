@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <fstream>
 
-#include "kernels/base/errors.h"
+#include "engine/engine.h"
 #include "harness/cli/command.h"
 #include "harness/cli/experiment_runner.h"
 #include "harness/experiment/sweep.h"
 #include "harness/manifest.h"
+#include "kernels/base/errors.h"
+#include "kernels/gemm_plan.h"
 
 namespace lantern::cli {
 
@@ -121,6 +123,13 @@ int cmd_rerun(const std::vector<std::string>& argv) {
   o.command.insert(o.command.begin(), "rerun");
   o.quiet = args.flag("--quiet");
   o.pins = {{"run", run_dir.string()}, {"created_utc", old_m.value("created_utc", "")}};
+  // The recorded GEMM plans (gemm.6), so the rerun runs the same cuBLASLt
+  // kernels instead of re-timing them (one process; TP ranks > 0 re-time).
+  if (old_m.contains("config") && old_m["config"].contains("gemm_plans")) {
+    std::vector<kernels::GemmPlan> pins;
+    for (const json& p : old_m["config"]["gemm_plans"]) pins.push_back(gemm_plan_from_json(p));
+    kernels::pin_gemm_plans(std::move(pins));
+  }
   // A tensor-parallel run reruns over as many ranks unless --tp says otherwise.
   o.tp = static_cast<int>(args.get_int("--tp", recorded_tp(old_m), 1, 1024));
   RunOutcome out = run_experiment(e, o);

@@ -125,6 +125,29 @@ TEST(GemmGpu, PlannedLtOnFusedShapes) {
   }
 }
 
+// A pinned plan (what `lantern rerun` passes from the recorded manifest) is
+// taken without timing: the shape runs the pinned configuration and still
+// matches the CPU reference. The pin is made from a timed plan of a sibling
+// shape (n + 128, same m and k), whose heuristic offers the same configurations.
+TEST(GemmGpu, PlannedLtTakesAPinnedPlan) {
+  LANTERN_REQUIRE_GPU();
+  const KernelEntry& e = gemm_variant("lt_planned");
+  const int m = 48, k = 768, n_timed = 1280, n_pinned = 1408;  // shapes no other test plans
+  check_gemm({m, n_timed, k, false}, random_bf16_bits_fast(size_t(n_timed) * k), {&e});
+  const std::optional<GemmPlan> timed = plan_of(m, n_timed, k, false);
+  ASSERT_TRUE(timed && timed->timed && !timed->pinned);
+  GemmPlan pin = *timed;
+  pin.n = n_pinned;
+  pin_gemm_plans({pin});
+  check_gemm({m, n_pinned, k, false}, random_bf16_bits_fast(size_t(n_pinned) * k), {&e});
+  pin_gemm_plans({});
+  const std::optional<GemmPlan> got = plan_of(m, n_pinned, k, false);
+  ASSERT_TRUE(got);
+  EXPECT_TRUE(got->pinned) << "the pinned configuration was not among the candidates: " << got->describe();
+  EXPECT_TRUE(got->config() == timed->config()) << got->describe() << " vs " << timed->describe();
+  EXPECT_EQ(got->us, timed->us) << "a pinned plan keeps the recorded time";
+}
+
 // A shape first launched inside a graph capture takes the heuristic's pick,
 // untimed (nothing is timed in a capture), and the graph replays it correctly;
 // its next eager launch plans it by timing. The prepare hook plans a shape
