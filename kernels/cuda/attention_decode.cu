@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kSplitThreads)
     }
   }
   __syncthreads();
-  finish_split<HD, G, kSplitWarps, kFused>(&sm_m[0][0], &sm_l[0][0], &sm_o[0][0][0],
+  finish_split<HD, G, kSplitWarps, kSplitThreads, kFused>(&sm_m[0][0], &sm_l[0][0], &sm_o[0][0][0],
                                            SplitDest{out, part_o, part_ml, g_split_counters, i, kv_head,
                                                      n_kv_heads, group, q_stride, split, n_splits, n_eff});
 }

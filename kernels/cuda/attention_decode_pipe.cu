@@ -24,6 +24,14 @@
 // the last block of a (sequence, kv head) combines the splits (variant 3).
 // Limits: head_dim 64 or 128, group <= 16, a split's block-table entries <=
 // kTableCap; anything else runs variant 5.
+//
+// Variant 7 (split_k_pipe_heads): the same kernel with blocks of 8 warps over H
+// = 8, 4, 2 or 1 adjacent kv heads (warp w: head w % H, key group w / H). A
+// key's K (and V) rows of those heads are adjacent in the cache, so a tile is
+// read as runs of H * head_dim * 2 bytes (at H = 8 and head_dim 64 a whole
+// 16 KB half of a cache block) instead of 128-byte pieces 1 KB apart that 8
+// different blocks fetch at different times. H is the largest that still gives
+// >= 3/4 of the SMs a block (b = 1 at 32 k: H = 4); H * group <= 32.
 #include <algorithm>
 
 #include "kernels/costs.h"
@@ -34,36 +42,40 @@ namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 
-constexpr int kPipeWarps = 4;
-constexpr int kPipeThreads = kPipeWarps * kWarp;
 constexpr int kWarpKeys = 16;  // keys per warp and tile: the k extent of one p.v mma
-constexpr int kTileKeys = kPipeWarps * kWarpKeys;
 constexpr int kRows = 16;       // q heads of a group, padded to the mma's rows
+constexpr int kBlockRows = 32;  // q heads of a block (H kv heads x group) in the merge buffers
 constexpr int kTableCap = 512;  // block-table entries of one split held in shared memory
 constexpr int kStages = 3;
 
 // Own counters (a second array: variant 3-5's live in attention_decode.cu).
 __device__ unsigned g_pipe_counters[kMaxSplitCounters];
 
-template <int HD>
+// A block of W warps serves H adjacent kv heads (their K/V rows are adjacent
+// in the cache: H * HD contiguous elements per key); warp w takes kv head
+// w % H and the w / H-th 16 keys of each tile.
+template <int HD, int H, int W>
 struct PipeShape {
+  static constexpr int kThreads = W * kWarp;
+  static constexpr int kKeyGroups = W / H;  // warps per kv head
+  static constexpr int kTileKeys = kKeyGroups * kWarpKeys;
   // Shared-memory row of one key (elements): 16 bytes of padding make the 8
   // rows an ldmatrix reads fall into distinct banks.
-  static constexpr int kStride = HD + 8;
+  static constexpr int kStride = H * HD + 8;
   static constexpr size_t kTileBytes = size_t(2) * kTileKeys * kStride * sizeof(bf16);  // K and V
   static constexpr size_t kSmem = kStages * kTileBytes + kTableCap * sizeof(int);
   // The warps' merge buffer reuses the stages once the loop is done.
-  static_assert(size_t(kPipeWarps) * kRows * HD * sizeof(float) <= kStages * kTileBytes);
+  static_assert(size_t(kKeyGroups) * kBlockRows * HD * sizeof(float) <= kStages * kTileBytes);
+  static_assert(W % H == 0);
 };
 
 // One warp's 16 keys of a tile: S = Q K^T, online softmax, O += P V.
 // ok[j * 2 + e]: key 8j + 2 * (lane % 4) + e is valid. m, l, o[..][2h..2h+1]
 // belong to row (lane / 4) + 8h.
-template <int HD>
+template <int HD, int kStride>
 __device__ __forceinline__ void pipe_warp_tile(const uint32_t (&qa)[HD / 16][4], const bf16* k_s,
                                                const bf16* v_s, const bool (&ok)[4], float scale_log2,
                                                float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
-  constexpr int kStride = PipeShape<HD>::kStride;
   const int lane = threadIdx.x % kWarp, mtx = lane / 8, r8 = lane % 8;
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
 #pragma unroll
@@ -114,7 +126,7 @@ __device__ __forceinline__ void pipe_warp_tile(const uint32_t (&qa)[HD / 16][4],
 
 // What a block needs to address its split.
 struct PipeSplit {
-  const bf16* head_base;  // pool + kv_head * HD
+  const bf16* head_base;  // pool + first kv head * HD
   const int* table_s;     // the split's block-table entries, from first_blk
   int first_blk, begin, end, block_size;
   size_t row_elems, half_block;
@@ -123,13 +135,14 @@ struct PipeSplit {
 
 // Issue the cp.async copies of tile `tile` (K and V rows) into stage buffer
 // `k_s` (V follows K); invalid keys are zero-filled.
-template <int HD>
+template <class S>
 __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf16* k_s) {
-  constexpr int kChunks = HD / 8, kStride = PipeShape<HD>::kStride;
+  constexpr int kChunks = (S::kStride - 8) / 8, kStride = S::kStride, kTileKeys = S::kTileKeys;
+  static_assert(kTileKeys * kChunks % S::kThreads == 0);
   bf16* v_s = k_s + kTileKeys * kStride;
 #pragma unroll
-  for (int j = 0; j < kTileKeys * kChunks / kPipeThreads; ++j) {
-    const int c = threadIdx.x + j * kPipeThreads, key = c / kChunks, piece = c % kChunks;
+  for (int j = 0; j < kTileKeys * kChunks / S::kThreads; ++j) {
+    const int c = threadIdx.x + j * S::kThreads, key = c / kChunks, piece = c % kChunks;
     const int t = p.begin + tile * kTileKeys + key;
     const int blk = t < p.end ? p.table_s[t / p.block_size - p.first_blk] : -1;
     const bool valid = blk >= 0;
@@ -141,12 +154,13 @@ __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf1
   }
 }
 
-// A warp's final state into the merge buffers (rows < group only): the row
-// sums are completed over the quad first.
+// A warp's final state into the merge buffers (rows < group only) as state
+// `state`, rows from row0: the row sums are completed over the quad first.
 template <int HD>
 __device__ __forceinline__ void pipe_store_state(const float (&o)[HD / 8][4], const float (&m)[2], float (&l)[2],
-                                                 int group, float* sm_m, float* sm_l, float* sm_o) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+                                                 int group, int state, int row0, float* sm_m, float* sm_l,
+                                                 float* sm_o) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
@@ -155,33 +169,33 @@ __device__ __forceinline__ void pipe_store_state(const float (&o)[HD / 8][4], co
     if (row >= group) continue;
 #pragma unroll
     for (int nd = 0; nd < HD / 8; ++nd) {
-      float* dst = sm_o + (warp * kRows + row) * HD + nd * 8 + 2 * tq;
+      float* dst = sm_o + (state * kBlockRows + row0 + row) * HD + nd * 8 + 2 * tq;
       dst[0] = o[nd][h * 2];
       dst[1] = o[nd][h * 2 + 1];
     }
     if (tq == 0) {
-      sm_m[warp * kRows + row] = m[h];
-      sm_l[warp * kRows + row] = l[h];
+      sm_m[state * kBlockRows + row0 + row] = m[h];
+      sm_l[state * kBlockRows + row0 + row] = l[h];
     }
   }
 }
 
-template <int HD>
-__global__ void __launch_bounds__(kPipeThreads)
+template <int HD, int H, int W>
+__global__ void __launch_bounds__(W * kWarp)
     decode_pipe_kernel(const bf16* q, bf16* out, float* part_o, float2* part_ml,
                        const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
                        const bf16* __restrict__ pool, const int32_t* __restrict__ block_tables,
                        int block_size, int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
                        int max_context, float scale_log2) {
-  using S = PipeShape<HD>;
+  using S = PipeShape<HD, H, W>;
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ float sm_m[kPipeWarps * kRows], sm_l[kPipeWarps * kRows];
+  __shared__ float sm_m[S::kKeyGroups * kBlockRows], sm_l[S::kKeyGroups * kBlockRows];
   bf16* stages = reinterpret_cast<bf16*>(smem);
   int* table_s = reinterpret_cast<int*>(smem + kStages * S::kTileBytes);
 
   trigger_dependents();    // a PDL-launched o_proj GEMV may start streaming its weights now
   grid_dependency_wait();  // q and the cache are written by earlier kernels
-  const int split = blockIdx.x, kv_head = blockIdx.y, i = blockIdx.z, n_splits = gridDim.x;
+  const int split = blockIdx.x, kv0 = blockIdx.y * H, i = blockIdx.z, n_splits = gridDim.x;
   const int slot = seq_slots[i];  // loaded beside the context length: one round trip for both
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
   // Splits sized from the real context; those past it exit (variant 4).
@@ -195,22 +209,23 @@ __global__ void __launch_bounds__(kPipeThreads)
   p.first_blk = p.begin / block_size;
   p.row_elems = size_t(n_kv_heads) * HD;
   p.half_block = size_t(block_size) * p.row_elems;
-  p.head_base = pool + size_t(kv_head) * HD;
+  p.head_base = pool + size_t(kv0) * HD;
   p.table_s = table_s;
   const int32_t* table = block_tables + size_t(slot) * max_blocks_per_seq;
   const int n_blk = p.end > p.begin ? (p.end - 1) / block_size - p.first_blk + 1 : 0;
-  for (int b = threadIdx.x; b < n_blk; b += kPipeThreads) table_s[b] = table[p.first_blk + b];
+  for (int b = threadIdx.x; b < n_blk; b += S::kThreads) table_s[b] = table[p.first_blk + b];
   __syncthreads();
-  const int n_tiles = p.end > p.begin ? (p.end - p.begin + kTileKeys - 1) / kTileKeys : 0;
+  const int n_tiles = p.end > p.begin ? (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys : 0;
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < n_tiles) pipe_load_tile<HD>(p, st, stages + size_t(st) * 2 * kTileKeys * S::kStride);
+    if (st < n_tiles) pipe_load_tile<S>(p, st, stages + size_t(st) * 2 * S::kTileKeys * S::kStride);
     cp_async_commit();
   }
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+  const int hw = warp % H, kg = warp / H;  // this warp's kv head (of the block's) and key group
   // Q as the A operand (rows = heads of the group, zero past it), kept for the whole split.
-  const bf16* qh = q + size_t(i) * q_stride + size_t(kv_head) * group * HD;
+  const bf16* qh = q + size_t(i) * q_stride + size_t(kv0 + hw) * group * HD;
   auto q_pair = [&](int row, int dim) {
     return row < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(row) * HD + dim) : 0u;
   };
@@ -230,54 +245,84 @@ __global__ void __launch_bounds__(kPipeThreads)
     cp_async_wait<kStages - 2>();  // this tile has landed (for this thread's copies) ...
     __syncthreads();               // ... for every thread's, and the oldest stage is free
     const int next = tile + kStages - 1;
-    if (next < n_tiles) pipe_load_tile<HD>(p, next, stages + size_t(next % kStages) * 2 * kTileKeys * S::kStride);
+    if (next < n_tiles) pipe_load_tile<S>(p, next, stages + size_t(next % kStages) * 2 * S::kTileKeys * S::kStride);
     cp_async_commit();
-    const bf16* k_s = stages + size_t(tile % kStages) * 2 * kTileKeys * S::kStride + warp * kWarpKeys * S::kStride;
-    const int key0 = p.begin + tile * kTileKeys + warp * kWarpKeys + 2 * tq;
+    const bf16* k_s = stages + size_t(tile % kStages) * 2 * S::kTileKeys * S::kStride +
+                      kg * kWarpKeys * S::kStride + hw * HD;
+    const int key0 = p.begin + tile * S::kTileKeys + kg * kWarpKeys + 2 * tq;
     const bool ok[4] = {p.key_ok(key0), p.key_ok(key0 + 1), p.key_ok(key0 + 8), p.key_ok(key0 + 9)};
-    pipe_warp_tile<HD>(qa, k_s, k_s + kTileKeys * S::kStride, ok, scale_log2, o, m, l);
+    pipe_warp_tile<HD, S::kStride>(qa, k_s, k_s + S::kTileKeys * S::kStride, ok, scale_log2, o, m, l);
   }
   cp_async_wait<0>();
   __syncthreads();  // the stages become the warps' merge buffer
 
+  // States [key group][kv head * group + row] (each written by exactly one
+  // warp): the block's q heads are the H groups' heads in order, so the split
+  // tail sees one group of H * group heads.
   float* sm_o = reinterpret_cast<float*>(smem);
-  pipe_store_state<HD>(o, m, l, group, sm_m, sm_l, sm_o);
+  pipe_store_state<HD>(o, m, l, group, kg, hw * group, sm_m, sm_l, sm_o);
   __syncthreads();
-  finish_split<HD, kRows, kPipeWarps, true>(sm_m, sm_l, sm_o,
-                                             SplitDest{out, part_o, part_ml, g_pipe_counters, i, kv_head,
-                                                       n_kv_heads, group, q_stride, split, n_splits, n_eff});
+  finish_split<HD, kBlockRows, S::kKeyGroups, S::kThreads, true>(
+      sm_m, sm_l, sm_o,
+      SplitDest{out, part_o, part_ml, g_pipe_counters, i, int(blockIdx.y), n_kv_heads / H, H * group, q_stride,
+                split, n_splits, n_eff});
 }
 
-// Blocks per SM (shared memory bounds it), asked once per head_dim; the
+// Blocks per SM (shared memory bounds it), asked once per instantiation; the
 // dynamic shared-memory limit is raised on every launch (cheap, and right on
 // whichever device is current).
-template <int HD>
+template <int HD, int H, int W>
 int pipe_resident_per_sm() {
   static const int n = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(PipeShape<HD>::kSmem)));
+    using S = PipeShape<HD, H, W>;
+    CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD, H, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(S::kSmem)));
     int blocks = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_pipe_kernel<HD>, kPipeThreads,
-                                                             PipeShape<HD>::kSmem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_pipe_kernel<HD, H, W>, S::kThreads,
+                                                             S::kSmem));
     return std::max(blocks, 1);
   }();
   return n;
 }
 
-template <int HD>
-void launch_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
+// Split count: variant 5's rule (one wave of resident blocks while >= 2 splits
+// of every (sequence, kv-head block) fit) with ~2 waves' worth of blocks above
+// it, capped by max_context (>= 64 keys a split) and the workspace; 0 when a
+// split's block-table entries could exceed kTableCap (the longest split is
+// max(64, ceil(max_context / splits)) keys, one block more when unaligned).
+int pipe_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long work, long resident) {
+  const int max_context = std::max(a.max_context, 1);
+  int splits = std::min(wave_splits(work, resident, ceil_div(2 * resident, work)), max_splits_for(max_context));
+  const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, a.cache.head_dim, 1);
+  if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
+  splits = std::max(splits, 1);
+  const int longest = std::max(kMinSplitKeys, ceil_div(max_context, splits));
+  return ceil_div(longest, a.cache.block_size) + 1 > kTableCap ? 0 : splits;
+}
+
+// Launches with H kv heads per block if the grid then holds at least
+// `min_blocks` blocks (or force); false otherwise (nothing launched).
+template <int HD, int H, int W>
+bool launch_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long min_blocks, bool force) {
+  using S = PipeShape<HD, H, W>;
   const KvCacheRef& c = a.cache;
-  CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(PipeShape<HD>::kSmem)));
+  const int group = a.n_q_heads / c.n_kv_heads;
+  if (c.n_kv_heads % H != 0 || H * group > kBlockRows) return false;
+  const long work = long(a.b) * (c.n_kv_heads / H);
+  const int splits = pipe_splits(a, ctx, work, long(pipe_resident_per_sm<HD, H, W>()) * sm_count());
+  if (splits == 0 || (!force && work * splits < min_blocks)) return false;
+  CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD, H, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(S::kSmem)));
   // [b][heads][splits][hd] partial outputs (16-byte aligned), then their (max, sum).
   auto* part_o = static_cast<float*>(ctx.workspace);
   auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * HD);
-  launch_kernel(true, decode_pipe_kernel<HD>, dim3(splits, c.n_kv_heads, a.b), dim3(kPipeThreads),
-                PipeShape<HD>::kSmem, ctx.stream, static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out),
-                part_o, part_ml, a.seq_slots, a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables,
-                c.block_size, c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads, a.q_stride,
-                std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
+  launch_kernel(true, decode_pipe_kernel<HD, H, W>, dim3(splits, c.n_kv_heads / H, a.b), dim3(S::kThreads),
+                S::kSmem, ctx.stream, static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
+                a.seq_slots, a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables, c.block_size,
+                c.max_blocks_per_seq, c.n_kv_heads, group, a.q_stride, std::max(a.max_context, 1),
+                a.scale * 1.4426950408889634f);
   CUDA_CHECK_LAST("decode_pipe_kernel");
+  return true;
 }
 
 bool pipe_supports(const AttentionDecodeArgs& a) {
@@ -287,37 +332,50 @@ bool pipe_supports(const AttentionDecodeArgs& a) {
          long(a.b) * a.cache.n_kv_heads <= kMaxSplitCounters;
 }
 
-// Split count: variant 5's rule (one wave of resident blocks while >= 2 splits
-// of every (sequence, kv head) fit) with ~2 waves' worth of blocks above it,
-// capped by max_context (>= 64 keys a split) and the workspace.
+// Variant 6: one kv head per block of 4 warps.
+template <int HD>
+bool pipe_one_head(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  return launch_pipe<HD, 1, 4>(a, ctx, 0, true);
+}
+// Variant 7: blocks of 8 warps over 8, 4, 2 or 1 adjacent kv heads, the most
+// that still give a grid of >= 3/4 of the multiprocessors.
+template <int HD>
+bool pipe_head_blocks(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const long min_blocks = 3L * sm_count() / 4;
+  return launch_pipe<HD, 8, 8>(a, ctx, min_blocks, false) || launch_pipe<HD, 4, 8>(a, ctx, min_blocks, false) ||
+         launch_pipe<HD, 2, 8>(a, ctx, min_blocks, false) || launch_pipe<HD, 1, 8>(a, ctx, 0, true);
+}
+
+template <bool kHeadBlocks>
 void decode_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  check_decode(a, "attention_decode.split_k_pipe");
+  check_decode(a, kHeadBlocks ? "attention_decode.split_k_pipe_heads" : "attention_decode.split_k_pipe");
   if (a.b == 0) return;
-  if (!pipe_supports(a)) return decode_split_wave(a, ctx);
-  const KvCacheRef& c = a.cache;
-  const int hd = c.head_dim, max_context = std::max(a.max_context, 1);
-  const long work = long(a.b) * c.n_kv_heads;
-  const long resident = long(hd == 64 ? pipe_resident_per_sm<64>() : pipe_resident_per_sm<128>()) * sm_count();
-  int splits = std::min(wave_splits(work, resident, ceil_div(2 * resident, work)), max_splits_for(max_context));
-  const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, hd, 1);
-  if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
-  splits = std::max(splits, 1);
-  // A split's table entries must fit the shared-memory copy (the longest split
-  // is max(64, ceil(max_context / splits)) keys, one block more when unaligned).
-  const int longest = std::max(kMinSplitKeys, ceil_div(max_context, splits));
-  if (ceil_div(longest, c.block_size) + 1 > kTableCap) return decode_split_wave(a, ctx);
-  if (hd == 64) return launch_pipe<64>(a, ctx, splits);
-  return launch_pipe<128>(a, ctx, splits);
+  bool done = false;
+  if (pipe_supports(a)) {
+    if (a.cache.head_dim == 64)
+      done = kHeadBlocks ? pipe_head_blocks<64>(a, ctx) : pipe_one_head<64>(a, ctx);
+    else
+      done = kHeadBlocks ? pipe_head_blocks<128>(a, ctx) : pipe_one_head<128>(a, ctx);
+  }
+  if (!done) decode_split_wave(a, ctx);
 }
 
 }  // namespace
 
+// Both kTestedOnly: 6 measured faster than 5 in bench_kernels and in the engine
+// at b = 64/256, but not consistently at b = 1 (docs/performance.md, session 6);
+// 7 is slower than 6 except at long contexts with many sequences.
 void register_attention_decode_pipe_cuda(Registry& r) {
-  r.add(make_entry<AttentionDecodeArgs, decode_pipe, attention_decode_cost<2>>(
+  r.add(make_entry<AttentionDecodeArgs, decode_pipe<false>, attention_decode_cost<2>>(
       6, "split_k_pipe", Backend::cuda,
       "split_k_wave's blocks streaming K/V through a 3-stage cp.async shared-memory ring (block "
       "table staged first) with q.k and p.v on tensor cores (mma.m16n8k16, heads padded to 16)",
-      kPreferred, decode_split_workspace));
+      kTestedOnly, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_pipe<true>, attention_decode_cost<2>>(
+      7, "split_k_pipe_heads", Backend::cuda,
+      "split_k_pipe with blocks of 8 warps over up to 8 adjacent kv heads, so each key's K/V rows "
+      "are read as one contiguous H * head_dim run (whole 16 KB block halves at 8 heads)",
+      kTestedOnly, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

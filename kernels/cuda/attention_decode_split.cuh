@@ -45,22 +45,23 @@ struct SplitDest {
   int i, kv_head, n_kv_heads, group, q_stride, split, n_splits, n_eff;
 };
 
-// The end of a split block of kWarps warps, after a barrier: sm_m / sm_l
-// [kWarps][kRows] and sm_o [kWarps][kRows][HD] hold each warp's state for the
-// group's heads (rows < group). Merges the warps (one thread per head and 8
-// dims); a lone split (n_eff == 1) writes `out`, others their partial, and with
+// The end of a split block of kThreads threads, after a barrier: sm_m / sm_l
+// [kStates][kRows] and sm_o [kStates][kRows][HD] hold kStates partial states
+// (one per warp, or per warp sharing the rows) for the group's heads (rows <
+// group; an empty state is m = -inf, l = 0, o = 0). Merges them (one thread per
+// head and 8 dims); a lone split (n_eff == 1) writes `out`, others their partial, and with
 // kFused the last block of (sequence, kv head) to arrive combines the n_eff
 // partials (threadfence-reduction pattern) and resets the counter.
-template <int HD, int kRows, int kWarps, bool kFused>
+template <int HD, int kRows, int kStates, int kThreads, bool kFused>
 __device__ void finish_split(const float* sm_m, const float* sm_l, const float* sm_o, const SplitDest& d) {
-  constexpr int kThreads = kWarps * kWarp, kChunks = HD / 8;
+  constexpr int kWarps = kThreads / kWarp, kChunks = HD / 8;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int n_q_heads = d.n_kv_heads * d.group, head0 = d.kv_head * d.group;
   for (int item = threadIdx.x; item < d.group * kChunks; item += kThreads) {
     const int g = item / kChunks, c = item % kChunks;
     float mm = -INFINITY, ll = 0.0f, oo[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kStates; ++w) {
       float ow[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) ow[e] = sm_o[(w * kRows + g) * HD + c * 8 + e];
