@@ -106,6 +106,10 @@ class Model {
   size_t workspace_bytes_ = 0;
   void* cublas_ws_ = nullptr;
   void* meta_host_ = nullptr;       // pinned mirror of the step_meta buffer
+  // This step's context lengths in that mirror (attention_decode's cost reads them).
+  const int32_t* host_ctx_lens() const {
+    return reinterpret_cast<const int32_t*>(static_cast<const char*>(meta_host_) + meta_.ctx_lens);
+  }
   int max_table_updates_ = 0;
   size_t act_bytes_ = 0;
 
@@ -156,6 +160,7 @@ class Model {
   void capture(Graph& g, bool sampling);
   int graph_index(const ForwardShape& s) const;  // -1: run eagerly
   void replay(int index);
+  void refresh_decode_costs(Graph& g) const;
   cudaGraphNode_t capture_leaf() const;
   void count_graph_kernels(cudaGraph_t graph, std::vector<OpInfo>& ops) const;
   void destroy_graphs();

@@ -125,11 +125,34 @@ int Model::graph_index(const ForwardShape& s) const {
 }
 
 void Model::replay(int index) {
-  const Graph& g = graphs_[index];
+  Graph& g = graphs_[index];
   CUDA_CHECK(cudaGraphLaunch(g.exec, dev_.stream()));
 #if LANTERN_INSTRUMENTATION
-  if (obs_) obs_->on_graph_replay(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())});
+  if (obs_) {
+    refresh_decode_costs(g);
+    obs_->on_graph_replay(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())});
+  }
 #endif
+}
+
+// The attention_decode kernels read the context lengths from step_meta, so a
+// replay costs what this step's contexts cost, not what the capture's did:
+// recomputed from the pinned mirror (which upload_meta filled for g.rows rows,
+// pad rows at context 1). Every layer's call costs the same.
+void Model::refresh_decode_costs(Graph& g) const {
+  const kernels::KernelEntry& e = kernels_.entry(kernels::Family::attention_decode);
+  kernels::AttentionDecodeArgs a{};
+  a.context_lens = a.host_context_lens = host_ctx_lens();
+  a.cache.block_size = limits_.kv_block_size;
+  a.cache.n_kv_heads = cfg_.num_kv_heads;
+  a.cache.head_dim = cfg_.head_dim;
+  a.b = g.rows;
+  a.max_context = limits_.max_context;
+  a.n_q_heads = cfg_.num_q_heads;
+  a.q_stride = cfg_.q_dim();
+  const kernels::Cost cost = e.cost(&a);
+  for (OpInfo& op : g.ops)
+    if (op.kernel == &e) op.cost = cost;
 }
 
 void Model::destroy_graphs() {

@@ -146,6 +146,10 @@ struct AttentionDecodeArgs {
   KvCacheRef cache;
   int b, max_context, n_q_heads, q_stride;
   float scale;
+  // The same lengths on the host, where the caller has them (the engine's pinned
+  // step_meta mirror), for the cost only; kernels never read it. nullptr: the
+  // CUDA cost counts every sequence at max_context.
+  const int32_t* host_context_lens = nullptr;
 };
 
 struct SwigluArgs {
