@@ -11,4 +11,10 @@ void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx);
 // larger m on cuBLAS. `pdl`: launch with programmatic dependent launch.
 void gemm_skinny_launch(const GemmArgs& a, const LaunchCtx& ctx, bool pdl);
 
+// gate_up_swiglu.2 (gemm_skinny.cu): variant 5's GEMV over the fused gate/up
+// weight with the SwiGLU epilogue, PDL-launched. Returns false (launches
+// nothing) when the shape does not fit (m > 16, k % 32 != 0, unaligned a / w);
+// the caller then runs the unfused path. a.m must be > 0.
+bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
+
 }  // namespace lantern::kernels
