@@ -163,6 +163,8 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::attn_residual_norm:
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), lw->mlp_norm, out(1), n, H, eps});
     case OpKind::gate_up_proj: return gemm(lw->w_gate_up, n, 2 * I, H);
+    case OpKind::gate_up_swiglu:
+      return op(o, kernels::GateUpSwigluArgs{in(0), lw->w_gate_up, out(0), out(1), n, I, H});
     case OpKind::mlp_residual_norm:  // the next layer's attn_norm
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), w_.layers[o.layer + 1].attn_norm, out(1), n, H, eps});
     case OpKind::all_reduce: return all_reduce(o, n);

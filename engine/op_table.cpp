@@ -145,7 +145,7 @@ void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKi
   ops.push_back(spec(K::mlp_residual, "mlp_residual", F::residual, l, {v.x, v.mlp_down}, {v.x}));
 }
 
-// The fused layer (op_table.h, step_ops): 9 ops, 10 in layer 0.
+// The fused layer (op_table.h, step_ops): 8 ops, 9 in layer 0.
 void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const ActivationViews& v,
                      StepKind::Attention attention, bool tensor_parallel) {
   using F = kernels::Family;
@@ -173,8 +173,8 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
   if (tensor_parallel) ops.push_back(all_reduce_op(l, v.o_out));
   ops.push_back(spec(K::attn_residual_norm, "attn_residual_norm", F::add_rmsnorm, l, {v.x, v.o_out},
                      {v.x, v.xn}));
-  ops.push_back(spec(K::gate_up_proj, "gate_up_proj", F::gemm, l, {v.xn}, {v.gate_up}));
-  ops.push_back(spec(K::swiglu, "swiglu", F::swiglu, l, {v.gate_up}, {v.mlp_act}));
+  ops.push_back(spec(K::gate_up_swiglu, "gate_up_swiglu", F::gate_up_swiglu, l, {v.xn},
+                     {v.mlp_act, v.gate_up}));
   ops.push_back(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down}));
   if (tensor_parallel) ops.push_back(all_reduce_op(l, v.mlp_down));
   if (l + 1 < num_layers)

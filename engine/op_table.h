@@ -58,6 +58,7 @@ enum class OpKind : uint8_t {
   mlp_residual, final_norm, lm_head, argmax, sample,
   // The fused table's ops (step_ops with fused views).
   qkv_proj, rope_kv_write, attn_residual_norm, gate_up_proj, mlp_residual_norm,
+  gate_up_swiglu,  // gate/up projection + swiglu (the fused table since session 6)
   all_reduce,  // tensor parallelism: sum of the ranks' partial o_proj / down_proj outputs
 };
 
@@ -85,13 +86,15 @@ struct StepKind {
 // The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
 // ops, then (head != none) final_norm, lm_head, argmax or sample.
 //
-// With a fused layout (v.fused()), a layer is 9 ops: qkv_proj (one GEMM over
+// With a fused layout (v.fused()), a layer is 8 ops: qkv_proj (one GEMM over
 // the fused q/k/v weights), rope_kv_write, attention, o_proj,
-// attn_residual_norm (attn_residual + mlp_norm), gate_up_proj, swiglu (over
-// the [n, 2 inter] gate/up rows), down_proj, mlp_residual_norm
-// (mlp_residual + the NEXT layer's attn_norm; attributed to this layer). Layer
-// 0 starts with attn_norm; the last layer ends with a plain mlp_residual
-// (final_norm gathers logit rows and stays separate).
+// attn_residual_norm (attn_residual + mlp_norm), gate_up_swiglu (the GEMM over
+// the fused gate/up weights and swiglu as one op; it declares the [n, 2 inter]
+// gate_up buffer as a write too -- the scratch its unfused variant and large
+// batches use), down_proj, mlp_residual_norm (mlp_residual + the NEXT layer's
+// attn_norm; attributed to this layer). Layer 0 starts with attn_norm; the
+// last layer ends with a plain mlp_residual (final_norm gathers logit rows and
+// stays separate).
 // `tensor_parallel`: an all_reduce op (reads and writes o_out / mlp_down, in
 // place; no registry family) right after each o_proj and down_proj.
 std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind,

@@ -147,6 +147,17 @@ Cost gemm_cost(const GemmArgs& a) {
   return {bytes, 2.0 * a.m * a.n * a.k};
 }
 
+// gate/up projection + swiglu: a and the [2 inter, k] weight read once, the
+// [m, inter] activation written once (the intermediate is not counted: a fused
+// variant never writes it). FLOPs: the GEMM's plus swiglu's 4 per element.
+template <int ActBytes>
+Cost gate_up_swiglu_cost(const GateUpSwigluArgs& a) {
+  using namespace cost_detail;
+  const double rows = 2.0 * a.inter;
+  const double bytes = double(a.m) * a.k * ActBytes + rows * a.k * kBf16 + double(a.m) * a.inter * ActBytes;
+  return {bytes, 2.0 * a.m * rows * a.k + 4.0 * a.m * a.inter};
+}
+
 template <int ActBytes>
 Cost argmax_cost(const ArgmaxArgs& a) {
   using namespace cost_detail;

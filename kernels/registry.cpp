@@ -11,7 +11,8 @@ namespace lantern::kernels {
 namespace {
 constexpr const char* kFamilyNames[kNumFamilies] = {
     "embedding", "rmsnorm", "rope",   "kv_write", "attention_prefill", "attention_decode",
-    "swiglu",    "residual", "gemm", "argmax",   "sample", "add_rmsnorm", "rope_kv_write"};
+    "swiglu",    "residual", "gemm", "argmax",   "sample", "add_rmsnorm", "rope_kv_write",
+    "gate_up_swiglu"};
 }
 
 const char* backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }

@@ -45,6 +45,7 @@ enum class Family : uint8_t {
   sample,
   add_rmsnorm,
   rope_kv_write,
+  gate_up_swiglu,
   count
 };
 constexpr int kNumFamilies = static_cast<int>(Family::count);
@@ -210,6 +211,21 @@ struct RopeKvWriteArgs {
   int n, n_q_heads, qkv_stride;
 };
 
+// The MLP's gate/up projection fused with SwiGLU: out = silu(g) * u with
+// [g | u] = a @ w^T, w the fused gate/up matrix [2 inter, k] (gate rows, then
+// up rows). The definition is gemm (into `gate_up`, [m, 2 inter]) followed by
+// swiglu (stride 2 inter); the CPU reference runs exactly those two, so g and u
+// are rounded to act before silu(g) * u as in the unfused path. `gate_up` is
+// scratch a variant may write (the definition's intermediate; a fused kernel
+// does not touch it).
+struct GateUpSwigluArgs {
+  const void* a;  // act [m, k]
+  const void* w;  // bf16 [2 inter, k]
+  void* out;      // act [m, inter]
+  void* gate_up;  // act [m, 2 inter] scratch
+  int m, inter, k;
+};
+
 struct ArgmaxArgs {
   const float* logits;  // [b, vocab]
   int32_t* out;         // [b] device (cuda) / host (cpu)
@@ -251,6 +267,7 @@ LANTERN_FAMILY_ARGS(argmax, ArgmaxArgs);
 LANTERN_FAMILY_ARGS(sample, SampleArgs);
 LANTERN_FAMILY_ARGS(add_rmsnorm, AddRmsnormArgs);
 LANTERN_FAMILY_ARGS(rope_kv_write, RopeKvWriteArgs);
+LANTERN_FAMILY_ARGS(gate_up_swiglu, GateUpSwigluArgs);
 #undef LANTERN_FAMILY_ARGS
 
 // Upper bounds the engine sizes the shared device workspace from (once, at

@@ -4,6 +4,7 @@
 // the GPU fusions are tested against the unfused definition.
 //   add_rmsnorm   = residual (x += y), then rmsnorm (x -> out)
 //   rope_kv_write = copy q rows to q_out, rope (q_out, k in qkv), kv_write (k, v)
+//   gate_up_swiglu = gemm (a @ [w_gate; w_up]^T into gate_up), swiglu (stride 2 inter)
 #include <cstring>
 
 #include "kernels/base/errors.h"
@@ -41,6 +42,12 @@ void rope_kv_write_cpu(const RopeKvWriteArgs& a, const LaunchCtx& ctx) {
          ctx);
 }
 
+void gate_up_swiglu_cpu(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  launch(reference(Family::gemm), GemmArgs{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k}, ctx);
+  auto* gate = static_cast<float*>(a.gate_up);
+  launch(reference(Family::swiglu), SwigluArgs{gate, gate + a.inter, a.out, a.m, a.inter, 2 * a.inter}, ctx);
+}
+
 }  // namespace
 
 void register_fused_cpu(Registry& r) {
@@ -49,6 +56,9 @@ void register_fused_cpu(Registry& r) {
   r.add(make_entry<RopeKvWriteArgs, rope_kv_write_cpu, rope_kv_write_cost<4>>(
       0, "cpu_ref", Backend::cpu,
       "CPU fp32 reference: q copied out, the rope reference on (q_out, k), the kv_write reference"));
+  r.add(make_entry<GateUpSwigluArgs, gate_up_swiglu_cpu, gate_up_swiglu_cost<4>>(
+      0, "cpu_ref", Backend::cpu,
+      "CPU fp32 reference: the gemm reference into the [m, 2 inter] scratch, then the swiglu reference"));
 }
 
 }  // namespace lantern::kernels

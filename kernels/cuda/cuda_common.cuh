@@ -58,6 +58,11 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+// SwiGLU's fp32 formula, silu(g) * u = g / (1 + e^-g) * u (the CPU reference's;
+// finite at both ends). Shared by swiglu.* and gate_up_swiglu's fused epilogue,
+// so the two round the same values the same way.
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 // Eight bf16 in one 16-byte word.
 __device__ __forceinline__ void unpack8(const uint4& w, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w);

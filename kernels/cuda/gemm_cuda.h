@@ -21,4 +21,10 @@ void gemm_lt_launch(const GemmArgs& a, const LaunchCtx& ctx);
 void gemm_lt_prepare(const GemmArgs& a, const LaunchCtx& ctx);
 size_t gemm_lt_workspace_bytes(const WorkspaceShape& shape);
 
+// gate_up_swiglu.2 (gemm_skinny.cu): variant 5's GEMV over the fused gate/up
+// weight with the SwiGLU epilogue, PDL-launched. Returns false (launches
+// nothing) when the shape does not fit (m > 16, k % 32 != 0, unaligned a / w);
+// the caller then runs the unfused path. a.m must be > 0.
+bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
+
 }  // namespace lantern::kernels

@@ -27,6 +27,16 @@
 // Both fall back to cuBLAS (variant 1) for m > 16, k % 32 != 0 or unaligned
 // pointers, so one variant serves every batch. Variant 6 (gemm.cu) runs variant
 // 5 where it fits and planned cuBLASLt (gemm_lt.cpp) elsewhere.
+//
+// gate_up_swiglu.2 (gemv_fused) runs the same kernel with a SwiGLU epilogue
+// (SkOut::swiglu): a 16-row tile is 8 gate rows j..j+7 (the mma's rows 0-7)
+// and the matching 8 up rows inter + j.. (rows 8-15), so a fragment lane's
+// accumulators c0/c1 hold gate and c2/c3 the up value of the same (row, batch)
+// -- in the cross-warp reduction they are items r and r + 2, two lanes apart
+// in one warp: a shuffle pairs them and the epilogue writes silu(g) * u for
+// rows j..j+7 directly. g and u are rounded to bf16 first (what swiglu reads in
+// the unfused path), and each row's fp32 sum is the unfused GEMV's (same k
+// split, same order), so the output is bit-identical when the split count is.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -46,13 +56,17 @@ constexpr int kSkMaxM = 16;          // two mma n-tiles of 8 batch rows
 constexpr int kSkMaxSplits = 8;      // blocks per cluster (portable cluster size)
 constexpr int kSkDefaultSplits = 2;  // measured: larger clusters cost more than they add
 
+// What the epilogue writes: c as bf16 or fp32 [m, n], or (swiglu) silu(g) * u
+// as bf16 [m, n] where w holds 2n rows, gate rows then up rows.
+enum class SkOut { bf16, f32, swiglu };
+
 // NT mma n-tiles (batch rows 8 * NT); U chunks of 32 k per register group.
 // kSingle: the launcher guarantees every warp has at most U chunks, so all of a
 // warp's loads form one group, issued at once (no double buffer).
-template <int NT, int U, bool kSingle, bool kOutF32>
+template <int NT, int U, bool kSingle, SkOut kOut>
 __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     gemv_skinny_kernel(const bf16* __restrict__ a,  // [m, k]
-                       const bf16* __restrict__ w,  // [n, k]
+                       const bf16* __restrict__ w,  // [n, k] ([2n, k] for swiglu)
                        void* __restrict__ c,        // [m, n]
                        int m, int n, int k, int splits) {
   __shared__ float4 partial[kSkWarps][kWarp][NT];
@@ -61,9 +75,11 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   const int g = lane / 4, t = lane % 4;
   const int tile = blockIdx.x / splits, split = blockIdx.x % splits;
   const int k_len = k / splits, k0 = split * k_len;
-  const int row0 = tile * kSkRows;
-  const int r_lo = min(row0 + g, n - 1),
-            r_hi = min(row0 + g + 8, n - 1);  // tail rows: masked at the store
+  constexpr bool kSwiglu = kOut == SkOut::swiglu;
+  // Output rows of this tile: 16, or 8 (gate row j, up row n + j) for swiglu.
+  const int row0 = tile * (kSwiglu ? kSkRows / 2 : kSkRows);
+  const int r_lo = min(row0 + g, n - 1),  // tail rows: masked at the store
+      r_hi = kSwiglu ? n + r_lo : min(row0 + g + 8, n - 1);
   const bf16* w_lo = w + size_t(r_lo) * k + k0 + t * 8;
   const bf16* w_hi = w + size_t(r_hi) * k + k0 + t * 8;
   const bf16* a_row[NT];
@@ -155,12 +171,14 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     partial[warp][lane][j] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
   __syncthreads();
   // One thread per (n-tile, fragment lane, accumulator): sum over the warps.
-  const int item = threadIdx.x;
+  // has_item is warp-uniform (NT * 128 items), so the swiglu shuffle below
+  // always runs with every lane of the warp.
+  const int item = threadIdx.x, r = item % 4;
   const bool has_item = item < NT * kWarp * 4;
   int row_in_tile = 0, batch = 0;
   float sum = 0.0f;
   if (has_item) {
-    const int j = item / (kWarp * 4), src_lane = (item / 4) % kWarp, r = item % 4;
+    const int j = item / (kWarp * 4), src_lane = (item / 4) % kWarp;
 #pragma unroll
     for (int wi = 0; wi < kSkWarps; ++wi)
       sum += reinterpret_cast<const float*>(&partial[wi][src_lane][j])[r];
@@ -169,8 +187,15 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   }
   auto store = [&](float v) {
     const int row = row0 + row_in_tile;
-    if (row < n && batch < m) {
-      if constexpr (kOutF32)
+    if constexpr (kSwiglu) {
+      // Item r + 2 (two lanes up) holds the up value of this item's gate row.
+      const float up = __shfl_down_sync(0xffffffffu, v, 2);
+      if (r < 2 && row < n && batch < m) {
+        const float gr = __bfloat162float(__float2bfloat16(v)), ur = __bfloat162float(__float2bfloat16(up));
+        static_cast<bf16*>(c)[size_t(batch) * n + row] = __float2bfloat16(silu_mul(gr, ur));
+      }
+    } else if (row < n && batch < m) {
+      if constexpr (kOut == SkOut::f32)
         static_cast<float*>(c)[size_t(batch) * n + row] = v;
       else
         static_cast<bf16*>(c)[size_t(batch) * n + row] = __float2bfloat16(v);
@@ -194,8 +219,17 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   cluster.sync();  // no block exits while rank 0 may still read its shared memory
 }
 
+// One skinny-GEMV launch: c = a @ w^T, or the swiglu epilogue (w: 2n rows).
+struct SkinnyCall {
+  const bf16* a;
+  const bf16* w;
+  void* c;
+  int m, n, k;  // n: output columns
+  SkOut out;
+};
+
 template <int NT, int U, bool kSingle>
-void launch_skinny(const GemmArgs& a, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
+void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(tiles) * unsigned(splits));
   cfg.blockDim = dim3(kSkWarps * kWarp);
@@ -217,14 +251,14 @@ void launch_skinny(const GemmArgs& a, const LaunchCtx& ctx, int tiles, int split
   }
   cfg.attrs = attrs;
   cfg.numAttrs = n_attrs;
-  const auto* ap = static_cast<const bf16*>(a.a);
-  const auto* wp = static_cast<const bf16*>(a.w);
-  if (a.c_f32)
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_skinny_kernel<NT, U, kSingle, true>, ap, wp, a.c, a.m,
-                                  a.n, a.k, splits));
-  else
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_skinny_kernel<NT, U, kSingle, false>, ap, wp, a.c, a.m,
-                                  a.n, a.k, splits));
+  auto go = [&](auto kernel) {
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, s.a, s.w, s.c, s.m, s.n, s.k, splits));
+  };
+  switch (s.out) {
+    case SkOut::bf16: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::bf16>); break;
+    case SkOut::f32: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::f32>); break;
+    case SkOut::swiglu: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::swiglu>); break;
+  }
   CUDA_CHECK_LAST("gemv_skinny_kernel");
 }
 
@@ -259,33 +293,51 @@ int gemm_skinny_splits(int n, int k, int sms) {
   return splits;
 }
 
+// Launches s (m <= 16, k % 32 == 0, 16-byte aligned a and w) over `rows`
+// weight rows: the split count and the register-group shape by k and m.
+void skinny_dispatch(const SkinnyCall& s, int rows, const LaunchCtx& ctx, bool pdl) {
+  const int tiles = ceil_div(rows, kSkRows);
+  const int splits = gemm_skinny_splits(rows, s.k, sm_count());
+  // Chunks of 32 k per warp: up to 8 (m <= 8) or 4 (m <= 16) go out as one group.
+  const int per_warp = ceil_div(ceil_div(s.k / splits, 32), kSkWarps);
+  const bool single = single_group_allowed();
+  if (s.m <= 8) {
+    if (single && per_warp <= 8)
+      launch_skinny<1, 8, true>(s, ctx, tiles, splits, pdl);
+    else
+      launch_skinny<1, 3, false>(s, ctx, tiles, splits, pdl);
+  } else {
+    if (single && per_warp <= 4)
+      launch_skinny<2, 4, true>(s, ctx, tiles, splits, pdl);
+    else
+      launch_skinny<2, 2, false>(s, ctx, tiles, splits, pdl);
+  }
+}
+
+bool skinny_fits(const void* a, const void* w, int m, int k) {
+  return m <= kSkMaxM && k % 32 == 0 && aligned(a, 16) && aligned(w, 16);
+}
+
 }  // namespace
 
-bool gemm_skinny_fits(const GemmArgs& a) {
-  return a.m <= kSkMaxM && a.k % 32 == 0 && aligned(a.a, 16) && aligned(a.w, 16);
-}
+bool gemm_skinny_fits(const GemmArgs& a) { return skinny_fits(a.a, a.w, a.m, a.k); }
 
 void gemm_skinny_launch(const GemmArgs& a, const LaunchCtx& ctx, bool pdl) {
   const char* who = pdl ? "gemm.gemv_pdl" : "gemm.gemv_split";
   LANTERN_CHECK(a.m >= 0 && a.n > 0 && a.k > 0, "%s: bad shape m=%d n=%d k=%d", who, a.m, a.n, a.k);
   if (a.m == 0) return;
-  if (!gemm_skinny_fits(a)) return gemm_cublas_launch(a, ctx);
-  const int tiles = ceil_div(a.n, kSkRows);
-  const int splits = gemm_skinny_splits(a.n, a.k, sm_count());
-  // Chunks of 32 k per warp: up to 8 (m <= 8) or 4 (m <= 16) go out as one group.
-  const int per_warp = ceil_div(ceil_div(a.k / splits, 32), kSkWarps);
-  const bool single = single_group_allowed();
-  if (a.m <= 8) {
-    if (single && per_warp <= 8)
-      launch_skinny<1, 8, true>(a, ctx, tiles, splits, pdl);
-    else
-      launch_skinny<1, 3, false>(a, ctx, tiles, splits, pdl);
-  } else {
-    if (single && per_warp <= 4)
-      launch_skinny<2, 4, true>(a, ctx, tiles, splits, pdl);
-    else
-      launch_skinny<2, 2, false>(a, ctx, tiles, splits, pdl);
-  }
+  if (!skinny_fits(a.a, a.w, a.m, a.k)) return gemm_cublas_launch(a, ctx);
+  const SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.c, a.m, a.n, a.k,
+                     a.c_f32 ? SkOut::f32 : SkOut::bf16};
+  skinny_dispatch(s, a.n, ctx, pdl);
+}
+
+bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  if (!skinny_fits(a.a, a.w, a.m, a.k)) return false;
+  const SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.out, a.m, a.inter, a.k,
+                     SkOut::swiglu};
+  skinny_dispatch(s, 2 * a.inter, ctx, /*pdl=*/true);
+  return true;
 }
 
 }  // namespace lantern::kernels

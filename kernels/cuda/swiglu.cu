@@ -18,8 +18,6 @@ namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 
-__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
 // Rows of `row_vecs` 16-byte vectors; gate/up rows are `stride_vecs` apart
 // (the fused gate/up output: 2 * inter), out rows are dense.
 __global__ void swiglu_vec_kernel(const uint4* __restrict__ gate, const uint4* __restrict__ up,
@@ -49,7 +47,10 @@ __global__ void swiglu_scalar_kernel(const bf16* __restrict__ gate, const bf16* 
   }
 }
 
-void swiglu_impl(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl) {
+}  // namespace
+
+void swiglu_launch(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl) {
+  using namespace cuda_detail;
   LANTERN_CHECK(a.n >= 0 && a.inter > 0, "swiglu.seed: bad shape n=%d inter=%d", a.n, a.inter);
   const int stride = a.row_stride();
   LANTERN_CHECK(stride >= a.inter, "swiglu.seed: row stride %d < inter %d", stride, a.inter);
@@ -72,11 +73,13 @@ void swiglu_impl(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl) {
   }
 }
 
+namespace {
+
 void swiglu_seed(const SwigluArgs& a, const LaunchCtx& ctx) {
-  swiglu_impl(a, ctx, false);
+  swiglu_launch(a, ctx, false);
 }
 void swiglu_pdl(const SwigluArgs& a, const LaunchCtx& ctx) {
-  swiglu_impl(a, ctx, true);
+  swiglu_launch(a, ctx, true);
 }
 
 }  // namespace

@@ -90,5 +90,14 @@ TEST(CostsCpu, ElementwiseFamiliesReadAndWriteOnce) {
   EXPECT_EQ(cpu_cost(Family::kv_write, &kv).bytes, 2.0 * 5 * 16 * 4 * 2 + 5 * 3 * 4);
 }
 
+// gate_up_swiglu: a, the [2 inter, k] weight and the [m, inter] output once
+// each (the scratch intermediate is not counted); the GEMM's FLOPs + swiglu's.
+TEST(CostsCpu, GateUpSwigluCountsTheFusedTraffic) {
+  GateUpSwigluArgs g{nullptr, nullptr, nullptr, nullptr, 2, 10, 32};
+  const Cost c = cpu_cost(Family::gate_up_swiglu, &g);
+  EXPECT_EQ(c.bytes, 2.0 * 32 * 4 + 20.0 * 32 * 2 + 2.0 * 10 * 4);
+  EXPECT_EQ(c.flops, 2.0 * 2 * 20 * 32 + 4.0 * 2 * 10);
+}
+
 }  // namespace
 }  // namespace lantern::kernels

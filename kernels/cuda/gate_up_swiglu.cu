@@ -1,0 +1,71 @@
+// gate_up_swiglu: the MLP's gate/up projection and SwiGLU as one op.
+//
+// Variant 1 (unfused): the definition on the GPU -- gemm.6's path (the
+//   split-k tensor-core GEMV for m <= 16, planned cuBLASLt above) into the
+//   [m, 2 inter] scratch, then swiglu.2 (stride 2 inter); both PDL. The fused
+//   op table's gate_up_proj + swiglu before this family existed, kept so
+//   `--kernels gate_up_swiglu=1` swaps the old path back. (The GEMM is the
+//   default gemm variant's whatever `--kernels gemm=` says: the family runs
+//   its own launcher; gemm.6's plans for the [2 inter, k] shape are made by
+//   this family's prepare hook at start-up.)
+// Variant 2 (gemv_fused): for m <= 16 one launch of the skinny GEMV with the
+//   SwiGLU epilogue (gemm_skinny.cu, SkOut::swiglu): the [m, 2 inter]
+//   intermediate is never written or read back, one launch and one
+//   kernel-boundary round trip fewer per layer. Larger m (and k % 32 != 0,
+//   unaligned pointers): variant 1.
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_cuda.h"
+
+namespace lantern::kernels {
+namespace {
+
+void check_shape(const GateUpSwigluArgs& a, const char* who) {
+  LANTERN_CHECK(a.m >= 0 && a.inter > 0 && a.k > 0, "%s: bad shape m=%d inter=%d k=%d", who, a.m, a.inter,
+                a.k);
+}
+
+void gate_up_swiglu_unfused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "gate_up_swiglu.unfused");
+  if (a.m == 0) return;
+  LANTERN_CHECK(a.gate_up != nullptr, "gate_up_swiglu.unfused: needs the [m, 2 inter] scratch");
+  const GemmArgs g{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k};
+  if (gemm_skinny_fits(g))
+    gemm_skinny_launch(g, ctx, /*pdl=*/true);
+  else
+    gemm_lt_launch(g, ctx);
+  const auto* gate = static_cast<const cuda_detail::bf16*>(a.gate_up);
+  swiglu_launch(SwigluArgs{gate, gate + a.inter, a.out, a.m, a.inter, 2 * a.inter}, ctx, /*pdl=*/true);
+}
+
+void gate_up_swiglu_fused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "gate_up_swiglu.gemv_fused");
+  if (a.m == 0) return;
+  if (!gate_up_swiglu_skinny_launch(a, ctx)) gate_up_swiglu_unfused(a, ctx);
+}
+
+// Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
+void gate_up_swiglu_prepare(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  const GemmArgs g{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k};
+  if (a.m > 0 && !gemm_skinny_fits(g)) gemm_lt_prepare(g, ctx);
+}
+
+}  // namespace
+
+void register_gate_up_swiglu_cuda(Registry& r) {
+  r.add(make_entry<GateUpSwigluArgs, gate_up_swiglu_unfused, gate_up_swiglu_cost<2>>(
+      1, "unfused", Backend::cuda,
+      "the definition on the GPU: gemm.6's path (GEMV for m <= 16, planned cuBLASLt above) into the "
+      "[m, 2 inter] scratch, then swiglu.2; both PDL",
+      kPreferred, gemm_lt_workspace_bytes));
+  r.add(make_entry<GateUpSwigluArgs, gate_up_swiglu_fused, gate_up_swiglu_cost<2>>(
+      2, "gemv_fused", Backend::cuda,
+      "m <= 16: gemm.5's GEMV with a SwiGLU epilogue (8 gate + the matching 8 up rows per 16-row "
+      "tile), writes silu(g)*u directly; else variant 1",
+      kPreferred, gemm_lt_workspace_bytes));
+  for (int v : {1, 2})
+    r.add_prepare(Family::gate_up_swiglu, v, make_prepare<GateUpSwigluArgs, gate_up_swiglu_prepare>());
+}
+
+}  // namespace lantern::kernels
