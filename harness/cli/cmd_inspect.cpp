@@ -106,7 +106,22 @@ std::string launch_columns(const runfmt::TimeSummary& s) {
 }
 
 void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, size_t top) {
-  auto rows = runfmt::summarize(run.kernels, by, phase);
+  // The engine's start-up planning pass (op kernel_prepare: gemm.6 timing its
+  // cuBLASLt candidates) is not step work: listed apart, not in the table.
+  std::vector<runfmt::KernelRow> kernels;
+  size_t prepare_calls = 0;
+  double prepare_us = 0;
+  for (const runfmt::KernelRow& r : run.kernels) {
+    if (r.op == "kernel_prepare") {
+      ++prepare_calls, prepare_us += r.dur_us;
+      continue;
+    }
+    kernels.push_back(r);
+  }
+  auto rows = runfmt::summarize(kernels, by, phase);
+  if (prepare_calls && phase.empty())
+    std::printf("\nstart-up kernel_prepare (per-shape planning, not in the table below): %zu kernels, %.3f ms\n",
+                prepare_calls, prepare_us / 1e3);
   const char* source = run.kernels.empty() ? "none" : run.kernels.front().source.c_str();
   std::printf("\ntop %s by time (%s, timing: %s)\n", by == runfmt::GroupBy::op ? "ops" : "kernels",
               phase.empty() ? "all phases" : phase.c_str(), source);
