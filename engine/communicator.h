@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/base/errors.h"
 #include "kernels/registry.h"  // cudaStream_t forward declaration
 
 namespace lantern {
@@ -38,6 +39,14 @@ class Communicator {
   // engine's stream, so it orders with the kernels around it and can be
   // captured into a CUDA graph). Throws naming the failed peer.
   virtual void all_reduce(void* buf, size_t count, ReduceType type, cudaStream_t stream) = 0;
+  // The all_reduce implementations this communicator can use ("nccl", "p2p",
+  // ...; the first is the default's fallback) and a choice among them or
+  // "auto" (commbench measures each; every rank must make the same choice).
+  virtual std::vector<std::string> all_reduce_paths() const { return {kind()}; }
+  virtual void use_all_reduce_path(const std::string& path) {
+    LANTERN_CHECK(path == kind() || path == "auto", "all_reduce path '%s': this %s communicator has only '%s'",
+                  path.c_str(), kind(), kind());
+  }
   // Rank 0's `bytes` to every rank (others: replaced by rank 0's).
   virtual void broadcast(std::vector<uint8_t>& bytes) = 0;
   virtual void barrier() = 0;

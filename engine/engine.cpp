@@ -421,6 +421,52 @@ int64_t Engine::steps_run() const { return impl_->steps_; }
 const StepTiming& Engine::last_step_timing() const { return impl_->timing_; }
 double Engine::now_s() const { return impl_->now(); }
 
+std::vector<kernels::GemmPlan> Engine::gemm_plans() const { return impl_->model_->gemm_plans(); }
+
+nlohmann::json gemm_plan_json(const kernels::GemmPlan& p) {
+  return {{"m_bucket", p.m_bucket},   {"m_timed", p.m_timed},
+          {"n", p.n},                 {"k", p.k},
+          {"out", p.c_f32 ? "f32" : "bf16"},
+          {"align", p.align},         {"algo_id", p.algo_id},
+          {"tile", p.tile},           {"stages", p.stages},
+          {"split_k", p.split_k},     {"split_added", p.split_added},
+          {"reduction", p.reduction}, {"swizzle", p.swizzle},
+          {"custom", p.custom},       {"cluster", p.cluster},
+          {"workspace", p.workspace}, {"workspace_limit", p.workspace_limit},
+          {"candidates", p.candidates}, {"rank", p.rank},
+          {"us", p.us},               {"heuristic_us", p.heuristic_us},
+          {"timed", p.timed},         {"cold_l2", p.cold_l2},
+          {"pinned", p.pinned}};
+}
+
+kernels::GemmPlan gemm_plan_from_json(const nlohmann::json& j) {
+  kernels::GemmPlan p;
+  p.m_bucket = j.at("m_bucket").get<int>();
+  p.m_timed = j.value("m_timed", 0);
+  p.n = j.at("n").get<int>();
+  p.k = j.at("k").get<int>();
+  p.c_f32 = j.at("out").get<std::string>() == "f32";
+  p.align = j.at("align").get<int>();
+  p.algo_id = j.at("algo_id").get<int>();
+  p.tile = j.at("tile").get<int>();
+  p.stages = j.at("stages").get<int>();
+  p.split_k = j.at("split_k").get<int>();
+  p.split_added = j.value("split_added", false);
+  p.reduction = j.at("reduction").get<int>();
+  p.swizzle = j.at("swizzle").get<int>();
+  p.custom = j.at("custom").get<int>();
+  p.cluster = j.at("cluster").get<int>();
+  p.workspace = j.value("workspace", size_t(0));
+  p.workspace_limit = j.at("workspace_limit").get<size_t>();
+  p.candidates = j.value("candidates", 0);
+  p.rank = j.value("rank", 0);
+  p.us = j.value("us", 0.0);
+  p.heuristic_us = j.value("heuristic_us", 0.0);
+  p.timed = j.value("timed", false);
+  p.cold_l2 = j.value("cold_l2", false);
+  return p;
+}
+
 nlohmann::json Engine::describe() const {
   nlohmann::json k = nlohmann::json::object();
   for (int f = 0; f < kernels::kNumFamilies; ++f) {
@@ -432,15 +478,22 @@ nlohmann::json Engine::describe() const {
   nlohmann::json tp = comm ? nlohmann::json{{"world", comm->world()}, {"rank", comm->rank()},
                                             {"communicator", comm->kind()}}
                            : nlohmann::json(nullptr);
-  return {{"backend", kernels::backend_name(impl_->opt_.backend)},
-          {"tensor_parallel", tp},
-          {"gpu", cuda ? nlohmann::json(impl_->opt_.gpu) : nlohmann::json(nullptr)},
-          {"model", impl_->cfg_.to_json()},
-          {"limits", impl_->limits_.to_json()},
-          {"kernels", k},
-          {"fusion", impl_->model_->fused() ? "on" : "off"},
-          {"prefill_graphs", impl_->model_->prefill_graphs() ? "on" : "off"},
-          {"memory", memory_budget().to_json()}};
+  nlohmann::json out = {{"backend", kernels::backend_name(impl_->opt_.backend)},
+                        {"tensor_parallel", tp},
+                        {"gpu", cuda ? nlohmann::json(impl_->opt_.gpu) : nlohmann::json(nullptr)},
+                        {"model", impl_->cfg_.to_json()},
+                        {"limits", impl_->limits_.to_json()},
+                        {"kernels", k},
+                        {"fusion", impl_->model_->fused() ? "on" : "off"},
+                        {"prefill_graphs", impl_->model_->prefill_graphs() ? "on" : "off"},
+                        {"memory", memory_budget().to_json()}};
+  const std::vector<kernels::GemmPlan> plans = gemm_plans();
+  if (!plans.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const kernels::GemmPlan& p : plans) list.push_back(gemm_plan_json(p));
+    out["gemm_plans"] = std::move(list);
+  }
+  return out;
 }
 
 }  // namespace lantern

@@ -6,6 +6,8 @@
 // allocated after construction.
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include <cuda_runtime_api.h>  // graph handles (the model owns the CUDA side of a step)
@@ -19,6 +21,7 @@
 #include "engine/model_meta.h"
 #include "engine/op_table.h"
 #include "engine/weights.h"
+#include "kernels/gemm_plan.h"
 
 namespace lantern {
 
@@ -89,6 +92,9 @@ class Model {
   // Prefill token buckets with captured graphs (empty: prefill runs eagerly).
   const std::vector<int>& prefill_buckets() const { return prefill_buckets_; }
   bool prefill_graphs() const { return !prefill_buckets_.empty(); }
+  // gemm.6's measured cuBLASLt plans for this model's GEMM shapes on its GPU
+  // (empty when the chosen gemm variant makes none).
+  std::vector<kernels::GemmPlan> gemm_plans() const;
 
  private:
   const ModelConfig& cfg_;
@@ -112,6 +118,10 @@ class Model {
   size_t workspace_bytes_ = 0;
   void* cublas_ws_ = nullptr;
   void* meta_host_ = nullptr;       // pinned mirror of the step_meta buffer
+  // This step's context lengths in that mirror (attention_decode's cost reads them).
+  const int32_t* host_ctx_lens() const {
+    return reinterpret_cast<const int32_t*>(static_cast<const char*>(meta_host_) + meta_.ctx_lens);
+  }
   int max_table_updates_ = 0;
   size_t act_bytes_ = 0;
 
@@ -120,6 +130,7 @@ class Model {
   void allocate_workspace();
   void allocate_kv();
   void fill_budget();
+  void prepare_kernels();  // the variants' prepare hooks, before any graph capture
   size_t table_entries() const;
   size_t block_bytes() const;
 
@@ -158,6 +169,8 @@ class Model {
   int prefill_base_ = 0;                  // graphs_ index of the first prefill graph
   std::vector<int32_t> capture_starts_;   // host sequence bounds while capturing a prefill graph
   bool capturing_ = false;
+  bool preparing_ = false;                // prepare_kernels: op() prepares, launches nothing
+  std::set<std::tuple<int, int, bool>> gemm_shapes_;  // (n, k, c_f32) seen by prepare_kernels
   std::vector<OpInfo> captured_;          // during a capture: the ops so far (kCapture)
   std::vector<cudaGraphNode_t> leaves_;   // ... and the capture's last node after each
   void capture_graphs();
@@ -168,6 +181,7 @@ class Model {
   int graph_index(const ForwardShape& s) const;  // -1: run eagerly
   int prefill_graph_index(const ForwardShape& s) const;
   void replay(int index);
+  void refresh_decode_costs(Graph& g) const;
   cudaGraphNode_t capture_leaf() const;
   void count_graph_kernels(cudaGraph_t graph, std::vector<OpInfo>& ops) const;
   void destroy_graphs();

@@ -3,6 +3,7 @@
 // declares for it (reads in order, then writes), so what the alias tracker
 // checks is what the kernels touch.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/base/errors.h"
 #include "engine/model.h"
@@ -34,6 +35,11 @@ void Model::op(const OpSpec& o, const Args& args) {
   constexpr Family f = kernels::FamilyOf<Args>::value;
   const kernels::KernelEntry& e = kernels_.entry(f);
   kernels::LaunchCtx ctx = dev_.ctx(workspace_, workspace_bytes_);
+  if (preparing_) {  // prepare_kernels: no launch, no op hooks
+    if (const kernels::PrepareHook hook = kernels::Registry::global().prepare(e)) hook(&args, ctx);
+    if constexpr (std::is_same_v<Args, kernels::GemmArgs>) gemm_shapes_.insert({args.n, args.k, args.c_f32});
+    return;
+  }
 #if LANTERN_INSTRUMENTATION
   if (obs_ || capturing_) {
     const OpInfo info = op_info(o, &e, e.cost(&args), capturing_ ? OpInfo::kCapture : OpInfo::kEager);
@@ -116,7 +122,8 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     const size_t skip = static_cast<size_t>(nf) * Q * act_bytes_;
     return kernels::AttentionDecodeArgs{static_cast<char*>(in(0)) + skip, static_cast<char*>(out(0)) + skip,
                                         M(meta_.slots) + nf, M(meta_.ctx_lens) + nf, cache, n - nf,
-                                        limits_.max_context, cfg_.num_q_heads, Q, scale};
+                                        limits_.max_context, cfg_.num_q_heads, Q, scale,
+                                        host_ctx_lens() + nf};
   };
   auto gemm = [&](const void* w, int rows, int cols, int inner) {
     op(o, kernels::GemmArgs{in(0), w, out(0), rows, cols, inner});

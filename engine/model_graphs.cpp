@@ -11,6 +11,58 @@
 
 namespace lantern {
 
+using kernels::Family;
+
+// The variants' prepare hooks (gemm.6 times its cuBLASLt candidates on the GPU)
+// for every shape a step can launch, before capture_graphs: nothing may be
+// timed inside a capture. The GEMMs of prefill and decode steps are the same
+// ops, so one pass over prefill tables covers both: rows at every power of two
+// below max_batch_tokens (gemm.6 plans per power-of-two m bucket), at
+// max_batch_tokens and at max_seqs (the largest decode graph); the LM head at
+// min(rows, logits_rows). The pass is one op, "kernel_prepare", outside any
+// step, so a profiler attributes the timing launches to it.
+void Model::prepare_kernels() {
+  if (!dev_.is_cuda()) return;
+  const kernels::Registry& registry = kernels::Registry::global();
+  auto has_hook = [&](Family f) { return registry.prepare(kernels_.entry(f)) != nullptr; };
+  bool any = false;
+  for (int f = 0; f < kernels::kNumFamilies; ++f) any |= has_hook(static_cast<Family>(f));
+  if (!any) return;
+  std::vector<int> rows;
+  for (int n = 1; n < limits_.max_batch_tokens; n *= 2) rows.push_back(n);
+  rows.push_back(limits_.max_batch_tokens);
+  rows.push_back(limits_.max_seqs);
+  OpInfo info;
+  info.op = "kernel_prepare";
+  LANTERN_OBSERVE(obs_, on_op_begin(info));
+  preparing_ = true;
+  try {
+    for (int n : rows) {
+      ForwardShape s;
+      s.n = n;
+      s.r = std::min(n, limits_.logits_rows);
+      s.kind = StepKind{StepKind::prefill, StepKind::argmax};
+      for (const OpSpec& o : op_table_->ops(s.kind))
+        if (o.kind != OpKind::all_reduce && has_hook(o.family)) launch_op(o, s);
+    }
+  } catch (...) {
+    preparing_ = false;
+    LANTERN_OBSERVE(obs_, on_op_end(info));
+    throw;
+  }
+  preparing_ = false;
+  LANTERN_OBSERVE(obs_, on_op_end(info));
+  dev_.synchronize();
+}
+
+std::vector<kernels::GemmPlan> Model::gemm_plans() const {
+  std::vector<kernels::GemmPlan> out;
+  if (!dev_.is_cuda() || gemm_shapes_.empty()) return out;
+  for (const kernels::GemmPlan& p : kernels::gemm_plans())
+    if (p.device == dev_.gpu().device && gemm_shapes_.count({p.n, p.k, p.c_f32})) out.push_back(p);
+  return out;
+}
+
 void Model::capture_graphs() {
   // Decode steps have at most max_seqs rows, each a logit row.
   const int largest = std::min(limits_.max_seqs, limits_.logits_rows);
@@ -153,11 +205,34 @@ int Model::prefill_graph_index(const ForwardShape& s) const {
 }
 
 void Model::replay(int index) {
-  const Graph& g = graphs_[index];
+  Graph& g = graphs_[index];
   CUDA_CHECK(cudaGraphLaunch(g.exec, dev_.stream()));
 #if LANTERN_INSTRUMENTATION
-  if (obs_) obs_->on_graph_replay(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())});
+  if (obs_) {
+    if (g.shape.fresh_seqs == 0) refresh_decode_costs(g);  // prefill graphs: costs as captured
+    obs_->on_graph_replay(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())});
+  }
 #endif
+}
+
+// The attention_decode kernels read the context lengths from step_meta, so a
+// replay costs what this step's contexts cost, not what the capture's did:
+// recomputed from the pinned mirror (which upload_meta filled for g.shape.rows rows,
+// pad rows at context 1). Every layer's call costs the same.
+void Model::refresh_decode_costs(Graph& g) const {
+  const kernels::KernelEntry& e = kernels_.entry(kernels::Family::attention_decode);
+  kernels::AttentionDecodeArgs a{};
+  a.context_lens = a.host_context_lens = host_ctx_lens();
+  a.cache.block_size = limits_.kv_block_size;
+  a.cache.n_kv_heads = cfg_.num_kv_heads;
+  a.cache.head_dim = cfg_.head_dim;
+  a.b = g.shape.rows;
+  a.max_context = limits_.max_context;
+  a.n_q_heads = cfg_.num_q_heads;
+  a.q_stride = cfg_.q_dim();
+  const kernels::Cost cost = e.cost(&a);
+  for (OpInfo& op : g.ops)
+    if (op.kernel == &e) op.cost = cost;
 }
 
 void Model::destroy_graphs() {

@@ -15,6 +15,7 @@
 // The cost functions only read host memory: indices that live on the device on
 // CUDA (seq_starts, context_lens) are read only where the contract says they are
 // host pointers (see attention_decode_cost).
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/registry.h"
@@ -84,16 +85,17 @@ Cost attention_prefill_cost(const AttentionPrefillArgs& a) {
   return {bytes, 4.0 * a.n_q_heads * a.head_dim * pairs};
 }
 
-// context_lens is a device pointer on CUDA and the contract has no host copy, so
-// CUDA variants (ActBytes != 4) count every sequence at max_context: an upper
-// bound, exact when the batch's contexts are equal. The CPU reference reads the
-// actual lengths.
+// context_lens is a device pointer on CUDA: there the cost reads
+// host_context_lens (clamped to max_context, as the kernels do) and, without
+// it, counts every sequence at max_context (an upper bound, exact when the
+// batch's contexts are equal). The CPU reference reads context_lens.
 template <int ActBytes>
 Cost attention_decode_cost(const AttentionDecodeArgs& a) {
   using namespace cost_detail;
+  const int32_t* lens = ActBytes == 4 ? a.context_lens : a.host_context_lens;
   double tokens = 0, blocks = 0;
   for (int i = 0; i < a.b; ++i) {
-    const int ctx = ActBytes == 4 ? a.context_lens[i] : a.max_context;
+    const int ctx = lens ? (ActBytes == 4 ? lens[i] : std::min(lens[i], a.max_context)) : a.max_context;
     tokens += ctx;
     blocks += (ctx + a.cache.block_size - 1) / a.cache.block_size;
   }

@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <fstream>
 
-#include "kernels/base/errors.h"
+#include "engine/engine.h"
 #include "harness/cli/command.h"
 #include "harness/cli/experiment_runner.h"
 #include "harness/experiment/sweep.h"
 #include "harness/manifest.h"
+#include "kernels/base/errors.h"
+#include "kernels/gemm_plan.h"
 
 namespace lantern::cli {
 
@@ -89,8 +91,17 @@ json pinned_document(const json& section, const std::vector<experiment::Override
   return doc;
 }
 
+// The tensor-parallel world a run was recorded with (its manifest's
+// config.tensor_parallel.world; 0 when it ran on one process).
+int recorded_tp(const json& manifest) {
+  if (!manifest.contains("config") || !manifest["config"].is_object()) return 0;
+  const json& c = manifest["config"];
+  if (!c.contains("tensor_parallel") || !c["tensor_parallel"].is_object()) return 0;
+  return c["tensor_parallel"].value("world", 0);
+}
+
 int cmd_rerun(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out"}, {"--check", "--quiet"});
+  Args args(argv, {"--set", "--out", "--tp"}, {"--check", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one run directory (fix: lantern rerun RUN_DIR)");
   const fs::path run_dir = args.positional()[0];
@@ -112,6 +123,15 @@ int cmd_rerun(const std::vector<std::string>& argv) {
   o.command.insert(o.command.begin(), "rerun");
   o.quiet = args.flag("--quiet");
   o.pins = {{"run", run_dir.string()}, {"created_utc", old_m.value("created_utc", "")}};
+  // The recorded GEMM plans (gemm.6), so the rerun runs the same cuBLASLt
+  // kernels instead of re-timing them (one process; TP ranks > 0 re-time).
+  if (old_m.contains("config") && old_m["config"].contains("gemm_plans")) {
+    std::vector<kernels::GemmPlan> pins;
+    for (const json& p : old_m["config"]["gemm_plans"]) pins.push_back(gemm_plan_from_json(p));
+    kernels::pin_gemm_plans(std::move(pins));
+  }
+  // A tensor-parallel run reruns over as many ranks unless --tp says otherwise.
+  o.tp = static_cast<int>(args.get_int("--tp", recorded_tp(old_m), 1, 1024));
   RunOutcome out = run_experiment(e, o);
 
   json new_m = out.dir.empty() ? json{{"git", harness::git_info()}}

@@ -24,18 +24,20 @@
 //   (threadfence-reduction pattern) and the last one combines the splits. The
 //   counters are a process-wide device array (zero at load, reset by the
 //   combining block): one stream at a time may run this variant.
+// Variant 6 (split_k_pipe, attention_decode_pipe.cu) streams K/V through a
+//   cp.async shared-memory pipeline and computes on tensor cores; the pieces the
+//   split variants share are in attention_decode_split.cuh.
 // Both: context_lens[i] is clamped to the block table's capacity (and, for
 //   variant 2, to max_context, which sizes the splits); an unallocated block
 //   entry (< 0) is skipped. The CPU reference throws on both instead.
 #include <algorithm>
 
 #include "kernels/costs.h"
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/attention_decode_split.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace lantern::kernels {
-namespace {
-using namespace cuda_detail;
+namespace cuda_detail {
 
 void check_decode(const AttentionDecodeArgs& a, const char* who) {
   const KvCacheRef& c = a.cache;
@@ -50,6 +52,11 @@ void check_decode(const AttentionDecodeArgs& a, const char* who) {
   LANTERN_CHECK(a.b <= 65535 && a.n_q_heads <= 65535, "%s: grid too large (b %d, heads %d)", who,
                 a.b, a.n_q_heads);
 }
+
+}  // namespace cuda_detail
+
+namespace {
+using namespace cuda_detail;
 
 // ------------------------------------------------------------------ variant 1
 constexpr int kSeedThreads = 128;
@@ -137,27 +144,10 @@ void decode_seed(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 // ------------------------------------------------------------------ variant 2
 constexpr int kSplitWarps = 4;
 constexpr int kSplitThreads = kSplitWarps * kWarp;
-constexpr int kMaxSplits = 64;
-constexpr int kMinSplitKeys = 64;  // no split shorter than this
-
 // Variant 3: arrival counters per (sequence, kv head), zero at module load and
 // reset by the block that combines, so they are zero between launches. One
 // stream at a time may run variant 3 (the counters are process-wide).
-constexpr int kMaxSplitCounters = 1 << 16;
 __device__ unsigned g_split_counters[kMaxSplitCounters];
-
-// Merge (m_b, l_b, o_b) into (m, l, o); log2-domain maxima, -inf = empty.
-template <int N>
-__device__ __forceinline__ void merge_state(float& m, float& l, float (&o)[N], float m_b, float l_b,
-                                            const float (&o_b)[N]) {
-  const float mn = fmaxf(m, m_b);
-  if (mn == -INFINITY) return;
-  const float ca = exp2f(m - mn), cb = exp2f(m_b - mn);
-  l = l * ca + l_b * cb;
-#pragma unroll
-  for (int e = 0; e < N; ++e) o[e] = o[e] * ca + o_b[e] * cb;
-  m = mn;
-}
 
 template <int HD, int G, int U, bool kFused>
 __global__ void __launch_bounds__(kSplitThreads)
@@ -175,7 +165,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   trigger_dependents();    // a PDL-launched o_proj GEMV may start streaming its weights now
   grid_dependency_wait();  // variant 4 (PDL): q and the cache are written by earlier kernels
   const int split = blockIdx.x, kv_head = blockIdx.y, i = blockIdx.z;
-  const int n_splits = gridDim.x, n_q_heads = n_kv_heads * group;
+  const int n_splits = gridDim.x;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int sub = lane % kLanesPerKey, slot = lane / kLanesPerKey;
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
@@ -307,71 +297,9 @@ __global__ void __launch_bounds__(kSplitThreads)
     }
   }
   __syncthreads();
-  // Merge the warps: one thread per (head of the group, 8 dims).
-  for (int item = threadIdx.x; item < group * kLanesPerKey; item += kSplitThreads) {
-    const int g = item / kLanesPerKey, c = item % kLanesPerKey;
-    float mm = -INFINITY, ll = 0.0f, oo[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
-    for (int w = 0; w < kSplitWarps; ++w) {
-      float ow[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ow[e] = sm_o[w][g][c * 8 + e];
-      merge_state(mm, ll, oo, sm_m[w][g], sm_l[w][g], ow);
-    }
-    const int head = kv_head * group + g;
-    if (n_eff == 1) {
-      const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) oo[e] *= inv;
-      *reinterpret_cast<uint4*>(out + size_t(i) * q_stride + size_t(head) * HD + c * 8) = pack8(oo);
-    } else {
-      const size_t idx = (size_t(i) * n_q_heads + head) * n_splits + split;
-      float4* dst = reinterpret_cast<float4*>(part_o + idx * HD + c * 8);
-      dst[0] = make_float4(oo[0], oo[1], oo[2], oo[3]);
-      dst[1] = make_float4(oo[4], oo[5], oo[6], oo[7]);
-      if (c == 0) part_ml[idx] = make_float2(mm, ll);
-    }
-  }
-  if constexpr (kFused) {
-    // The last block of this (sequence, kv head) to finish combines the splits
-    // (threadfence-reduction pattern); the counter is reset for the next launch.
-    __shared__ bool is_last;
-    __shared__ float split_w[G][kMaxSplits];
-    __shared__ float inv_sum[G];
-    if (n_eff == 1) return;
-    __threadfence();
-    __syncthreads();
-    unsigned* counter = &g_split_counters[size_t(i) * n_kv_heads + kv_head];
-    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == unsigned(n_eff - 1);
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    for (int g = warp; g < group; g += kSplitWarps) {
-      const size_t idx0 = (size_t(i) * n_q_heads + kv_head * group + g) * n_splits;
-      float mx = -INFINITY;
-      for (int s = lane; s < n_eff; s += kWarp) mx = fmaxf(mx, __ldcg(&part_ml[idx0 + s]).x);
-      mx = warp_max(mx);
-      float l_sum = 0.0f;
-      for (int s = lane; s < n_eff; s += kWarp) {
-        const float2 ml = __ldcg(&part_ml[idx0 + s]);
-        const float wgt = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);
-        split_w[g][s] = wgt;
-        l_sum += ml.y * wgt;
-      }
-      l_sum = warp_sum(l_sum);
-      if (lane == 0) inv_sum[g] = l_sum > 0.0f ? 1.0f / l_sum : 0.0f;
-    }
-    __syncthreads();
-    for (int item = threadIdx.x; item < group * HD; item += kSplitThreads) {
-      const int g = item / HD, d = item % HD;
-      const size_t idx0 = (size_t(i) * n_q_heads + kv_head * group + g) * n_splits;
-      float acc = 0.0f;
-#pragma unroll 8
-      for (int s = 0; s < n_eff; ++s) acc += __ldcg(&part_o[(idx0 + s) * HD + d]) * split_w[g][s];
-      out[size_t(i) * q_stride + size_t(kv_head * group + g) * HD + d] = __float2bfloat16(acc * inv_sum[g]);
-    }
-    if (threadIdx.x == 0) *counter = 0u;
-  }
+  finish_split<HD, G, kSplitWarps, kSplitThreads, kFused>(&sm_m[0][0], &sm_l[0][0], &sm_o[0][0][0],
+                                           SplitDest{out, part_o, part_ml, g_split_counters, i, kv_head,
+                                                     n_kv_heads, group, q_stride, split, n_splits, n_eff});
 }
 
 // One block per (head, sequence): warp 0 turns the splits' (max, sum) into
@@ -418,6 +346,10 @@ bool split_supports(const AttentionDecodeArgs& a) {
          aligned(a.q, 16) && aligned(a.out, 16) && aligned(a.cache.pool, 16);
 }
 
+}  // namespace
+
+namespace cuda_detail {
+
 size_t split_partial_bytes(int b, int n_q_heads, int head_dim, int splits) {
   return size_t(b) * n_q_heads * splits * (head_dim * sizeof(float) + sizeof(float2));
 }
@@ -429,6 +361,10 @@ int max_splits_for(int max_context) {
 size_t decode_split_workspace(const WorkspaceShape& s) {
   return split_partial_bytes(s.max_seqs, s.n_q_heads, s.head_dim, max_splits_for(s.max_context));
 }
+
+}  // namespace cuda_detail
+
+namespace {
 
 template <int HD, int G>
 void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
@@ -490,6 +426,9 @@ int resident_split_blocks(int hd, int group) {
   return per_sm * sm_count();
 }
 
+}  // namespace
+
+namespace cuda_detail {
 // Variant 5's split count: while at least two splits of every (sequence, kv
 // head) fit in one wave of resident blocks, as many as fit (b = 1: 396 / 8 = 49
 // splits, b = 8: 6); otherwise variant 4's count (4 blocks per SM), which is
@@ -498,6 +437,10 @@ int wave_splits(long work, long resident, long four_per_sm) {
   const long fit = resident / work;
   return int(fit >= 2 ? fit : four_per_sm);
 }
+
+}  // namespace cuda_detail
+
+namespace {
 
 // Variants 2-5: `fused` combines the splits in the split kernel's last block
 // instead of a second launch; `device_sized` (variants 4, 5) has each sequence
@@ -562,11 +505,11 @@ void decode_split_fused(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 void decode_split_ctx(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_split_impl(a, ctx, true, true);
 }
-void decode_split_wave(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+}  // namespace
+
+void cuda_detail::decode_split_wave(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_split_impl(a, ctx, true, true, true);
 }
-
-}  // namespace
 
 void register_attention_decode_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_seed, attention_decode_cost<2>>(
@@ -588,7 +531,7 @@ void register_attention_decode_cuda(Registry& r) {
       "split_k_fused with each sequence's splits sized from its real context on the device (the "
       "grid stays sized for max_context) and programmatic dependent launch",
       kPreferred, decode_split_workspace));
-  r.add(make_entry<AttentionDecodeArgs, decode_split_wave, attention_decode_cost<2>>(
+  r.add(make_entry<AttentionDecodeArgs, cuda_detail::decode_split_wave, attention_decode_cost<2>>(
       5, "split_k_wave", Backend::cuda,
       "split_k_ctx with the grid sized to one wave of resident blocks (occupancy query) "
       "while >= 2 splits per (sequence, kv head) fit, instead of 4 blocks per SM",

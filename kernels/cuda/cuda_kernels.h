@@ -13,6 +13,7 @@ void register_rope_cuda(Registry& r);
 void register_kv_write_cuda(Registry& r);
 void register_attention_prefill_cuda(Registry& r);
 void register_attention_decode_cuda(Registry& r);
+void register_attention_decode_pipe_cuda(Registry& r);  // variant 6: attention_decode_pipe.cu
 void register_swiglu_cuda(Registry& r);
 void register_residual_cuda(Registry& r);
 void register_gemm_cuda(Registry& r);

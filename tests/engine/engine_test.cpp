@@ -335,5 +335,22 @@ TEST(EngineCpu, BadRequestsAreRefusedWithTheFix) {
   EXPECT_EQ(e->take_finished().size(), 2u) << "no accepted request may be lost";
 }
 
+// The manifest's config.gemm_plans entry reads back into the same plan
+// (what `lantern rerun` pins), and a missing field is an error, not a zero.
+TEST(GemmPlanJson, RoundTripsEveryRecordedField) {
+  kernels::GemmPlan p;
+  p.m_bucket = 64, p.m_timed = 64, p.n = 3072, p.k = 2048, p.c_f32 = true, p.align = 256;
+  p.algo_id = 66, p.tile = 21, p.stages = 9, p.split_k = 2, p.reduction = 1, p.swizzle = 1;
+  p.custom = 3, p.cluster = 4, p.workspace = 4096, p.workspace_limit = 8 << 20, p.candidates = 18;
+  p.rank = 5, p.split_added = true, p.us = 10.5, p.heuristic_us = 11.25, p.timed = true, p.cold_l2 = true;
+  const nlohmann::json j = gemm_plan_json(p);
+  const kernels::GemmPlan q = gemm_plan_from_json(j);
+  EXPECT_TRUE(q.config() == p.config());
+  EXPECT_EQ(gemm_plan_json(q), j);
+  nlohmann::json missing = j;
+  missing.erase("tile");
+  EXPECT_THROW(gemm_plan_from_json(missing), nlohmann::json::exception);
+}
+
 }  // namespace
 }  // namespace lantern

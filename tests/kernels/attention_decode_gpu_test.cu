@@ -6,8 +6,10 @@
 // Shapes: the 1B model (32/8 heads, head_dim 64) at batch 1 and 8 with contexts
 // 1, 15, 16, 17, 33, 100, 512 and 4096 (max context); batch 64; head_dim 128
 // with group 1 and out aliasing q; head_dim 32 with group 8; group 3; head_dim
-// 96 (split_k falls back to the seed). Each non-aliased case runs twice and
-// must give identical bits (split_k_fused's arrival counters must reset).
+// 96 (split_k falls back to the seed; split_k_pipe to split_k_wave for head_dim
+// 32 and 96); PipeTilesHeadDimsAndGroups adds shapes for split_k_pipe. Each
+// non-aliased case runs twice and must give identical bits (the fused
+// combine's arrival counters must reset).
 #include <algorithm>
 #include <numeric>
 
@@ -107,6 +109,19 @@ TEST(AttentionDecodeGpu, EdgeHeadDimsAndGroups) {
   check_decode({{17, 64}, 32, 4, 32, false, 256});
   check_decode({{50, 129}, 24, 8, 64, false, 256});
   check_decode({{70, 16}, 8, 4, 96, true, 128});
+}
+
+// Shapes aimed at variant 6 (split_k_pipe), which the cases above also run:
+// one 32 k context (many 64-key tiles per split, ~49 splits), head_dim 128
+// through the tensor-core path with contexts around the 64-key tile and the
+// 16-key block, a group of 16 (every mma row a head) with out aliasing q, and
+// group 1 with a max_context far above the context (device-sized splits).
+TEST(AttentionDecodeGpu, PipeTilesHeadDimsAndGroups) {
+  LANTERN_REQUIRE_GPU();
+  check_decode({{32768}, 32, 8, 64, false, 32768});
+  check_decode({{63, 64, 65, 127, 1000, 2049}, 32, 8, 128, false, 4096});
+  check_decode({{300, 5}, 16, 1, 64, true, 512});
+  check_decode({{700, 1}, 8, 8, 64, false, 8192});
 }
 
 }  // namespace

@@ -55,6 +55,19 @@ TEST(CostsCpu, AttentionCountsOnlyUnmaskedPairs) {
   EXPECT_EQ(dc.flops, 4.0 * 8 * 16 * (1 + 17 + 40));
   // q + out; k and v of 58 cached tokens; 1 + 2 + 3 block-table entries; slots and lens.
   EXPECT_EQ(dc.bytes, 2.0 * 3 * 8 * 16 * 4 + 2.0 * 58 * 2 * 16 * 4 + 6 * 4 + 3 * 2 * 4);
+
+  // CUDA (bf16): the device lengths are not readable; without a host copy every
+  // sequence counts at max_context (3 x 40 tokens, 3 x 3 blocks) ...
+  const Cost upper = attention_decode_cost<2>(d);
+  EXPECT_EQ(upper.flops, 4.0 * 8 * 16 * 120);
+  EXPECT_EQ(upper.bytes, 2.0 * 3 * 8 * 16 * 2 + 2.0 * 120 * 2 * 16 * 2 + 9 * 4 + 3 * 2 * 4);
+  // ... with one, the real contexts (clamped to max_context as the kernels do).
+  const std::vector<int32_t> host_lens = {1, 17, 90};
+  d.context_lens = nullptr;  // a device pointer: never read
+  d.host_context_lens = host_lens.data();
+  const Cost real = attention_decode_cost<2>(d);
+  EXPECT_EQ(real.flops, 4.0 * 8 * 16 * (1 + 17 + 40));
+  EXPECT_EQ(real.bytes, 2.0 * 3 * 8 * 16 * 2 + 2.0 * 58 * 2 * 16 * 2 + 6 * 4 + 3 * 2 * 4);
 }
 
 TEST(CostsCpu, ElementwiseFamiliesReadAndWriteOnce) {

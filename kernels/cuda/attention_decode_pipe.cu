@@ -1,0 +1,381 @@
+// attention_decode variant 6 (split_k_pipe): paged flash-decoding whose K/V
+// go through a shared-memory cp.async pipeline and whose q.k and p.v run on
+// tensor cores.
+//
+// Variants 2-5 load K/V into registers: 4 keys in flight per lane at ~160
+// registers, 3 blocks per SM, about 24 KB in flight per SM, which holds them
+// to 1.2-1.5 TB/s. Here a block of 4 warps owns one (sequence, kv head, split)
+// and all q heads of the GQA group as variants 4/5 do, but streams the split
+// in tiles of 64 keys (16 per warp; K and V, 16 KB at head_dim 64) through a
+// 3-stage cp.async ring: two tiles in flight while one is computed, ~32 KB per
+// block, ~96 KB per SM. The block-table entries of the whole split are copied
+// to shared memory first, so no load waits on a table lookup.
+//
+// Per warp and tile: S = Q K^T with mma.m16n8k16 (A = the group's q heads
+// padded to 16 rows, B = 16 keys straight from ldmatrix of the K rows), an
+// online softmax in the log2 domain on the accumulator fragments (row max over
+// the 4 lanes of a quad), then O += P V with P re-packed from the S fragments
+// as the A operand (bf16; the row sums add the rounded P, so the weights are
+// the ones applied) and V through ldmatrix.trans. O stays in fp32 registers.
+// Rows >= group are padding (zero q) and are never written.
+//
+// Splits are sized on the device from the real context (variant 4/5), the
+// grid for max_context (graph-safe); the warps merge through shared memory and
+// the last block of a (sequence, kv head) combines the splits (variant 3).
+// Limits: head_dim 64 or 128, group <= 16, a split's block-table entries <=
+// kTableCap; anything else runs variant 5.
+//
+// Variant 7 (split_k_pipe_heads): the same kernel with blocks of 8 warps over H
+// = 8, 4, 2 or 1 adjacent kv heads (warp w: head w % H, key group w / H). A
+// key's K (and V) rows of those heads are adjacent in the cache, so a tile is
+// read as runs of H * head_dim * 2 bytes (at H = 8 and head_dim 64 a whole
+// 16 KB half of a cache block) instead of 128-byte pieces 1 KB apart that 8
+// different blocks fetch at different times. H is the largest that still gives
+// >= 3/4 of the SMs a block (b = 1 at 32 k: H = 4); H * group <= 32.
+#include <algorithm>
+
+#include "kernels/costs.h"
+#include "kernels/cuda/attention_decode_split.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+constexpr int kWarpKeys = 16;  // keys per warp and tile: the k extent of one p.v mma
+constexpr int kRows = 16;       // q heads of a group, padded to the mma's rows
+constexpr int kBlockRows = 32;  // q heads of a block (H kv heads x group) in the merge buffers
+constexpr int kTableCap = 512;  // block-table entries of one split held in shared memory
+constexpr int kStages = 3;
+
+// Own counters (a second array: variant 3-5's live in attention_decode.cu).
+__device__ unsigned g_pipe_counters[kMaxSplitCounters];
+
+// A block of W warps serves H adjacent kv heads (their K/V rows are adjacent
+// in the cache: H * HD contiguous elements per key); warp w takes kv head
+// w % H and the w / H-th 16 keys of each tile.
+template <int HD, int H, int W>
+struct PipeShape {
+  static constexpr int kThreads = W * kWarp;
+  static constexpr int kKeyGroups = W / H;  // warps per kv head
+  static constexpr int kTileKeys = kKeyGroups * kWarpKeys;
+  // Shared-memory row of one key (elements): 16 bytes of padding make the 8
+  // rows an ldmatrix reads fall into distinct banks.
+  static constexpr int kStride = H * HD + 8;
+  static constexpr size_t kTileBytes = size_t(2) * kTileKeys * kStride * sizeof(bf16);  // K and V
+  static constexpr size_t kSmem = kStages * kTileBytes + kTableCap * sizeof(int);
+  // The warps' merge buffer reuses the stages once the loop is done.
+  static_assert(size_t(kKeyGroups) * kBlockRows * HD * sizeof(float) <= kStages * kTileBytes);
+  static_assert(W % H == 0);
+};
+
+// One warp's 16 keys of a tile: S = Q K^T, online softmax, O += P V.
+// ok[j * 2 + e]: key 8j + 2 * (lane % 4) + e is valid. m, l, o[..][2h..2h+1]
+// belong to row (lane / 4) + 8h.
+template <int HD, int kStride>
+__device__ __forceinline__ void pipe_warp_tile(const uint32_t (&qa)[HD / 16][4], const bf16* k_s,
+                                               const bf16* v_s, const bool (&ok)[4], float scale_log2,
+                                               float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
+  const int lane = threadIdx.x % kWarp, mtx = lane / 8, r8 = lane % 8;
+  float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    // Matrices: keys 0-7 / 8-15 (mtx >> 1) x dims kk*16 + 0-7 / 8-15 (mtx & 1).
+    uint32_t kb[4];
+    ldmatrix_x4(kb, k_s + ((mtx >> 1) * 8 + r8) * kStride + kk * 16 + (mtx & 1) * 8);
+    mma_bf16_16816(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[0], kb[1]);
+    mma_bf16_16816(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[2], kb[3]);
+  }
+  uint32_t pa[4];  // P as the A operand: rows g / g + 8, keys 2t.. / 2t + 8..
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float x[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = ok[k] ? s[k / 2][h * 2 + k % 2] * scale_log2 : -INFINITY;
+    float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(m[h], mx);
+    const float corr = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
+    const float base = m_new == -INFINITY ? 0.0f : m_new;  // nothing valid yet: p = 0
+    float p[4], psum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      p[k] = __bfloat162float(__float2bfloat16(exp2f(x[k] - base)));
+      psum += p[k];
+    }
+    l[h] = l[h] * corr + psum;
+    m[h] = m_new;
+#pragma unroll
+    for (int nd = 0; nd < HD / 8; ++nd) {
+      o[nd][h * 2] *= corr;
+      o[nd][h * 2 + 1] *= corr;
+    }
+    pa[h] = pack_bf16x2(p[0], p[1]);
+    pa[2 + h] = pack_bf16x2(p[2], p[3]);
+  }
+#pragma unroll
+  for (int nd = 0; nd < HD / 8; nd += 2) {
+    // Transposed matrices: keys 0-7 / 8-15 (mtx & 1) x dims of tile nd / nd + 1 (mtx >> 1).
+    uint32_t vb[4];
+    ldmatrix_x4_trans(vb, v_s + ((mtx & 1) * 8 + r8) * kStride + (nd + (mtx >> 1)) * 8);
+    mma_bf16_16816(o[nd], pa[0], pa[1], pa[2], pa[3], vb[0], vb[1]);
+    mma_bf16_16816(o[nd + 1], pa[0], pa[1], pa[2], pa[3], vb[2], vb[3]);
+  }
+}
+
+// What a block needs to address its split.
+struct PipeSplit {
+  const bf16* head_base;  // pool + first kv head * HD
+  const int* table_s;     // the split's block-table entries, from first_blk
+  int first_blk, begin, end, block_size;
+  size_t row_elems, half_block;
+  __device__ bool key_ok(int t) const { return t < end && table_s[t / block_size - first_blk] >= 0; }
+};
+
+// Issue the cp.async copies of tile `tile` (K and V rows) into stage buffer
+// `k_s` (V follows K); invalid keys are zero-filled.
+template <class S>
+__device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf16* k_s) {
+  constexpr int kChunks = (S::kStride - 8) / 8, kStride = S::kStride, kTileKeys = S::kTileKeys;
+  static_assert(kTileKeys * kChunks % S::kThreads == 0);
+  bf16* v_s = k_s + kTileKeys * kStride;
+#pragma unroll
+  for (int j = 0; j < kTileKeys * kChunks / S::kThreads; ++j) {
+    const int c = threadIdx.x + j * S::kThreads, key = c / kChunks, piece = c % kChunks;
+    const int t = p.begin + tile * kTileKeys + key;
+    const int blk = t < p.end ? p.table_s[t / p.block_size - p.first_blk] : -1;
+    const bool valid = blk >= 0;
+    const bf16* src = valid ? p.head_base + size_t(blk) * 2 * p.half_block +
+                                  size_t(t % p.block_size) * p.row_elems + piece * 8
+                            : p.head_base;
+    cp_async16(k_s + key * kStride + piece * 8, src, valid);
+    cp_async16(v_s + key * kStride + piece * 8, valid ? src + p.half_block : src, valid);
+  }
+}
+
+// A warp's final state into the merge buffers (rows < group only) as state
+// `state`, rows from row0: the row sums are completed over the quad first.
+template <int HD>
+__device__ __forceinline__ void pipe_store_state(const float (&o)[HD / 8][4], const float (&m)[2], float (&l)[2],
+                                                 int group, int state, int row0, float* sm_m, float* sm_l,
+                                                 float* sm_o) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
+    const int row = g + 8 * h;
+    if (row >= group) continue;
+#pragma unroll
+    for (int nd = 0; nd < HD / 8; ++nd) {
+      float* dst = sm_o + (state * kBlockRows + row0 + row) * HD + nd * 8 + 2 * tq;
+      dst[0] = o[nd][h * 2];
+      dst[1] = o[nd][h * 2 + 1];
+    }
+    if (tq == 0) {
+      sm_m[state * kBlockRows + row0 + row] = m[h];
+      sm_l[state * kBlockRows + row0 + row] = l[h];
+    }
+  }
+}
+
+template <int HD, int H, int W>
+__global__ void __launch_bounds__(W * kWarp)
+    decode_pipe_kernel(const bf16* q, bf16* out, float* part_o, float2* part_ml,
+                       const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
+                       const bf16* __restrict__ pool, const int32_t* __restrict__ block_tables,
+                       int block_size, int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
+                       int max_context, float scale_log2) {
+  using S = PipeShape<HD, H, W>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float sm_m[S::kKeyGroups * kBlockRows], sm_l[S::kKeyGroups * kBlockRows];
+  bf16* stages = reinterpret_cast<bf16*>(smem);
+  int* table_s = reinterpret_cast<int*>(smem + kStages * S::kTileBytes);
+
+  trigger_dependents();    // a PDL-launched o_proj GEMV may start streaming its weights now
+  grid_dependency_wait();  // q and the cache are written by earlier kernels
+  const int split = blockIdx.x, kv0 = blockIdx.y * H, i = blockIdx.z, n_splits = gridDim.x;
+  const int slot = seq_slots[i];  // loaded beside the context length: one round trip for both
+  const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
+  // Splits sized from the real context; those past it exit (variant 4).
+  const int len = max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
+  const int n_eff = max(1, (ctx + len - 1) / len);
+  if (split >= n_eff) return;
+  PipeSplit p;
+  p.begin = split * len;
+  p.end = min(ctx, p.begin + len);
+  p.block_size = block_size;
+  p.first_blk = p.begin / block_size;
+  p.row_elems = size_t(n_kv_heads) * HD;
+  p.half_block = size_t(block_size) * p.row_elems;
+  p.head_base = pool + size_t(kv0) * HD;
+  p.table_s = table_s;
+  const int32_t* table = block_tables + size_t(slot) * max_blocks_per_seq;
+  const int n_blk = p.end > p.begin ? (p.end - 1) / block_size - p.first_blk + 1 : 0;
+  for (int b = threadIdx.x; b < n_blk; b += S::kThreads) table_s[b] = table[p.first_blk + b];
+  __syncthreads();
+  const int n_tiles = p.end > p.begin ? (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys : 0;
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < n_tiles) pipe_load_tile<S>(p, st, stages + size_t(st) * 2 * S::kTileKeys * S::kStride);
+    cp_async_commit();
+  }
+
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+  const int hw = warp % H, kg = warp / H;  // this warp's kv head (of the block's) and key group
+  // Q as the A operand (rows = heads of the group, zero past it), kept for the whole split.
+  const bf16* qh = q + size_t(i) * q_stride + size_t(kv0 + hw) * group * HD;
+  auto q_pair = [&](int row, int dim) {
+    return row < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(row) * HD + dim) : 0u;
+  };
+  uint32_t qa[HD / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    qa[kk][0] = q_pair(g, kk * 16 + 2 * tq);
+    qa[kk][1] = q_pair(g + 8, kk * 16 + 2 * tq);
+    qa[kk][2] = q_pair(g, kk * 16 + 2 * tq + 8);
+    qa[kk][3] = q_pair(g + 8, kk * 16 + 2 * tq + 8);
+  }
+  float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int nd = 0; nd < HD / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait<kStages - 2>();  // this tile has landed (for this thread's copies) ...
+    __syncthreads();               // ... for every thread's, and the oldest stage is free
+    const int next = tile + kStages - 1;
+    if (next < n_tiles) pipe_load_tile<S>(p, next, stages + size_t(next % kStages) * 2 * S::kTileKeys * S::kStride);
+    cp_async_commit();
+    const bf16* k_s = stages + size_t(tile % kStages) * 2 * S::kTileKeys * S::kStride +
+                      kg * kWarpKeys * S::kStride + hw * HD;
+    const int key0 = p.begin + tile * S::kTileKeys + kg * kWarpKeys + 2 * tq;
+    const bool ok[4] = {p.key_ok(key0), p.key_ok(key0 + 1), p.key_ok(key0 + 8), p.key_ok(key0 + 9)};
+    pipe_warp_tile<HD, S::kStride>(qa, k_s, k_s + S::kTileKeys * S::kStride, ok, scale_log2, o, m, l);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages become the warps' merge buffer
+
+  // States [key group][kv head * group + row] (each written by exactly one
+  // warp): the block's q heads are the H groups' heads in order, so the split
+  // tail sees one group of H * group heads.
+  float* sm_o = reinterpret_cast<float*>(smem);
+  pipe_store_state<HD>(o, m, l, group, kg, hw * group, sm_m, sm_l, sm_o);
+  __syncthreads();
+  finish_split<HD, kBlockRows, S::kKeyGroups, S::kThreads, true>(
+      sm_m, sm_l, sm_o,
+      SplitDest{out, part_o, part_ml, g_pipe_counters, i, int(blockIdx.y), n_kv_heads / H, H * group, q_stride,
+                split, n_splits, n_eff});
+}
+
+// Blocks per SM (shared memory bounds it), asked once per instantiation; the
+// dynamic shared-memory limit is raised on every launch (cheap, and right on
+// whichever device is current).
+template <int HD, int H, int W>
+int pipe_resident_per_sm() {
+  static const int n = [] {
+    using S = PipeShape<HD, H, W>;
+    CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD, H, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(S::kSmem)));
+    int blocks = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_pipe_kernel<HD, H, W>, S::kThreads,
+                                                             S::kSmem));
+    return std::max(blocks, 1);
+  }();
+  return n;
+}
+
+// Split count: variant 5's rule (one wave of resident blocks while >= 2 splits
+// of every (sequence, kv-head block) fit) with ~2 waves' worth of blocks above
+// it, capped by max_context (>= 64 keys a split) and the workspace; 0 when a
+// split's block-table entries could exceed kTableCap (the longest split is
+// max(64, ceil(max_context / splits)) keys, one block more when unaligned).
+int pipe_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long work, long resident) {
+  const int max_context = std::max(a.max_context, 1);
+  int splits = std::min(wave_splits(work, resident, ceil_div(2 * resident, work)), max_splits_for(max_context));
+  const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, a.cache.head_dim, 1);
+  if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
+  splits = std::max(splits, 1);
+  const int longest = std::max(kMinSplitKeys, ceil_div(max_context, splits));
+  return ceil_div(longest, a.cache.block_size) + 1 > kTableCap ? 0 : splits;
+}
+
+// Launches with H kv heads per block if the grid then holds at least
+// `min_blocks` blocks (or force); false otherwise (nothing launched).
+template <int HD, int H, int W>
+bool launch_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long min_blocks, bool force) {
+  using S = PipeShape<HD, H, W>;
+  const KvCacheRef& c = a.cache;
+  const int group = a.n_q_heads / c.n_kv_heads;
+  if (c.n_kv_heads % H != 0 || H * group > kBlockRows) return false;
+  const long work = long(a.b) * (c.n_kv_heads / H);
+  const int splits = pipe_splits(a, ctx, work, long(pipe_resident_per_sm<HD, H, W>()) * sm_count());
+  if (splits == 0 || (!force && work * splits < min_blocks)) return false;
+  CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD, H, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(S::kSmem)));
+  // [b][heads][splits][hd] partial outputs (16-byte aligned), then their (max, sum).
+  auto* part_o = static_cast<float*>(ctx.workspace);
+  auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * HD);
+  launch_kernel(true, decode_pipe_kernel<HD, H, W>, dim3(splits, c.n_kv_heads / H, a.b), dim3(S::kThreads),
+                S::kSmem, ctx.stream, static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
+                a.seq_slots, a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables, c.block_size,
+                c.max_blocks_per_seq, c.n_kv_heads, group, a.q_stride, std::max(a.max_context, 1),
+                a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_pipe_kernel");
+  return true;
+}
+
+bool pipe_supports(const AttentionDecodeArgs& a) {
+  const int hd = a.cache.head_dim;
+  return (hd == 64 || hd == 128) && a.n_q_heads / a.cache.n_kv_heads <= kRows && a.q_stride % 8 == 0 &&
+         aligned(a.q, 16) && aligned(a.out, 16) && aligned(a.cache.pool, 16) &&
+         long(a.b) * a.cache.n_kv_heads <= kMaxSplitCounters;
+}
+
+// Variant 6: one kv head per block of 4 warps.
+template <int HD>
+bool pipe_one_head(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  return launch_pipe<HD, 1, 4>(a, ctx, 0, true);
+}
+// Variant 7: blocks of 8 warps over 8, 4, 2 or 1 adjacent kv heads, the most
+// that still give a grid of >= 3/4 of the multiprocessors.
+template <int HD>
+bool pipe_head_blocks(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const long min_blocks = 3L * sm_count() / 4;
+  return launch_pipe<HD, 8, 8>(a, ctx, min_blocks, false) || launch_pipe<HD, 4, 8>(a, ctx, min_blocks, false) ||
+         launch_pipe<HD, 2, 8>(a, ctx, min_blocks, false) || launch_pipe<HD, 1, 8>(a, ctx, 0, true);
+}
+
+template <bool kHeadBlocks>
+void decode_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  check_decode(a, kHeadBlocks ? "attention_decode.split_k_pipe_heads" : "attention_decode.split_k_pipe");
+  if (a.b == 0) return;
+  bool done = false;
+  if (pipe_supports(a)) {
+    if (a.cache.head_dim == 64)
+      done = kHeadBlocks ? pipe_head_blocks<64>(a, ctx) : pipe_one_head<64>(a, ctx);
+    else
+      done = kHeadBlocks ? pipe_head_blocks<128>(a, ctx) : pipe_one_head<128>(a, ctx);
+  }
+  if (!done) decode_split_wave(a, ctx);
+}
+
+}  // namespace
+
+// Both kTestedOnly: 6 measured faster than 5 in bench_kernels and in the engine
+// at b = 64/256, but not consistently at b = 1 (docs/performance.md, session 6);
+// 7 is slower than 6 except at long contexts with many sequences.
+void register_attention_decode_pipe_cuda(Registry& r) {
+  r.add(make_entry<AttentionDecodeArgs, decode_pipe<false>, attention_decode_cost<2>>(
+      6, "split_k_pipe", Backend::cuda,
+      "split_k_wave's blocks streaming K/V through a 3-stage cp.async shared-memory ring (block "
+      "table staged first) with q.k and p.v on tensor cores (mma.m16n8k16, heads padded to 16)",
+      kTestedOnly, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_pipe<true>, attention_decode_cost<2>>(
+      7, "split_k_pipe_heads", Backend::cuda,
+      "split_k_pipe with blocks of 8 warps over up to 8 adjacent kv heads, so each key's K/V rows "
+      "are read as one contiguous H * head_dim run (whole 16 KB block halves at 8 heads)",
+      kTestedOnly, decode_split_workspace));
+}
+
+}  // namespace lantern::kernels
