@@ -90,8 +90,8 @@ std::string MemoryBudget::table() const {
   s += strformat("  %-14s %10.1f MiB\n", "block_tables", mib(block_tables));
   s += strformat("  %-14s %10.1f MiB\n", "workspace", mib(workspace));
   if (cuda_graph_count)
-    s += strformat("  %-14s %10.1f MiB  (%d decode graphs)\n", "cuda_graphs", mib(cuda_graphs),
-                   cuda_graph_count);
+    s += strformat("  %-14s %10.1f MiB  (%d decode + %d prefill graphs)\n", "cuda_graphs", mib(cuda_graphs),
+                   cuda_graph_count - prefill_graph_count, prefill_graph_count);
   s += strformat("  %-14s %10.1f MiB\n", "total", mib(total()));
   return s;
 }
@@ -106,6 +106,7 @@ nlohmann::json MemoryBudget::to_json() const {
           {"block_tables", block_tables},
           {"cuda_graphs", cuda_graphs},
           {"cuda_graph_count", cuda_graph_count},
+          {"prefill_graph_count", prefill_graph_count},
           {"total", total()}};
 }
 
@@ -131,15 +132,20 @@ class EngineImpl {
                   "the same gpu index",
                   weights_.gpu(), opt.gpu);
     kernels_ = kernels::KernelSet::defaults(opt.backend);
-    bool fused = opt.fused;
+    bool fused = opt.fused, prefill_graphs = opt.prefill_graphs;
+    // Pseudo-families (engine switches, not registry families): "on" / "off".
+    auto on_off = [](const std::string& family, const std::string& variant) {
+      LANTERN_CHECK(variant == "on" || variant == "off", "kernels: %s must be 'on' or 'off', got '%s'",
+                    family.c_str(), variant.c_str());
+      return variant == "on";
+    };
     for (const auto& [family, variant] : opt.kernels) {
-      if (family == "fusion") {
-        LANTERN_CHECK(variant == "on" || variant == "off", "kernels: fusion must be 'on' or 'off', got '%s'",
-                      variant.c_str());
-        fused = variant == "on";
-        continue;
-      }
-      kernels_.select(kernels::family_from_name(family), variant, opt.backend);
+      if (family == "fusion")
+        fused = on_off(family, variant);
+      else if (family == "prefill_graphs")
+        prefill_graphs = on_off(family, variant);
+      else
+        kernels_.select(kernels::family_from_name(family), variant, opt.backend);
     }
     if (opt.observer) {
       AllocEvent e{"weights", "weight block", reinterpret_cast<uint64_t>(weights_.block()),
@@ -147,7 +153,7 @@ class EngineImpl {
       opt.observer->on_alloc(e);
     }
     model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs, fused, comm_);
+                                     opt.use_cuda_graphs, fused, comm_, prefill_graphs);
     if (fused && !model_->fused())
       std::fprintf(stderr,
                    "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
@@ -479,6 +485,7 @@ nlohmann::json Engine::describe() const {
                         {"limits", impl_->limits_.to_json()},
                         {"kernels", k},
                         {"fusion", impl_->model_->fused() ? "on" : "off"},
+                        {"prefill_graphs", impl_->model_->prefill_graphs() ? "on" : "off"},
                         {"memory", memory_budget().to_json()}};
   const std::vector<kernels::GemmPlan> plans = gemm_plans();
   if (!plans.empty()) {

@@ -77,10 +77,11 @@ struct RequestResult {
 // Where the device memory goes, printed at start-up.
 struct MemoryBudget {
   size_t weights = 0, arena = 0, kv_pool = 0, workspace = 0, block_tables = 0;
-  size_t cuda_graphs = 0;     // decode graphs: device memory cudaMemGetInfo saw them take
+  size_t cuda_graphs = 0;     // decode and prefill graphs: device memory cudaMemGetInfo saw them take
   int kv_blocks = 0;          // usable KV blocks (the scheduler's pool)
   int kv_scratch_blocks = 0;  // + the scratch block of graph pad rows (in kv_pool)
-  int cuda_graph_count = 0;
+  int cuda_graph_count = 0;    // decode and prefill graphs
+  int prefill_graph_count = 0; // of which prefill graphs (per token bucket, docs/engine.md)
   size_t total() const { return weights + arena + kv_pool + workspace + block_tables + cuda_graphs; }
   std::string table() const;  // human-readable, one line per item
   nlohmann::json to_json() const;
@@ -101,6 +102,11 @@ struct EngineOptions {
   bool fused = true;
   Observer* observer = nullptr;  // harness; never steers the engine
   bool use_cuda_graphs = true;   // cuda: capture decode graphs per batch-size bucket at start-up
+  // cuda, with use_cuda_graphs: also capture pure-prefill steps per token
+  // bucket at start-up and replay them padded (docs/engine.md, Prefill
+  // graphs). The pseudo-family "prefill_graphs" ("on" / "off") in `kernels`
+  // sets it, so `--kernels prefill_graphs=off` and experiment files A/B it.
+  bool prefill_graphs = true;
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
   int profile_last_step = -1;    // cudaProfilerStop after this step
   // The engine clock (seconds); empty: steady_clock since construction. Tests

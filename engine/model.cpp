@@ -15,9 +15,9 @@ using kernels::Family;
 
 Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
              const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer,
-             bool use_cuda_graphs, bool fused, Communicator* comm)
+             bool use_cuda_graphs, bool fused, Communicator* comm, bool prefill_graphs)
     : cfg_(cfg), w_(weights), dev_(device), limits_(limits), kernels_(kernels), obs_(observer),
-      comm_(comm) {
+      comm_(comm), prefill_requested_(prefill_graphs) {
   fuse_ = fused && weights.fusable();
   // Graphs replay decode steps; the seed's host argmax (argmax variant 1)
   // synchronises with the host inside the step and cannot be captured.
@@ -30,7 +30,10 @@ Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
   allocate_kv();
   fill_budget();
   prepare_kernels();
-  if (graphs_enabled_) capture_graphs();
+  if (graphs_enabled_) {
+    capture_graphs();
+    if (prefill_requested_ && can_capture_prefill()) capture_prefill_graphs();
+  }
   dev_.synchronize();
 }
 
@@ -162,8 +165,9 @@ StepOutput Model::run(const StepInput& in) {
                  limits_.max_batch_tokens);
   LANTERN_ASSERT(s.r <= limits_.logits_rows, "logit rows %d > %d", s.r, limits_.logits_rows);
   apply_table_updates(in.table_updates);
-  const int graph = graph_index(s);
-  upload_meta(in, graph >= 0 ? graphs_[graph].rows : s.n);
+  int graph = graph_index(s);
+  if (graph < 0) graph = prefill_graph_index(s);
+  upload_meta(in, graph >= 0 ? graphs_[graph].shape : MetaPad{s.n, s.r, s.num_fresh});
   if (graph >= 0)
     replay(graph);
   else
@@ -173,10 +177,10 @@ StepOutput Model::run(const StepInput& in) {
 
 // Step metadata: fill the pinned mirror, one copy to the device (the
 // out_tokens section in between is the kernels' to write).
-void Model::upload_meta(const StepInput& in, int rows) {
+void Model::upload_meta(const StepInput& in, const MetaPad& pad) {
   char* host = static_cast<char*>(meta_host_);
   char* devm = static_cast<char*>(arena_.ptr(v_.meta));
-  fill_step_meta(meta_, host, in, rows, pad_slot_);
+  fill_step_meta(meta_, host, in, pad, pad_slot_);
   if (dev_.is_cuda()) {
     dev_.copy_h2d(devm, host, meta_.out_tokens);  // ids .. gen_index
     dev_.copy_h2d(devm + meta_.temperature, host + meta_.temperature, meta_.updates - meta_.temperature);

@@ -58,6 +58,15 @@ struct StepOutput {
 // 0 (context length 1) in the scratch slot (index max_seqs, never handed
 // out by the scheduler), whose block-table rows point at one reserved
 // scratch KV block; their logits and tokens are ignored.
+//
+// Pure prefill steps (every row a fresh prompt row) replay graphs too, one
+// per token bucket (prefill_token_buckets), class of fresh sequences (1, or
+// up to min(max_seqs, logits_rows)) and head (none, argmax, sampling). Pad
+// rows n..bucket-1 are scratch-slot rows as above but belong to no sequence:
+// the captured attention_prefill grid covers `seqs` sequences of up to
+// `bucket` rows and reads the sequence bounds from step_meta, so pad rows are
+// never attended to and unused sequences (bounds n, n) are empty. Pad logit
+// rows (r..seqs-1) are greedy rows whose tokens are ignored.
 class Model {
  public:
   // `comm` (tensor parallelism, may be null): `cfg` is then the rank's
@@ -65,7 +74,7 @@ class Model {
   // all_reduce after o_proj and down_proj.
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
         const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs,
-        bool fused = false, Communicator* comm = nullptr);
+        bool fused = false, Communicator* comm = nullptr, bool prefill_graphs = false);
   ~Model();
 
   StepOutput run(const StepInput& in);
@@ -80,6 +89,9 @@ class Model {
   int max_blocks_per_seq() const { return max_blocks_per_seq_; }
   // Decode batch sizes with a captured graph (empty: graphs off).
   const std::vector<int>& graph_buckets() const { return buckets_; }
+  // Prefill token buckets with captured graphs (empty: prefill runs eagerly).
+  const std::vector<int>& prefill_buckets() const { return prefill_buckets_; }
+  bool prefill_graphs() const { return !prefill_buckets_.empty(); }
   // gemm.6's measured cuBLASLt plans for this model's GEMM shapes on its GPU
   // (empty when the chosen gemm variant makes none).
   std::vector<kernels::GemmPlan> gemm_plans() const;
@@ -129,7 +141,7 @@ class Model {
     StepKind kind;
   };
   static ForwardShape shape_of(const StepInput& in);
-  void upload_meta(const StepInput& in, int rows);
+  void upload_meta(const StepInput& in, const MetaPad& pad);
   StepOutput collect(const StepInput& in);
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
 
@@ -144,26 +156,42 @@ class Model {
 
   // CUDA graphs (model_graphs.cpp).
   struct Graph {
-    int rows = 0;                 // the bucket: decode rows the graph was captured for
+    MetaPad shape;                // rows (the bucket), logit rows, fresh sequences captured
     cudaGraphExec_t exec = nullptr;
     std::vector<OpInfo> ops;      // as every replay reports them (kReplay, graph_kernels)
   };
   bool graphs_enabled_ = false;
   std::vector<int> buckets_;              // ascending
-  std::vector<Graph> graphs_;             // index: 2 * bucket index + sampling
+  std::vector<Graph> graphs_;             // decode: 2 * bucket index + sampling; then prefill
+  bool prefill_requested_ = false;
+  std::vector<int> prefill_buckets_;      // ascending (empty: no prefill graphs)
+  std::vector<int> prefill_seqs_;         // fresh-sequence classes: {1} or {1, many}
+  int prefill_base_ = 0;                  // graphs_ index of the first prefill graph
+  std::vector<int32_t> capture_starts_;   // host sequence bounds while capturing a prefill graph
   bool capturing_ = false;
   bool preparing_ = false;                // prepare_kernels: op() prepares, launches nothing
   std::set<std::tuple<int, int, bool>> gemm_shapes_;  // (n, k, c_f32) seen by prepare_kernels
   std::vector<OpInfo> captured_;          // during a capture: the ops so far (kCapture)
   std::vector<cudaGraphNode_t> leaves_;   // ... and the capture's last node after each
   void capture_graphs();
-  void capture(Graph& g, bool sampling);
+  void capture_prefill_graphs();
+  void capture_set(int first, int count);  // capture graphs_[first, first + count), report each
+  void capture(Graph& g, const ForwardShape& s);
+  bool can_capture_prefill() const;
   int graph_index(const ForwardShape& s) const;  // -1: run eagerly
+  int prefill_graph_index(const ForwardShape& s) const;
   void replay(int index);
   void refresh_decode_costs(Graph& g) const;
   cudaGraphNode_t capture_leaf() const;
   void count_graph_kernels(cudaGraph_t graph, std::vector<OpInfo>& ops) const;
   void destroy_graphs();
 };
+
+// Token buckets of prefill graphs for steps of up to `max_tokens` rows:
+// 16, 32, 64, 128, then alternately x1.5 and x4/3 (192, 256, 384, 512, 768,
+// 1024, ...), each below max_tokens, then max_tokens itself. A prompt pads to
+// at most 1.5x its rows (less above 128, where the GEMMs start to fill the
+// GPU and padding starts to cost); max_tokens < 16 gives {max_tokens}.
+std::vector<int> prefill_token_buckets(int max_tokens);
 
 }  // namespace lantern

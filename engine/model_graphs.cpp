@@ -1,7 +1,7 @@
-// CUDA graphs of decode steps, captured once at start-up for batch-size
-// buckets and replayed with padding (the convention is in model.h). Kernels
-// read everything that changes per step from step_meta, so one capture per
-// (bucket, head) serves every later step of that shape.
+// CUDA graphs of decode and prefill steps, captured once at start-up for
+// batch-size / token buckets and replayed with padding (the conventions are
+// in model.h). Kernels read everything that changes per step from step_meta,
+// so one capture per (bucket, head) serves every later step of that shape.
 #include <algorithm>
 #include <unordered_map>
 
@@ -68,27 +68,91 @@ void Model::capture_graphs() {
   const int largest = std::min(limits_.max_seqs, limits_.logits_rows);
   for (int b = 1; b < largest; b *= 2) buckets_.push_back(b);
   buckets_.push_back(largest);
-  graphs_.resize(2 * buckets_.size());
+  for (int b : buckets_)
+    for (int sampling = 0; sampling < 2; ++sampling) {
+      Graph g;
+      g.shape = MetaPad{b, b, 0};
+      graphs_.push_back(std::move(g));
+    }
+  capture_set(0, static_cast<int>(graphs_.size()));
+}
+
+std::vector<int> prefill_token_buckets(int max_tokens) {
+  std::vector<int> buckets;
+  for (int b = 16; b < max_tokens;) {
+    buckets.push_back(b);
+    const bool power_of_two = (b & (b - 1)) == 0;
+    b = b < 128 ? 2 * b : (power_of_two ? b * 3 / 2 : b * 4 / 3);
+  }
+  buckets.push_back(max_tokens);
+  return buckets;
+}
+
+// Prefill graphs bake the attention_prefill launch into the graph with host
+// shape values (grid: bucket rows x seqs sequences) and must find everything
+// else in step_meta. The seed variant (1) loops over the sequences on the
+// host, and flash_mma falls back to it for head sizes other than 32, 64 and
+// 128: neither can be replayed for other prompt lengths. Tensor-parallel
+// groups run prefill eagerly (not yet checked with NCCL inside these graphs).
+bool Model::can_capture_prefill() const {
+  const int hd = cfg_.head_dim;
+  return comm_ == nullptr && kernels_.entry(kernels::Family::attention_prefill).variant >= 2 &&
+         (hd == 32 || hd == 64 || hd == 128);
+}
+
+// Bucket-major: (bucket, sequence class, head) -> prefill_base_ +
+// (bucket * classes + class) * 3 + head (StepKind::Head order: none, argmax,
+// sample). The "many" class holds up to min(max_seqs, logits_rows) prompts
+// (no more than the bucket's rows).
+void Model::capture_prefill_graphs() {
+  prefill_buckets_ = prefill_token_buckets(limits_.max_batch_tokens);
+  const int many = std::min(limits_.max_seqs, limits_.logits_rows);
+  prefill_seqs_ = many > 1 ? std::vector<int>{1, many} : std::vector<int>{1};
+  prefill_base_ = static_cast<int>(graphs_.size());
+  for (int b : prefill_buckets_)
+    for (int seqs : prefill_seqs_) {
+      seqs = std::min(seqs, b);
+      for (int head = 0; head < 3; ++head) {
+        Graph g;
+        g.shape = MetaPad{b, head ? seqs : 0, seqs};
+        graphs_.push_back(std::move(g));
+      }
+    }
+  capture_set(prefill_base_, static_cast<int>(graphs_.size()) - prefill_base_);
+  budget_.prefill_graph_count = static_cast<int>(graphs_.size()) - prefill_base_;
+}
+
+void Model::capture_set(int first, int count) {
   dev_.synchronize();
   const size_t free_before = dev_.free_memory();
-  for (size_t i = 0; i < buckets_.size(); ++i)
-    for (int sampling = 0; sampling < 2; ++sampling) {
-      const int index = static_cast<int>(2 * i) + sampling;
-      Graph& g = graphs_[index];
-      g.rows = buckets_[i];
-      capture(g, sampling == 1);
-      LANTERN_OBSERVE(obs_, on_graph_captured(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())}));
+  for (int index = first; index < first + count; ++index) {
+    Graph& g = graphs_[index];
+    ForwardShape s;
+    s.n = g.shape.rows;
+    s.r = g.shape.logit_rows;
+    if (g.shape.fresh_seqs == 0) {  // decode: graphs_ index 2 * bucket + sampling
+      s.kind = StepKind{StepKind::decode, index % 2 ? StepKind::sample : StepKind::argmax};
+    } else {
+      // One sequence of every row, the others empty: what the launch checks on
+      // the host; replays read the real bounds from step_meta.
+      capture_starts_.assign(g.shape.fresh_seqs + 1, s.n);
+      capture_starts_[0] = 0;
+      s.nf = s.n;
+      s.num_fresh = g.shape.fresh_seqs;
+      s.max_fresh_len = s.n;
+      s.host_fresh_starts = capture_starts_.data();
+      s.kind = StepKind{StepKind::prefill, static_cast<StepKind::Head>((index - prefill_base_) % 3)};
     }
+    capture(g, s);
+    LANTERN_OBSERVE(obs_, on_graph_captured(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())}));
+  }
   dev_.synchronize();
   const size_t free_after = dev_.free_memory();
-  budget_.cuda_graphs = free_before > free_after ? free_before - free_after : 0;
+  budget_.cuda_graphs += free_before > free_after ? free_before - free_after : 0;
   budget_.cuda_graph_count = static_cast<int>(graphs_.size());
 }
 
-void Model::capture(Graph& g, bool sampling) {
-  ForwardShape s;
-  s.n = s.r = g.rows;
-  s.kind = StepKind{StepKind::decode, sampling ? StepKind::sample : StepKind::argmax};
+void Model::capture(Graph& g, const ForwardShape& s) {
   captured_.clear();
   leaves_.clear();
   cudaGraph_t graph = nullptr;
@@ -124,12 +188,28 @@ int Model::graph_index(const ForwardShape& s) const {
   return static_cast<int>(2 * bucket) + (s.kind.head == StepKind::sample ? 1 : 0);
 }
 
+// Pure prefill steps with one logit row per prompt (or none: a first chunk)
+// replay the smallest token bucket that holds them, in the one-prompt class
+// or the many-prompt one. Score mode (a logit row per position) runs eagerly.
+int Model::prefill_graph_index(const ForwardShape& s) const {
+  if (prefill_buckets_.empty() || s.kind.attention != StepKind::prefill || s.n > prefill_buckets_.back() ||
+      s.r != (s.kind.head == StepKind::none ? 0 : s.num_fresh))
+    return -1;
+  const int bucket = static_cast<int>(
+      std::lower_bound(prefill_buckets_.begin(), prefill_buckets_.end(), s.n) - prefill_buckets_.begin());
+  const int cls = s.num_fresh == 1 ? 0 : 1;
+  const int classes = static_cast<int>(prefill_seqs_.size());
+  if (cls >= classes) return -1;
+  const int index = prefill_base_ + (bucket * classes + cls) * 3 + static_cast<int>(s.kind.head);
+  return s.num_fresh <= graphs_[index].shape.fresh_seqs ? index : -1;
+}
+
 void Model::replay(int index) {
   Graph& g = graphs_[index];
   CUDA_CHECK(cudaGraphLaunch(g.exec, dev_.stream()));
 #if LANTERN_INSTRUMENTATION
   if (obs_) {
-    refresh_decode_costs(g);
+    if (g.shape.fresh_seqs == 0) refresh_decode_costs(g);  // prefill graphs: costs as captured
     obs_->on_graph_replay(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())});
   }
 #endif
@@ -137,7 +217,7 @@ void Model::replay(int index) {
 
 // The attention_decode kernels read the context lengths from step_meta, so a
 // replay costs what this step's contexts cost, not what the capture's did:
-// recomputed from the pinned mirror (which upload_meta filled for g.rows rows,
+// recomputed from the pinned mirror (which upload_meta filled for g.shape.rows rows,
 // pad rows at context 1). Every layer's call costs the same.
 void Model::refresh_decode_costs(Graph& g) const {
   const kernels::KernelEntry& e = kernels_.entry(kernels::Family::attention_decode);
@@ -146,7 +226,7 @@ void Model::refresh_decode_costs(Graph& g) const {
   a.cache.block_size = limits_.kv_block_size;
   a.cache.n_kv_heads = cfg_.num_kv_heads;
   a.cache.head_dim = cfg_.head_dim;
-  a.b = g.rows;
+  a.b = g.shape.rows;
   a.max_context = limits_.max_context;
   a.n_q_heads = cfg_.num_q_heads;
   a.q_stride = cfg_.q_dim();

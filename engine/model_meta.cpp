@@ -33,7 +33,7 @@ MetaLayout::MetaLayout(int T, int R, int U) {
   bytes = o;
 }
 
-void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, int rows, int pad_slot) {
+void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, const MetaPad& pad, int pad_slot) {
   const int n = in.num_rows();
   const int r = static_cast<int>(in.logit_rows.size());
   auto put = [host](size_t off, const void* src, size_t bytes) { std::memcpy(host + off, src, bytes); };
@@ -49,19 +49,22 @@ void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, int ro
   put(m.temperature, in.temperature.data(), 4 * r);
   put(m.top_p, in.top_p.data(), 4 * r);
   put(m.seeds, in.seeds.data(), 8 * r);
-  // Pad rows (graph replays only: there every row is a logit row, r == n).
-  for (int i = n; i < rows; ++i) {
+  for (int i = n; i < pad.rows; ++i) {
     i32(m.ids)[i] = 0;
     i32(m.positions)[i] = 0;
     i32(m.slots)[i] = pad_slot;
     i32(m.ctx_lens)[i] = 1;
-    i32(m.logit_rows)[i] = i;
-    i32(m.top_k)[i] = 0;
-    i32(m.gen_index)[i] = 0;
-    reinterpret_cast<float*>(host + m.temperature)[i] = 0.0f;
-    reinterpret_cast<float*>(host + m.top_p)[i] = 1.0f;
-    reinterpret_cast<uint64_t*>(host + m.seeds)[i] = 0;
   }
+  for (int j = r; j < pad.logit_rows; ++j) {
+    i32(m.logit_rows)[j] = j;
+    i32(m.top_k)[j] = 0;
+    i32(m.gen_index)[j] = 0;
+    reinterpret_cast<float*>(host + m.temperature)[j] = 0.0f;
+    reinterpret_cast<float*>(host + m.top_p)[j] = 1.0f;
+    reinterpret_cast<uint64_t*>(host + m.seeds)[j] = 0;
+  }
+  const int num_fresh = static_cast<int>(in.fresh_starts.size()) - 1;
+  for (int k = num_fresh + 1; k <= pad.fresh_seqs; ++k) i32(m.fresh_starts)[k] = in.num_fresh_rows();
 }
 
 }  // namespace lantern

@@ -21,11 +21,20 @@ struct MetaLayout {
   MetaLayout(int T, int R, int U);
 };
 
-// Fills the host mirror for `in`, padded with harmless rows up to `rows`
-// (>= in.num_rows(); a decode step replayed from a larger graph bucket). Pad
-// row i: token 0 at position 0 in slot `pad_slot` (context length 1), its
-// own logit row, greedy; its K/V go to the scratch block and its token is
-// ignored (docs/architecture.md, CUDA graphs).
-void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, int rows, int pad_slot);
+// What a step is padded to when it replays a graph captured for a larger
+// shape (decode: rows == logit_rows == the bucket, fresh_seqs 0; prefill:
+// rows == the token bucket, logit_rows == fresh_seqs, or 0 without a head).
+// Eager steps pad nothing: the step's own counts.
+struct MetaPad {
+  int rows = 0, logit_rows = 0, fresh_seqs = 0;
+};
+
+// Fills the host mirror for `in`, padded with harmless entries up to `pad`
+// (docs/architecture.md, CUDA graphs). Pad row i (n <= i < pad.rows): token 0
+// at position 0 in slot `pad_slot` (context length 1); its K/V go to the
+// scratch block. Pad logit row j (r <= j < pad.logit_rows): row j, greedy; its
+// token is ignored. Pad fresh sequences (num_fresh < k <= pad.fresh_seqs):
+// bounds [n, n), empty, so a prefill pad row belongs to no sequence.
+void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, const MetaPad& pad, int pad_slot);
 
 }  // namespace lantern

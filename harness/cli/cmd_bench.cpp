@@ -211,6 +211,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"fraction_of_roofline", pt.decode_floor_ms > 0 ? pt.decode_floor_ms / pt.step_ms : 0},
                         {"decode_host_ms", pt.host_ms}, {"decode_model_run_ms", pt.model_ms},
                         {"fusion", engine.describe()["fusion"]},
+                        {"prefill_graphs", engine.describe()["prefill_graphs"]},
                         {"kernels", engine.describe()["kernels"]}, {"roofline", roof.to_json()}};
     if (const nlohmann::json d = engine.describe(); d.contains("gemm_plans")) j["gemm_plans"] = d["gemm_plans"];
     if (sweep) {

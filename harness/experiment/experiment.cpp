@@ -267,9 +267,11 @@ ModelFacts model_facts_from(const json& variants, int max_position_embeddings) {
       names.push_back(std::to_string(v["variant"].get<int64_t>()));
     }
   }
-  // EngineOptions::kernels' pseudo-family (fused or unfused op table): not in
-  // the registry, so not in the recorded list, valid on every backend.
+  // EngineOptions::kernels' pseudo-families (fused or unfused op table;
+  // prefill steps replayed from graphs or eager): not in the registry, so not
+  // in the recorded list, valid on every backend.
   f.kernel_variants["fusion"] = {"on", "off"};
+  f.kernel_variants["prefill_graphs"] = {"on", "off"};
   return f;
 }
 

@@ -27,10 +27,12 @@ const std::filesystem::path& tiny_model() {
 }
 
 std::unique_ptr<Engine> make_engine(kernels::Backend b, EngineLimits lim = {}, bool graphs = true,
-                                    Observer* observer = nullptr, bool fused = true) {
+                                    Observer* observer = nullptr, bool fused = true,
+                                    bool prefill_graphs = true) {
   ModelConfig cfg = ModelConfig::load(tiny_model());
   EngineOptions opt;
   opt.fused = fused;
+  opt.prefill_graphs = prefill_graphs;
   opt.backend = b;
   opt.limits = lim;
   opt.use_cuda_graphs = graphs;
@@ -198,6 +200,7 @@ TEST(EngineGpu, PaddedGraphReplaysMatchEagerLogits) {
     int tokens = 0, padded = 0, replays = 0;
     void on_step_begin(const StepInfo& s) override { tokens = s.num_tokens; }
     void on_graph_replay(const GraphReplay& g) override {
+      if (g.graph >= 10) return;  // a prefill graph (after the 10 decode graphs)
       ++replays;
       padded += (1 << (g.graph / 2)) > tokens;  // buckets 1, 2, 4, 8, 16 (max_seqs 16)
     }
@@ -270,6 +273,8 @@ TEST(EngineGpu, GraphsFinishEveryRequestUnderKvPressure) {
 // max_seqs 16) and head (argmax, sampling), before the first step: every op
 // hooked as captured, then on_graph_captured with its kernel-node counts.
 // Steps only replay: no capture inside a step, nothing instantiated mid-run.
+// (Prefill graphs off here: the prefill step runs eagerly; the prefill
+// graphs' own test is in engine_prefill_graphs_gpu_test.cpp.)
 TEST(EngineGpu, GraphsAreCapturedAtStartUpAndStepsOnlyReplay) {
   LANTERN_REQUIRE_GPU_AND_HOOKS();
   struct Hooks : Observer {
@@ -293,7 +298,8 @@ TEST(EngineGpu, GraphsAreCapturedAtStartUpAndStepsOnlyReplay) {
     }
     void on_graph_replay(const GraphReplay& g) override { replays.emplace_back(steps, g.graph); }
   } obs;
-  auto engine = make_engine(kernels::Backend::cuda, {}, true, &obs);
+  auto engine = make_engine(kernels::Backend::cuda, {}, true, &obs, true, /*prefill_graphs=*/false);
+  ASSERT_EQ(engine->describe()["prefill_graphs"], "off");
   ASSERT_EQ(obs.captures.size(), 10u) << "5 buckets x (argmax, sample)";
   const int layers = engine->config().num_layers;
   ASSERT_EQ(engine->describe()["fusion"], "on");

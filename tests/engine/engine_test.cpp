@@ -175,6 +175,13 @@ TEST(EngineCpu, KernelsFusionOverrideIsCheckedAndApplied) {
   } catch (const Error& err) {
     EXPECT_THAT(err.what(), testing::HasSubstr("fusion must be 'on' or 'off'"));
   }
+  // The prefill-graphs switch is the same kind of pseudo-family; the CPU
+  // backend has no graphs, so it always reports "off".
+  opt.kernels = {{"prefill_graphs", "on"}};
+  Engine on(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt);
+  EXPECT_EQ(on.describe()["prefill_graphs"], "off");
+  opt.kernels = {{"prefill_graphs", "yes"}};
+  EXPECT_THROW(Engine(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt), Error);
 }
 
 TEST(EngineCpu, BatchedAndPreemptedRunsMatchSoloRuns) {

@@ -160,5 +160,76 @@ TEST(ModelCpu, PrefillAndDecodeStepsMatchTheEngine) {
   EXPECT_GT(max_abs_diff(first.logits, second.logits), 1e-3f) << "the two steps must differ";
 }
 
+// Prefill graph buckets (model.h, prefill_token_buckets): ascending, the
+// last one the step limit, and no bucket more than 1.5x the one before, so a
+// prompt pads to at most 1.5x its rows (above 16).
+TEST(ModelCpu, PrefillTokenBucketsCoverTheLimitWithBoundedPadding) {
+  EXPECT_EQ(prefill_token_buckets(512), (std::vector<int>{16, 32, 64, 128, 192, 256, 384, 512}));
+  EXPECT_EQ(prefill_token_buckets(2048),
+            (std::vector<int>{16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048}));
+  EXPECT_EQ(prefill_token_buckets(100), (std::vector<int>{16, 32, 64, 100}));
+  EXPECT_EQ(prefill_token_buckets(16), (std::vector<int>{16}));
+  EXPECT_EQ(prefill_token_buckets(8), (std::vector<int>{8}));
+  for (int max : {17, 129, 200, 1000, 4096, 8192, 65536}) {
+    const std::vector<int> b = prefill_token_buckets(max);
+    ASSERT_EQ(b.back(), max);
+    for (size_t i = 1; i < b.size(); ++i) {
+      EXPECT_GT(b[i], b[i - 1]) << max;
+      if (b[i - 1] >= 128) {
+        EXPECT_LE(2 * b[i], 3 * b[i - 1]) << max << " bucket " << b[i];
+      }
+    }
+  }
+}
+
+// Padding a step's metadata to a graph's shape (model_meta.h, MetaPad): pad
+// rows go to the scratch slot at position 0, pad logit rows are greedy rows
+// of their own index, pad fresh sequences are empty at the real row count;
+// real entries are untouched.
+TEST(ModelCpu, StepMetaPadsRowsLogitRowsAndFreshSequences) {
+  StepInput in;
+  in.tokens = {5, 6, 7, 8, 9};
+  in.positions = {0, 1, 2, 0, 1};
+  in.slots = {3, 3, 3, 1, 1};
+  in.fresh_starts = {0, 3, 5};
+  in.max_fresh_len = 3;
+  in.logit_rows = {2, 4};
+  in.temperature = {0.5f, 0.0f};
+  in.top_p = {0.9f, 1.0f};
+  in.top_k = {7, 0};
+  in.gen_index = {0, 0};
+  in.seeds = {11, 12};
+  const MetaLayout m(16, 4, 8);
+  std::vector<char> host(m.bytes, 0x7f);
+  fill_step_meta(m, host.data(), in, MetaPad{16, 4, 4}, /*pad_slot=*/9);
+  auto i32 = [&](size_t off, int i) { return reinterpret_cast<const int32_t*>(host.data() + off)[i]; };
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(i32(m.ids, i), in.tokens[i]);
+    EXPECT_EQ(i32(m.slots, i), in.slots[i]);
+    EXPECT_EQ(i32(m.ctx_lens, i), in.positions[i] + 1);
+  }
+  for (int i = 5; i < 16; ++i) {
+    EXPECT_EQ(i32(m.ids, i), 0);
+    EXPECT_EQ(i32(m.positions, i), 0);
+    EXPECT_EQ(i32(m.slots, i), 9);
+    EXPECT_EQ(i32(m.ctx_lens, i), 1);
+  }
+  EXPECT_EQ(i32(m.logit_rows, 0), 2);
+  EXPECT_EQ(i32(m.logit_rows, 1), 4);
+  EXPECT_EQ(i32(m.top_k, 0), 7);
+  for (int j = 2; j < 4; ++j) {
+    EXPECT_EQ(i32(m.logit_rows, j), j);
+    EXPECT_EQ(reinterpret_cast<const float*>(host.data() + m.temperature)[j], 0.0f);
+  }
+  const std::vector<int32_t> starts{0, 3, 5, 5, 5};
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(i32(m.fresh_starts, k), starts[k]) << k;
+  // No padding: nothing past the step's own entries is written.
+  std::vector<char> plain(m.bytes, 0x7f);
+  fill_step_meta(m, plain.data(), in, MetaPad{5, 2, 2}, 9);
+  EXPECT_EQ(reinterpret_cast<const int32_t*>(plain.data() + m.ids)[5], 0x7f7f7f7f);
+  EXPECT_EQ(reinterpret_cast<const int32_t*>(plain.data() + m.logit_rows)[2], 0x7f7f7f7f);
+  EXPECT_EQ(reinterpret_cast<const int32_t*>(plain.data() + m.fresh_starts)[3], 0x7f7f7f7f);
+}
+
 }  // namespace
 }  // namespace lantern
