@@ -17,7 +17,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 int cmd_run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out", "--workload-out", "--resolved-out", "--tp"}, {"--dry-run", "--quiet"});
+  Args args(argv, {"--set", "--out", "--workload-out", "--resolved-out", "--tp", "--tp-lm-head"}, {"--dry-run", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one experiment file (fix: lantern run EXP.json; "
                 "lantern run --help)");
@@ -38,6 +38,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.dry_run = args.flag("--dry-run");
   o.workload_out = args.get_or("--workload-out", "");
   o.tp = static_cast<int>(args.get_int("--tp", 0, 1, 1024));
+  o.tp_lm_head = parse_tp_lm_head(args.get_or("--tp-lm-head", "replicated"));
   LANTERN_CHECK(o.tp == 0 || e.resolved["sweep"].empty(), "--tp is not supported with sweeps yet: run "
                 "each point with lantern run --tp N --set ...");
   run_experiment(e, o);

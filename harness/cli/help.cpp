@@ -32,6 +32,9 @@ const char* kEngineOptions =
     "  --tp N                  tensor parallelism over N processes, one per GPU (GPUs --gpu..\n"
     "                          --gpu+N-1; cpu: N processes); N must divide the KV heads\n"
     "                          (default: off; docs/tensor-parallel.md)\n"
+    "  --tp-lm-head replicated|split  with --tp: every rank the whole LM head, or V/N vocabulary\n"
+    "                          rows each and an all_gather of the logits (N must divide the\n"
+    "                          vocabulary) (default: replicated)\n"
     "  --quiet                 no load / budget / per-request lines on stderr\n";
 
 const char* kExperimentOptions =
@@ -63,7 +66,9 @@ std::map<std::string, std::string> build() {
       "(default: none)\n"
       "  --tp N                  tensor parallelism over N processes, one per GPU; ranks R > 0 record\n"
       "                          into DIR/rank-R (default: off; not with sweeps; "
-      "docs/tensor-parallel.md)\n\n"
+      "docs/tensor-parallel.md)\n"
+      "  --tp-lm-head replicated|split  with --tp: the LM head on every rank, or V/N vocabulary rows\n"
+      "                          per rank and an all_gather of the logits (default: replicated)\n\n"
       "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] =
       std::string(
