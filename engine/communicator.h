@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/base/errors.h"
 #include "kernels/registry.h"  // cudaStream_t forward declaration
 
 namespace lantern {
@@ -44,6 +45,14 @@ class Communicator {
   // stream and failure rules as all_reduce.
   virtual void all_gather(const void* send, void* recv, size_t count, ReduceType type,
                           cudaStream_t stream) = 0;
+  // The all_reduce implementations this communicator can use ("nccl", "p2p",
+  // ...; the first is the default's fallback) and a choice among them or
+  // "auto" (commbench measures each; every rank must make the same choice).
+  virtual std::vector<std::string> all_reduce_paths() const { return {kind()}; }
+  virtual void use_all_reduce_path(const std::string& path) {
+    LANTERN_CHECK(path == kind() || path == "auto", "all_reduce path '%s': this %s communicator has only '%s'",
+                  path.c_str(), kind(), kind());
+  }
   // Rank 0's `bytes` to every rank (others: replaced by rank 0's).
   virtual void broadcast(std::vector<uint8_t>& bytes) = 0;
   virtual void barrier() = 0;

@@ -6,6 +6,12 @@
 // op's NVTX range, where CUPTI attributes its kernel). NVLink SHARP /
 // multicast stays off: NCCL_NVLS_ENABLE=0 is set when unset, and nothing
 // here calls cuMulticastCreate.
+//
+// Messages up to 4 MiB (every decode step's) take the one-shot P2P kernel
+// instead (kernels/cuda/allreduce_p2p.h: IPC-mapped buffers, NVLink loads,
+// ~2-3 us and launched with PDL) when every rank can map every peer's memory;
+// LANTERN_TP_ALLREDUCE=nccl|p2p|auto (default auto) chooses, every rank reads
+// the same environment (the launcher's), and `all_min` makes all ranks agree.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +30,7 @@
 #include <thread>
 
 #include "kernels/base/cuda_check.h"
+#include "kernels/cuda/allreduce_p2p.h"
 #endif
 
 namespace lantern {
@@ -61,6 +68,8 @@ class NcclComm final : public Communicator {
     std::memcpy(&id, bytes.data(), sizeof(id));
     NCCL_CHECK(ncclCommInitRank(&comm_, host_->world(), id, host_->rank()));
     watchdog_ = std::thread([this] { watch(); });
+    path_ = path_from_env();
+    if (path_ != Path::nccl && host_->world() > 1) setup_p2p();
   }
 
   // A clean end destroys the communicator; after a failure (unwinding an
@@ -71,6 +80,7 @@ class NcclComm final : public Communicator {
     if (watchdog_.joinable()) watchdog_.join();
     if (!comm_) return;
     const bool failed = std::uncaught_exceptions() > 0 || !host_->poll_peers().empty();
+    release_p2p(failed);
     const ncclResult_t s = failed ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
     if (s != ncclSuccess)
       std::fprintf(stderr, "warning: %s: %s\n", failed ? "ncclCommAbort" : "ncclCommDestroy",
@@ -80,10 +90,23 @@ class NcclComm final : public Communicator {
   int rank() const override { return host_->rank(); }
   int world() const override { return host_->world(); }
   const char* kind() const override { return "nccl"; }
+  std::vector<std::string> all_reduce_paths() const override {
+    if (p2p_.world > 1) return {"nccl", "p2p"};
+    return {"nccl"};
+  }
+  void use_all_reduce_path(const std::string& path) override {
+    LANTERN_CHECK(path == "nccl" || (path == "p2p" && p2p_.world > 1) || path == "auto",
+                  "all_reduce path '%s' is not available here (paths: nccl%s, auto)", path.c_str(),
+                  p2p_.world > 1 ? ", p2p" : "");
+    path_ = path == "nccl" ? Path::nccl : path == "p2p" ? Path::p2p : Path::automatic;
+  }
 
   void all_reduce(void* buf, size_t count, ReduceType type, cudaStream_t stream) override {
-    NCCL_CHECK(ncclAllReduce(buf, buf, count, type == ReduceType::bf16 ? ncclBfloat16 : ncclFloat32,
-                             ncclSum, comm_, stream));
+    const bool bf16 = type == ReduceType::bf16;
+    if (path_ != Path::nccl && p2p_.world > 1 && kernels::p2p_all_reduce_fits(count * (bf16 ? 2 : 4)) &&
+        reinterpret_cast<uintptr_t>(buf) % 16 == 0)
+      return kernels::p2p_all_reduce(p2p_, buf, count, bf16, stream);
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, bf16 ? ncclBfloat16 : ncclFloat32, ncclSum, comm_, stream));
   }
   void all_gather(const void* send, void* recv, size_t count, ReduceType type,
                   cudaStream_t stream) override {
@@ -101,8 +124,73 @@ class NcclComm final : public Communicator {
   std::string poll_peers() override { return host_->poll_peers(); }
 
  private:
+  enum class Path : uint8_t { automatic, nccl, p2p };
   std::unique_ptr<Communicator> host_;
   ncclComm_t comm_ = nullptr;
+  Path path_ = Path::automatic;
+  kernels::P2pAllReduceBuffers p2p_;  // world > 1 once set up
+  void* p2p_own_ = nullptr;           // this rank's exported allocation
+
+  static Path path_from_env() {
+    const char* env = std::getenv("LANTERN_TP_ALLREDUCE");
+    const std::string v = env ? env : "auto";
+    LANTERN_CHECK(v == "auto" || v == "nccl" || v == "p2p",
+                  "LANTERN_TP_ALLREDUCE=%s: use auto, nccl or p2p", v.c_str());
+    return v == "nccl" ? Path::nccl : v == "p2p" ? Path::p2p : Path::automatic;
+  }
+
+  // Every rank exports one allocation (two data halves + flags, zeroed), the
+  // handles are all-gathered over NCCL, and each rank maps its peers'. All
+  // ranks use the path only if all of them mapped every peer (all_min).
+  void setup_p2p() {
+    const int world = host_->world(), rank = host_->rank();
+    p2p_.rank = rank;
+    bool ok = world <= kernels::kP2pMaxRanks;
+    cudaIpcMemHandle_t* handles = nullptr;
+    std::vector<cudaIpcMemHandle_t> all(world);
+    if (ok) {
+      CUDA_CHECK(cudaMalloc(&p2p_own_, kernels::kP2pAllocBytes));
+      CUDA_CHECK(cudaMemset(p2p_own_, 0, kernels::kP2pAllocBytes));
+      CUDA_CHECK(cudaMalloc(&p2p_.epochs, sizeof(uint32_t) * kernels::kP2pMaxBlocks));
+      CUDA_CHECK(cudaMemset(p2p_.epochs, 0, sizeof(uint32_t) * kernels::kP2pMaxBlocks));
+      CUDA_CHECK(cudaIpcGetMemHandle(&all[rank], p2p_own_));
+      CUDA_CHECK(cudaMalloc(&handles, sizeof(cudaIpcMemHandle_t) * world));
+      CUDA_CHECK(cudaMemcpy(handles + rank, &all[rank], sizeof(all[rank]), cudaMemcpyHostToDevice));
+      NCCL_CHECK(ncclAllGather(handles + rank, handles, sizeof(cudaIpcMemHandle_t), ncclChar, comm_, nullptr));
+      CUDA_CHECK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaMemcpy(all.data(), handles, sizeof(cudaIpcMemHandle_t) * world, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaFree(handles));
+      p2p_.peer_base[rank] = p2p_own_;
+      for (int q = 0; q < world && ok; ++q) {
+        if (q == rank) continue;
+        if (cudaIpcOpenMemHandle(&p2p_.peer_base[q], all[q], cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+          (void)cudaGetLastError();
+          p2p_.peer_base[q] = nullptr;
+          ok = false;
+        }
+      }
+    }
+    const bool all_ok = host_->all_min(ok ? 1 : 0) == 1;
+    LANTERN_CHECK(all_ok || path_ != Path::p2p,
+                  "LANTERN_TP_ALLREDUCE=p2p: a rank could not map its peers' memory (no P2P between these "
+                  "GPUs?); use auto or nccl");
+    if (!all_ok) return release_p2p(/*failed=*/false);
+    p2p_.rank = rank;
+    p2p_.world = world;
+    host_->barrier();  // every rank's flags are zero before anyone arrives
+  }
+
+  void release_p2p(bool failed) {
+    if (!p2p_own_) return;
+    // Peers may still read this rank's allocation: free it only after all are done.
+    if (!failed && p2p_.world > 1) host_->barrier();
+    for (int q = 0; q < kernels::kP2pMaxRanks; ++q)
+      if (q != p2p_.rank && p2p_.peer_base[q]) (void)cudaIpcCloseMemHandle(p2p_.peer_base[q]);
+    (void)cudaFree(p2p_.epochs);
+    (void)cudaFree(p2p_own_);
+    p2p_ = {};
+    p2p_own_ = nullptr;
+  }
   std::atomic<bool> stop_{false};
   std::thread watchdog_;
 

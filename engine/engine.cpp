@@ -423,6 +423,27 @@ int64_t Engine::steps_run() const { return impl_->steps_; }
 const StepTiming& Engine::last_step_timing() const { return impl_->timing_; }
 double Engine::now_s() const { return impl_->now(); }
 
+std::vector<kernels::GemmPlan> Engine::gemm_plans() const { return impl_->model_->gemm_plans(); }
+
+namespace {
+
+nlohmann::json gemm_plan_json(const kernels::GemmPlan& p) {
+  return {{"m_bucket", p.m_bucket},   {"m_timed", p.m_timed},
+          {"n", p.n},                 {"k", p.k},
+          {"out", p.c_f32 ? "f32" : "bf16"},
+          {"align", p.align},         {"algo_id", p.algo_id},
+          {"tile", p.tile},           {"stages", p.stages},
+          {"split_k", p.split_k},     {"split_added", p.split_added},
+          {"reduction", p.reduction}, {"swizzle", p.swizzle},
+          {"custom", p.custom},       {"cluster", p.cluster},
+          {"workspace", p.workspace}, {"workspace_limit", p.workspace_limit},
+          {"candidates", p.candidates}, {"rank", p.rank},
+          {"us", p.us},               {"heuristic_us", p.heuristic_us},
+          {"timed", p.timed},         {"cold_l2", p.cold_l2}};
+}
+
+}  // namespace
+
 nlohmann::json Engine::describe() const {
   nlohmann::json k = nlohmann::json::object();
   for (int f = 0; f < kernels::kNumFamilies; ++f) {
@@ -435,14 +456,21 @@ nlohmann::json Engine::describe() const {
                                             {"communicator", comm->kind()},
                                             {"lm_head", tp_lm_head_name(impl_->opt_.tp_lm_head)}}
                            : nlohmann::json(nullptr);
-  return {{"backend", kernels::backend_name(impl_->opt_.backend)},
-          {"tensor_parallel", tp},
-          {"gpu", cuda ? nlohmann::json(impl_->opt_.gpu) : nlohmann::json(nullptr)},
-          {"model", impl_->cfg_.to_json()},
-          {"limits", impl_->limits_.to_json()},
-          {"kernels", k},
-          {"fusion", impl_->model_->fused() ? "on" : "off"},
-          {"memory", memory_budget().to_json()}};
+  nlohmann::json out = {{"backend", kernels::backend_name(impl_->opt_.backend)},
+                        {"tensor_parallel", tp},
+                        {"gpu", cuda ? nlohmann::json(impl_->opt_.gpu) : nlohmann::json(nullptr)},
+                        {"model", impl_->cfg_.to_json()},
+                        {"limits", impl_->limits_.to_json()},
+                        {"kernels", k},
+                        {"fusion", impl_->model_->fused() ? "on" : "off"},
+                        {"memory", memory_budget().to_json()}};
+  const std::vector<kernels::GemmPlan> plans = gemm_plans();
+  if (!plans.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const kernels::GemmPlan& p : plans) list.push_back(gemm_plan_json(p));
+    out["gemm_plans"] = std::move(list);
+  }
+  return out;
 }
 
 }  // namespace lantern

@@ -15,6 +15,7 @@
 #include "engine/config.h"
 #include "engine/observer.h"
 #include "engine/weights.h"
+#include "kernels/gemm_plan.h"
 #include "kernels/registry.h"
 
 namespace lantern {
@@ -163,7 +164,11 @@ class Engine {
   int64_t steps_run() const;
   const StepTiming& last_step_timing() const;
   double now_s() const;  // engine clock used in RequestResult
-  nlohmann::json describe() const;  // resolved config: model, limits, kernels, backend
+  // Resolved config: model, limits, kernels, backend; gemm_plans when the gemm
+  // variant measured per-shape plans (gemm.6).
+  nlohmann::json describe() const;
+  // gemm.6's cuBLASLt plans for this model's GEMMs (empty for other variants).
+  std::vector<kernels::GemmPlan> gemm_plans() const;
 
  private:
   std::unique_ptr<EngineImpl> impl_;

@@ -30,6 +30,7 @@ Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
   allocate_workspace();
   allocate_kv();
   fill_budget();
+  prepare_kernels();
   if (graphs_enabled_) capture_graphs();
   dev_.synchronize();
 }

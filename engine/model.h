@@ -6,6 +6,8 @@
 // allocated after construction.
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include <cuda_runtime_api.h>  // graph handles (the model owns the CUDA side of a step)
@@ -19,6 +21,7 @@
 #include "engine/model_meta.h"
 #include "engine/op_table.h"
 #include "engine/weights.h"
+#include "kernels/gemm_plan.h"
 
 namespace lantern {
 
@@ -80,6 +83,9 @@ class Model {
   int max_blocks_per_seq() const { return max_blocks_per_seq_; }
   // Decode batch sizes with a captured graph (empty: graphs off).
   const std::vector<int>& graph_buckets() const { return buckets_; }
+  // gemm.6's measured cuBLASLt plans for this model's GEMM shapes on its GPU
+  // (empty when the chosen gemm variant makes none).
+  std::vector<kernels::GemmPlan> gemm_plans() const;
 
  private:
   const ModelConfig& cfg_;
@@ -112,6 +118,7 @@ class Model {
   void allocate_workspace();
   void allocate_kv();
   void fill_budget();
+  void prepare_kernels();  // the variants' prepare hooks, before any graph capture
   size_t table_entries() const;
   size_t block_bytes() const;
 
@@ -149,6 +156,8 @@ class Model {
   std::vector<int> buckets_;              // ascending
   std::vector<Graph> graphs_;             // index: 2 * bucket index + sampling
   bool capturing_ = false;
+  bool preparing_ = false;                // prepare_kernels: op() prepares, launches nothing
+  std::set<std::tuple<int, int, bool>> gemm_shapes_;  // (n, k, c_f32) seen by prepare_kernels
   std::vector<OpInfo> captured_;          // during a capture: the ops so far (kCapture)
   std::vector<cudaGraphNode_t> leaves_;   // ... and the capture's last node after each
   void capture_graphs();

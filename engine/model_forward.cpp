@@ -3,6 +3,7 @@
 // declares for it (reads in order, then writes), so what the alias tracker
 // checks is what the kernels touch.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/base/errors.h"
 #include "engine/model.h"
@@ -34,6 +35,11 @@ void Model::op(const OpSpec& o, const Args& args) {
   constexpr Family f = kernels::FamilyOf<Args>::value;
   const kernels::KernelEntry& e = kernels_.entry(f);
   kernels::LaunchCtx ctx = dev_.ctx(workspace_, workspace_bytes_);
+  if (preparing_) {  // prepare_kernels: no launch, no op hooks
+    if (const kernels::PrepareHook hook = kernels::Registry::global().prepare(e)) hook(&args, ctx);
+    if constexpr (std::is_same_v<Args, kernels::GemmArgs>) gemm_shapes_.insert({args.n, args.k, args.c_f32});
+    return;
+  }
 #if LANTERN_INSTRUMENTATION
   if (obs_ || capturing_) {
     const OpInfo info = op_info(o, &e, e.cost(&args), capturing_ ? OpInfo::kCapture : OpInfo::kEager);

@@ -11,6 +11,59 @@
 
 namespace lantern {
 
+using kernels::Family;
+
+// The variants' prepare hooks (gemm.6 times its cuBLASLt candidates on the GPU)
+// for every shape a step can launch, before capture_graphs: nothing may be
+// timed inside a capture. The GEMMs of prefill and decode steps are the same
+// ops, so one pass over prefill tables covers both: rows at every power of two
+// below max_batch_tokens (gemm.6 plans per power-of-two m bucket), at
+// max_batch_tokens and at max_seqs (the largest decode graph); the LM head at
+// min(rows, logits_rows). The pass is one op, "kernel_prepare", outside any
+// step, so a profiler attributes the timing launches to it.
+void Model::prepare_kernels() {
+  if (!dev_.is_cuda()) return;
+  const kernels::Registry& registry = kernels::Registry::global();
+  auto has_hook = [&](Family f) { return registry.prepare(kernels_.entry(f)) != nullptr; };
+  bool any = false;
+  for (int f = 0; f < kernels::kNumFamilies; ++f) any |= has_hook(static_cast<Family>(f));
+  if (!any) return;
+  std::vector<int> rows;
+  for (int n = 1; n < limits_.max_batch_tokens; n *= 2) rows.push_back(n);
+  rows.push_back(limits_.max_batch_tokens);
+  rows.push_back(limits_.max_seqs);
+  OpInfo info;
+  info.op = "kernel_prepare";
+  LANTERN_OBSERVE(obs_, on_op_begin(info));
+  preparing_ = true;
+  try {
+    for (int n : rows) {
+      ForwardShape s;
+      s.n = n;
+      s.r = std::min(n, limits_.logits_rows);
+      s.kind = StepKind{StepKind::prefill, StepKind::argmax};
+      for (const OpSpec& o : op_table_->ops(s.kind))
+        if (o.kind != OpKind::all_reduce && o.kind != OpKind::all_gather && has_hook(o.family))
+          launch_op(o, s);  // collectives have no kernel to prepare
+    }
+  } catch (...) {
+    preparing_ = false;
+    LANTERN_OBSERVE(obs_, on_op_end(info));
+    throw;
+  }
+  preparing_ = false;
+  LANTERN_OBSERVE(obs_, on_op_end(info));
+  dev_.synchronize();
+}
+
+std::vector<kernels::GemmPlan> Model::gemm_plans() const {
+  std::vector<kernels::GemmPlan> out;
+  if (!dev_.is_cuda() || gemm_shapes_.empty()) return out;
+  for (const kernels::GemmPlan& p : kernels::gemm_plans())
+    if (p.device == dev_.gpu().device && gemm_shapes_.count({p.n, p.k, p.c_f32})) out.push_back(p);
+  return out;
+}
+
 void Model::capture_graphs() {
   // Decode steps have at most max_seqs rows, each a logit row.
   const int largest = std::min(limits_.max_seqs, limits_.logits_rows);

@@ -38,6 +38,20 @@ void Registry::add(const KernelEntry& e) {
   entries_.push_back(e);
 }
 
+void Registry::add_prepare(Family f, int variant, PrepareHook hook) {
+  bool found = false;
+  for (const auto& e : entries_) found |= e.family == f && e.variant == variant;
+  LANTERN_ASSERT(found && hook, "prepare hook for %s variant %d: no such entry (add it first)",
+                 family_name(f), variant);
+  prepare_.push_back(Hook{f, variant, hook});
+}
+
+PrepareHook Registry::prepare(const KernelEntry& e) const {
+  for (const Hook& h : prepare_)
+    if (h.family == e.family && h.variant == e.variant) return h.fn;
+  return nullptr;
+}
+
 std::vector<const KernelEntry*> Registry::variants(Family f) const {
   std::vector<const KernelEntry*> out;
   for (const auto& e : entries_)

@@ -304,6 +304,19 @@ KernelEntry make_entry(int variant, const char* name, Backend backend, const cha
 template <class Args>
 void launch(const KernelEntry& e, const Args& args, const LaunchCtx& ctx);
 
+// An optional hook of a variant, registered beside its entry: makes, now,
+// whatever per-shape choice the variant measures for these args (gemm.6 times
+// its cuBLASLt candidates), so that its launches inside a CUDA graph capture
+// never have to. The engine calls it outside any capture, at start-up, for
+// every shape its op table launches (Model::prepare_kernels).
+using PrepareHook = void (*)(const void* args, const LaunchCtx& ctx);
+
+// Typed prepare hook (the launcher's signature).
+template <class Args, Launcher<Args> P>
+PrepareHook make_prepare() {
+  return [](const void* a, const LaunchCtx& ctx) { P(*static_cast<const Args*>(a), ctx); };
+}
+
 class Registry {
  public:
   // The process-wide registry with every built-in variant registered.
@@ -317,9 +330,19 @@ class Registry {
   const KernelEntry& find(Family f, std::string_view name_or_number) const;
   // The default for a backend: the highest-numbered preferred variant of it.
   const KernelEntry& best(Family f, Backend b) const;
+  // The prepare hook of the entry (family, variant), added after the entry.
+  void add_prepare(Family f, int variant, PrepareHook hook);
+  // The entry's prepare hook; nullptr: it has nothing to prepare.
+  PrepareHook prepare(const KernelEntry& e) const;
 
  private:
+  struct Hook {
+    Family family;
+    int variant;
+    PrepareHook fn;
+  };
   std::vector<KernelEntry> entries_;
+  std::vector<Hook> prepare_;
 };
 
 // A choice of one variant per family, all on one backend.

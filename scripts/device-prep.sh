@@ -12,4 +12,7 @@ fi
 # The real Llama 3 tokenizer files (setup.sh puts them in third_party/, which git ignores).
 mkdir -p .device/llama3
 cp -u third_party/npm/llama3/tokenizer.json third_party/npm/llama3/tokenizer_config.json .device/llama3/
+# Debian's Google Benchmark runtime (bench_kernels built here links libbenchmark.so.1debian).
+mkdir -p .device/libs
+cp -uL /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .device/libs/ 2>/dev/null || true
 echo "device-prep: ok"

@@ -8,8 +8,10 @@
 #   logits   TP=2 vs TP=1 teacher-forced logits (lantern score, 64 prefill + 64 decode ids) on
 #            synthetic llama-3.2-1b and llama-3.1-8b (experiments/tp/compare_logits.py), the LM
 #            head replicated and split by vocabulary (--tp-lm-head split)
-#   greedy   greedy generations, 64 tokens, 4 prompts, TP=2 vs TP=1 (first divergence, if any)
-#   perf     synthetic llama-3.1-8b decode step, batch 1 and 64, TP=1 vs TP=2 (lantern bench)
+#   greedy   greedy generations, 64 tokens, 4 prompts, 1B and 8B, TP=2 vs TP=1; where they part,
+#            experiments/tp/greedy_divergence.py: near-tie (PASS) or not (FAIL)
+#   perf     synthetic llama-3.1-8b decode step, batch 1 and 64, TP=1 vs TP=2 (lantern bench), and
+#            TP=2 with LANTERN_TP_ALLREDUCE=nccl (every all_reduce through NCCL, no P2P kernel)
 #   lmhead   batch-1 decode step, TP=2, LM head replicated vs split (--tp-lm-head), synthetic
 #            llama-3.1-8b and llama-3.2-1b (lantern bench)
 #   comm     commbench --tp 2 (all_reduce_perf-style busbw per size) and a recorded TP=2 decode
@@ -75,17 +77,31 @@ if has logits; then
   done
 fi
 if has greedy; then
-  synth $M1 llama-3.2-1b
-  for tp in 1 2; do
+  # 4 prompts x {1B, 8B}: greedy 64 tokens at TP=1 and TP=2; where they part, both configurations
+  # score the TP=1 sequence and experiments/tp/greedy_divergence.py tells a near-tie from an error.
+  for m in $M1 $M8; do
+    n=$(basename $m)
+    synth $m $n
     for i in 0 1 2 3; do
-      step greedy_p${i}_tp$tp 200 $LANTERN generate --model $M1 --device cuda --prompt-ids \
-        "128000,$((1000 + 977 * i)),$((5000 + 131 * i)),$((20000 + 7 * i)),$((40000 + 3 * i))" \
-        --max-new-tokens 64 --ignore-eos --ids --quiet --tp $tp
+      prompt="128000,$((1000 + 977 * i)),$((5000 + 131 * i)),$((20000 + 7 * i)),$((40000 + 3 * i))"
+      for tp in 1 2; do
+        step greedy_${n}_p${i}_tp$tp 200 $LANTERN generate --model $m --device cuda --prompt-ids "$prompt" \
+          --max-new-tokens 64 --ignore-eos --ids --quiet --tp $tp
+      done
+      if cmp -s "$LOGS/greedy_${n}_p${i}_tp1.log" "$LOGS/greedy_${n}_p${i}_tp2.log"; then
+        echo "greedy $n prompt $i: identical over 64 tokens" | tee -a "$LOGS/summary.txt"
+        continue
+      fi
+      echo "$prompt $(tr ',' ' ' <"$LOGS/greedy_${n}_p${i}_tp1.log")" | tr ',' ' ' >"$LOGS/greedy_${n}_p${i}_seq.txt"
+      for tp in 1 2; do
+        step gscore_${n}_p${i}_tp$tp 200 $LANTERN score --model $m --device cuda --ids-file \
+          "$LOGS/greedy_${n}_p${i}_seq.txt" --prefill-tokens 5 --out /tmp/g_${n}_p${i}_tp$tp.f32 --tp $tp --quiet
+      done
+      r=$(python3 experiments/tp/greedy_divergence.py --vocab 128256 --prompt "$prompt" \
+        "$LOGS/greedy_${n}_p${i}_tp1.log" "$LOGS/greedy_${n}_p${i}_tp2.log" /tmp/g_${n}_p${i}_tp1.f32 \
+        /tmp/g_${n}_p${i}_tp2.f32 2>&1)
+      echo "greedy $n prompt $i: $r" | tee -a "$LOGS/summary.txt"
     done
-  done
-  for i in 0 1 2 3; do
-    if cmp -s "$LOGS/greedy_p${i}_tp1.log" "$LOGS/greedy_p${i}_tp2.log"; then r=identical; else r=DIFFER; fi
-    echo "greedy prompt $i: $r" | tee -a "$LOGS/summary.txt"
   done
 fi
 if has perf; then
@@ -95,6 +111,9 @@ if has perf; then
       step bench_8b_b${b}_tp$tp 400 $LANTERN bench --model $M8 --device cuda --batch $b --prompt-len 128 \
         --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp$tp.json" --tp $tp
     done
+    # the same TP=2 step with every all_reduce through NCCL (no P2P kernel)
+    LANTERN_TP_ALLREDUCE=nccl step bench_8b_b${b}_tp2_nccl 400 $LANTERN bench --model $M8 --device cuda \
+      --batch $b --prompt-len 128 --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp2_nccl.json" --tp 2
   done
 fi
 if has lmhead; then
@@ -126,4 +145,4 @@ for f in "$LOGS"/bench_*.log; do [[ -f $f ]] && echo "== $(basename $f .log): $(
 [[ -f $LOGS/commbench_tp2.log ]] && cat "$LOGS/commbench_tp2.log"
 [[ -f $LOGS/commbench_tp1.log ]] && cat "$LOGS/commbench_tp1.log"
 [[ -f $LOGS/inspect_tp2.log ]] && sed -n '/communication/,/^$/p' "$LOGS/inspect_tp2.log"
-tar czf "$OUT/tp-logs.tar.gz" -C /tmp lantern-tp-logs
+tar czhf "$OUT/tp-logs.tar.gz" -C /tmp lantern-tp-logs

@@ -68,11 +68,27 @@ double prefill_floor_ms(const ModelConfig& c, double weight_bytes, int batch, in
   return std::max(compute_ms, memory_ms);
 }
 
+// gemm.6's start-up plans (kernels/gemm_plan.h): a count, or with --verbose
+// one line per (m bucket, n, k, out type).
+void print_gemm_plans(const Engine& engine, bool verbose) {
+  const std::vector<kernels::GemmPlan> plans = engine.gemm_plans();
+  if (plans.empty()) return;
+  double chosen = 0, heuristic = 0;
+  for (const kernels::GemmPlan& p : plans) chosen += p.us, heuristic += p.heuristic_us;
+  std::printf("gemm plans: %zu shapes measured (sum of medians %.1f us vs %.1f us for the heuristic's "
+              "picks)%s\n",
+              plans.size(), chosen, heuristic, verbose ? ":" : "; --verbose lists them");
+  if (verbose)
+    for (const kernels::GemmPlan& p : plans) std::printf("  %s\n", p.describe().c_str());
+}
+
 int cmd_bench(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
   for (const char* o : {"--batch", "--prompt-len", "--decode-steps", "--json", "--seed", "--bandwidth-gbs"})
     values.push_back(o);
-  Args args(argv, values, engine_flag_options());
+  auto flags = engine_flag_options();
+  flags.push_back("--verbose");
+  Args args(argv, values, flags);
   const std::vector<int> batches = int_list(args.get("--batch").value_or("1"), "--batch", 1);
   const std::vector<int> prompts = int_list(args.get("--prompt-len").value_or("128"), "--prompt-len", 1);
   int steps = static_cast<int>(args.get_int("--decode-steps", 128));
@@ -186,6 +202,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
       std::printf("  of roofline      %10.1f %%\n", 100.0 * pt.decode_floor_ms / pt.step_ms);
     }
   }
+  print_gemm_plans(engine, args.flag("--verbose"));
   if (auto path = args.get("--json")) {
     nlohmann::json j = {{"model", le.model_dir.string()}, {"backend", cuda ? "cuda" : "cpu"},
                         {"batch", pt.batch}, {"prompt_len", pt.prompt_len}, {"decode_steps", steps},
@@ -195,6 +212,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"decode_host_ms", pt.host_ms}, {"decode_model_run_ms", pt.model_ms},
                         {"fusion", engine.describe()["fusion"]},
                         {"kernels", engine.describe()["kernels"]}, {"roofline", roof.to_json()}};
+    if (const nlohmann::json d = engine.describe(); d.contains("gemm_plans")) j["gemm_plans"] = d["gemm_plans"];
     if (sweep) {
       nlohmann::json rows = nlohmann::json::array();
       for (const Point& q : points)

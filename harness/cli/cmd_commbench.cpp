@@ -58,19 +58,28 @@ int cmd_commbench(const std::vector<std::string>& argv) {
                                 {"sizes", sz},
                                 {"iters", iters}};
   Communicator* comm = group->connect(setup, backend, gpu);
-  const auto rows = run_commbench(*comm, backend, gpu, sizes, iters);
-  std::printf("all_reduce over %d rank%s (%s, %s), median of %d calls each\n", tp,
-              tp == 1 ? "" : "s", comm->kind(), kernels::backend_name(backend), iters);
-  std::printf("  %14s %12s %14s %14s\n", "bytes", "median us", "algbw GB/s", "busbw GB/s");
-  for (const auto& r : rows)
-    std::printf("  %14zu %12.2f %14.2f %14.2f\n", r.bytes, r.us, r.algbw_gbs, r.busbw_gbs);
+  const auto paths = run_commbench_paths(*comm, backend, gpu, sizes, iters);
+  nlohmann::json by_path = nlohmann::json::object();
+  for (const auto& p : paths) {
+    std::printf("all_reduce over %d rank%s (%s communicator, path %s, %s), median of %d calls each\n", tp,
+                tp == 1 ? "" : "s", comm->kind(), p.path.c_str(), kernels::backend_name(backend), iters);
+    std::printf("  %14s %12s %14s %14s %14s\n", "bytes", "median us", "algbw GB/s", "busbw GB/s",
+                backend == kernels::Backend::cuda ? "in graph us" : "");
+    for (const auto& r : p.rows) {
+      std::printf("  %14zu %12.2f %14.2f %14.2f", r.bytes, r.us, r.algbw_gbs, r.busbw_gbs);
+      if (backend == kernels::Backend::cuda) std::printf(" %14.2f", r.graph_us);
+      std::printf("\n");
+    }
+    by_path[p.path] = commbench_json(p.rows);
+  }
   if (auto out = args.get("--out")) {
     std::ofstream f(*out);
     LANTERN_CHECK(f, "cannot write --out %s", out->c_str());
     f << nlohmann::json{{"world", tp},
                         {"communicator", comm->kind()},
                         {"backend", kernels::backend_name(backend)},
-                        {"rows", commbench_json(rows)}}
+                        {"rows", commbench_json(paths.front().rows)},
+                        {"paths", by_path}}
              .dump(1)
       << "\n";
   }

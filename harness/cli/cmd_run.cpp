@@ -90,8 +90,17 @@ json pinned_document(const json& section, const std::vector<experiment::Override
   return doc;
 }
 
+// The tensor-parallel world a run was recorded with (its manifest's
+// config.tensor_parallel.world; 0 when it ran on one process).
+int recorded_tp(const json& manifest) {
+  if (!manifest.contains("config") || !manifest["config"].is_object()) return 0;
+  const json& c = manifest["config"];
+  if (!c.contains("tensor_parallel") || !c["tensor_parallel"].is_object()) return 0;
+  return c["tensor_parallel"].value("world", 0);
+}
+
 int cmd_rerun(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out"}, {"--check", "--quiet"});
+  Args args(argv, {"--set", "--out", "--tp"}, {"--check", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one run directory (fix: lantern rerun RUN_DIR)");
   const fs::path run_dir = args.positional()[0];
@@ -113,6 +122,8 @@ int cmd_rerun(const std::vector<std::string>& argv) {
   o.command.insert(o.command.begin(), "rerun");
   o.quiet = args.flag("--quiet");
   o.pins = {{"run", run_dir.string()}, {"created_utc", old_m.value("created_utc", "")}};
+  // A tensor-parallel run reruns over as many ranks unless --tp says otherwise.
+  o.tp = static_cast<int>(args.get_int("--tp", recorded_tp(old_m), 1, 1024));
   RunOutcome out = run_experiment(e, o);
 
   json new_m = out.dir.empty() ? json{{"git", harness::git_info()}}

@@ -72,7 +72,7 @@ std::map<std::string, std::string> build() {
       "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] =
       std::string(
-          "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check]\n"
+          "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check] [--tp N]\n"
           "Reruns a recorded run from its manifest alone (same resolved experiment, device and "
           "model),\n"
           "says whether the weights' hash, the tokenizer's hash or the commit differ, and whether "
@@ -80,7 +80,9 @@ std::map<std::string, std::string> build() {
           "generated tokens are identical to the recorded ones.\n\n"
           "options:\n") +
       kExperimentOptions +
-      "  --check                 exit 1 when any request's tokens differ (default: report only)\n\n"
+      "  --check                 exit 1 when any request's tokens differ (default: report only)\n"
+      "  --tp N                  tensor-parallel ranks (default: as recorded, config.tensor_parallel.world\n"
+      "                          in the manifest; a one-process run reruns on one process)\n\n"
       "example:\n  lantern rerun runs/20261201-030000-default --check\n";
   h["compare"] =
       "usage: lantern compare RUN_A RUN_B [RUN ...] [--csv | --markdown] [--no-kernels]\n"
@@ -152,7 +154,9 @@ std::map<std::string, std::string> build() {
           "  --decode-steps N        tokens generated each (default 128)\n"
           "  --seed N                seed of the random prompts (default 1)\n"
           "  --bandwidth-gbs X       roofline bandwidth (default 0: measure a device copy)\n"
-          "  --json FILE             also write the numbers as JSON (default: none)\n") +
+          "  --json FILE             also write the numbers as JSON (default: none)\n"
+          "  --verbose               list the per-shape GEMM plans gemm.6 measured at start-up\n"
+          "                          (without it, one line counts them)\n") +
       kEngineOptions +
       "\nexample:\n  lantern bench --model models/llama-3.2-1b --device cuda --batch 8 "
       "--prompt-len 128 "
@@ -190,7 +194,10 @@ std::map<std::string, std::string> build() {
       "[--out FILE.json]\n"
       "all_reduce (sum, in place) over N processes started by the --tp launcher, as nccl-tests'\n"
       "all_reduce_perf measures it: median time per message size, algbw = bytes / time, busbw =\n"
-      "2(N-1)/N x algbw. cuda: NCCL on GPUs G..G+N-1 (bf16); cpu: the host communicator (f32).\n\n"
+      "2(N-1)/N x algbw. cuda: NCCL on GPUs G..G+N-1 (bf16), and for messages up to 4 MiB also the\n"
+      "one-shot P2P kernel (the path decode steps take; LANTERN_TP_ALLREDUCE=auto|nccl|p2p picks it\n"
+      "for engines), each path with one table; 'in graph us' is one call of K captured back to back\n"
+      "in a CUDA graph (how a decode step runs it). cpu: the host communicator (f32).\n\n"
       "options:\n"
       "  --tp N                  ranks (default 2)\n"
       "  --device cpu|cuda       backend (default: cuda when a GPU is usable, else cpu)\n"

@@ -230,8 +230,8 @@ int tp_follower_main(const std::vector<std::string>& argv) {
     const int gpu = setup.at("gpu").get<int>() + rank;
     std::unique_ptr<Communicator> comm =
         backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
-    run_commbench(*comm, backend, gpu, setup.at("sizes").get<std::vector<size_t>>(),
-                  setup.at("iters").get<int>());
+    run_commbench_paths(*comm, backend, gpu, setup.at("sizes").get<std::vector<size_t>>(),
+                        setup.at("iters").get<int>());
     return 0;
   }
   const ModelConfig cfg = ModelConfig::load(setup.at("model").get<std::string>());

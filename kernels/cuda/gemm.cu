@@ -17,6 +17,8 @@
 //   variant 2 (the per-tile block barrier drains the only block's pipeline), so
 //   it is not the default; kept as the recorded experiment.
 // Variants 4 (gemv_split) and 5 (gemv_pdl): kernels/cuda/gemm_skinny.cu.
+// Variant 6 (lt_planned): variant 5 for m <= 16, cublasLtMatmul with a measured
+//   per-shape algorithm above (kernels/cuda/gemm_lt.cpp).
 #include <algorithm>
 
 #include "kernels/costs.h"
@@ -252,6 +254,18 @@ void gemm_gemv_pdl(const GemmArgs& a, const LaunchCtx& ctx) {
   gemm_skinny_launch(a, ctx, true);
 }
 
+// ------------------------------------------------------------------ variant 6
+// Variant 5's GEMV where it serves (m <= 16), planned cuBLASLt (gemm_lt.cpp)
+// everywhere else.
+void gemm_lt_planned(const GemmArgs& a, const LaunchCtx& ctx) {
+  if (a.m > 0 && gemm_skinny_fits(a)) return gemm_skinny_launch(a, ctx, true);
+  gemm_lt_launch(a, ctx);
+}
+void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
+  if (a.m > 0 && gemm_skinny_fits(a)) return;  // the GEMV has nothing to plan
+  gemm_lt_prepare(a, ctx);
+}
+
 }  // namespace
 
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {
@@ -284,6 +298,15 @@ void register_gemm_cuda(Registry& r) {
       "gemv_split launched with programmatic dependent launch: weight loads issued before "
       "waiting for the previous kernel, dependents triggered early",
       kPreferred));
+  r.add(make_entry<GemmArgs, gemm_lt_planned, gemm_cost<2>>(
+      6, "lt_planned", Backend::cuda,
+      "m <= 16: gemv_pdl; larger m: cublasLtMatmul with the algorithm timed fastest per "
+      "(m bucket, n, k, out type) among the heuristic's 16 and split-k versions",
+      // H200 (docs/performance.md, "gemm.6 planned cuBLASLt"): GPU tests passed; decode
+      // batch 64/256 2.5-6 % faster than gemm.5, chunked prefill 23-43 % faster, batch 1
+      // and a single 512-token prefill unchanged: the default.
+      kPreferred, gemm_lt_workspace_bytes));
+  r.add_prepare(Family::gemm, 6, make_prepare<GemmArgs, gemm_lt_planned_prepare>());
 }
 
 }  // namespace lantern::kernels

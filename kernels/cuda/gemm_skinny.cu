@@ -25,7 +25,8 @@
 //    2/3) trigger early too; a PDL-launched kernel still waits for the full
 //    completion of its predecessor before reading activations.
 // Both fall back to cuBLAS (variant 1) for m > 16, k % 32 != 0 or unaligned
-// pointers, so one variant serves every batch.
+// pointers, so one variant serves every batch. Variant 6 (gemm.cu) runs variant
+// 5 where it fits and planned cuBLASLt (gemm_lt.cpp) elsewhere.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -260,12 +261,15 @@ int gemm_skinny_splits(int n, int k, int sms) {
 
 }  // namespace
 
+bool gemm_skinny_fits(const GemmArgs& a) {
+  return a.m <= kSkMaxM && a.k % 32 == 0 && aligned(a.a, 16) && aligned(a.w, 16);
+}
+
 void gemm_skinny_launch(const GemmArgs& a, const LaunchCtx& ctx, bool pdl) {
   const char* who = pdl ? "gemm.gemv_pdl" : "gemm.gemv_split";
   LANTERN_CHECK(a.m >= 0 && a.n > 0 && a.k > 0, "%s: bad shape m=%d n=%d k=%d", who, a.m, a.n, a.k);
   if (a.m == 0) return;
-  const bool fits = a.m <= kSkMaxM && a.k % 32 == 0 && aligned(a.a, 16) && aligned(a.w, 16);
-  if (!fits) return gemm_cublas_launch(a, ctx);
+  if (!gemm_skinny_fits(a)) return gemm_cublas_launch(a, ctx);
   const int tiles = ceil_div(a.n, kSkRows);
   const int splits = gemm_skinny_splits(a.n, a.k, sm_count());
   // Chunks of 32 k per warp: up to 8 (m <= 8) or 4 (m <= 16) go out as one group.

@@ -113,6 +113,53 @@ TEST(EngineGpu, FusedAndUnfusedOpTablesAgree) {
   }
 }
 
+// gemm.6 (cuBLASLt with per-shape measured algorithms above m = 16) against
+// gemm.1 (cublasGemmEx) in the engine: teacher-forced logits through a
+// 100-token prefill (m = 100, bucket 128) and graph-replayed decode. The plans
+// are made at start-up (Model::prepare_kernels: every power-of-two bucket of
+// every GEMM shape, timed) and reach describe()'s gemm_plans.
+TEST(EngineGpu, PlannedGemmMatchesCublasAndRecordsItsPlans) {
+  LANTERN_REQUIRE_GPU();
+  EngineLimits lim;
+  lim.max_batch_tokens = 128;
+  lim.logits_rows = 128;
+  lim.kv_num_blocks = 16384;
+  auto make = [&](const char* gemm) {
+    ModelConfig cfg = ModelConfig::load(tiny_model());
+    EngineOptions opt;
+    opt.backend = kernels::Backend::cuda;
+    opt.limits = lim;
+    opt.kernels = {{"gemm", gemm}};
+    return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cuda), opt);
+  };
+  auto planned = make("lt_planned"), seed = make("seed");
+  const nlohmann::json d = planned->describe();
+  ASSERT_EQ(d["kernels"]["gemm"]["name"], "lt_planned");
+  ASSERT_TRUE(d.contains("gemm_plans"));
+  EXPECT_FALSE(seed->describe().contains("gemm_plans"));
+  std::map<int, int> per_bucket;
+  for (const auto& p : d["gemm_plans"]) {
+    ++per_bucket[p["m_bucket"].get<int>()];
+    EXPECT_TRUE(p["timed"].get<bool>()) << p.dump();
+    EXPECT_GT(p["us"].get<double>(), 0) << p.dump();
+    EXPECT_GE(p["candidates"].get<int>(), 1) << p.dump();
+  }
+  for (int bucket : {32, 64, 128})  // (other engines of this process may have planned more)
+    EXPECT_GT(per_bucket[bucket], 0) << "bucket " << bucket << " unplanned: " << d["gemm_plans"].dump();
+  std::vector<int32_t> ids = test::random_token_ids(140);
+  auto a = test::score_positions(*planned, ids, 100);
+  auto b = test::score_positions(*seed, ids, 100);
+  double worst = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    ASSERT_EQ(a[p].size(), b[p].size()) << p;
+    ASSERT_FALSE(a[p].empty()) << p;
+    worst = std::max(worst, test::rel_l2(a[p], b[p]));
+  }
+  EXPECT_LT(worst, 2e-2);
+  std::printf("[engine-gpu] gemm.6 vs gemm.1: worst rel-L2 %.2e over %zu positions, %zu plans\n", worst,
+              ids.size(), d["gemm_plans"].size());
+}
+
 std::vector<RequestResult> run_requests(Engine& e, const std::vector<Request>& reqs) {
   for (const auto& r : reqs) e.submit(r);
   e.run_until_idle();

@@ -209,5 +209,44 @@ TEST(TensorParallelGpu, TwoGpusSplitLmHeadScoresLikeOne) {
   expect_two_gpus_score_like_one("--tp 2 --tp-lm-head split", "split");
 }
 
+// Both all_reduce paths on two GPUs: commbench checks an exact integer sum on
+// every rank before timing each size (P2P up to 4 MiB, including sizes that
+// are not a whole number of 8 KB chunks, and NCCL), and a TP=2 score through
+// NCCL only matches the default (P2P for decode-sized messages).
+TEST(TensorParallelGpu, TwoGpusAllReducePathsSumExactly) {
+  LANTERN_REQUIRE_GPU();
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << gpu_count();
+  const Outcome bench =
+      run_lantern("commbench --tp 2 --device cuda --sizes 16,8192,24592,524288,4194304,8388608 --iters 3");
+  ASSERT_EQ(bench.status, 0) << bench.output;
+  EXPECT_THAT(bench.output, HasSubstr("path nccl"));
+  EXPECT_THAT(bench.output, HasSubstr("path p2p"));
+
+  const fs::path dir = test::scratch_dir("tp-gpu-paths");
+  {
+    std::ofstream ids(dir / "ids.txt");
+    for (int32_t t : test::random_token_ids(48)) ids << t << " ";
+  }
+  const std::string common = "score --device cuda --tp 2 --model " + tiny_model().string() + " --ids-file " +
+                              (dir / "ids.txt").string() + " --prefill-tokens 20 --quiet --out ";
+  const Outcome p2p = run_lantern(common + (dir / "p2p.f32").string());
+  ASSERT_EQ(p2p.status, 0) << p2p.output;
+  ::setenv("LANTERN_TP_ALLREDUCE", "nccl", 1);
+  const Outcome nccl = run_lantern(common + (dir / "nccl.f32").string());
+  ::unsetenv("LANTERN_TP_ALLREDUCE");
+  ASSERT_EQ(nccl.status, 0) << nccl.output;
+  const auto a = read_floats(dir / "nccl.f32"), b = read_floats(dir / "p2p.f32");
+  ASSERT_EQ(a.size(), b.size());
+  const int vocab = synth_preset("tiny").vocab_size;
+  size_t identical = 0;
+  for (size_t p = 0; p < a.size() / vocab; ++p) {
+    std::vector<float> ra(a.begin() + p * vocab, a.begin() + (p + 1) * vocab),
+        rb(b.begin() + p * vocab, b.begin() + (p + 1) * vocab);
+    EXPECT_LE(test::rel_l2(rb, ra), 2e-2) << "position " << p;
+    identical += ra == rb;
+  }
+  std::printf("P2P vs NCCL all_reduce: %zu of %zu positions bit-identical\n", identical, a.size() / vocab);
+}
+
 }  // namespace
 }  // namespace lantern

@@ -136,6 +136,16 @@ TEST(TpCli, ASplitLmHeadGeneratesTheTokensOfOne) {
   EXPECT_THAT(bad.output, HasSubstr("--tp-lm-head 'both': use replicated"));
 }
 
+// commbench on the CPU: two host processes, an exact sum checked on every
+// rank before each size is timed, one table for the host path.
+TEST(TpCli, CommbenchChecksTheSumAndTimesEachSize) {
+  const Outcome o = run_tp("commbench --tp 2 --device cpu --sizes 64,4096 --iters 2");
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_THAT(o.output, HasSubstr("path host"));
+  EXPECT_THAT(o.output, HasSubstr("64"));
+  EXPECT_THAT(o.output, HasSubstr("4096"));
+}
+
 TEST(TpCli, RefusesAnNTheModelCannotSplit) {
   const Outcome o = run_tp("generate --device cpu --model " + tiny_model().string() +
                            " --prompt-ids 1,2,3 --max-new-tokens 2 --tp 3");
@@ -304,6 +314,29 @@ TEST(TpCli, RecordsOneRunDirectoryWithEveryRank) {
   EXPECT_THAT(inspect.output, HasSubstr(strformat("all_reduce: %d calls", 2 * layers * steps)));
   EXPECT_THAT(inspect.output, HasSubstr("busbw GB/s"));
   EXPECT_THAT(inspect.output, HasSubstr("1 run directory under"));
+}
+
+// `lantern run --tp 2` records the world in its manifest, and `lantern rerun`
+// repeats the run over as many ranks (rank-1/ in the new run directory) with
+// the recorded tokens.
+TEST(TpCli, RerunRepeatsTheTensorParallelWorld) {
+  const fs::path dir = test::scratch_dir("tp-cli-rerun");
+  std::ofstream(dir / "exp.json") << nlohmann::json{
+      {"name", "tp-rerun"},
+      {"device", "cpu"},
+      {"model", {{"path", tiny_model().string()}}},
+      {"limits", {{"max_seqs", 4}, {"max_context", 64}, {"max_batch_tokens", 64}}},
+      {"workload", {{"kind", "requests"}, {"requests_file", requests_file().string()}, {"ignore_eos", true}}},
+      {"repetitions", 1}}.dump(2);
+  const Outcome run = run_tp("run " + (dir / "exp.json").string() + " --tp 2 --quiet --out " + (dir / "a").string());
+  ASSERT_EQ(run.status, 0) << run.output;
+  ASSERT_TRUE(fs::exists(dir / "a" / "rank-1" / "manifest.json")) << run.output;
+  const Outcome again = run_tp("rerun " + (dir / "a").string() + " --check --quiet --out " + (dir / "b").string());
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_TRUE(fs::exists(dir / "b" / "rank-1" / "manifest.json")) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("tokens    identical"));
+  const nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "b" / "manifest.json"));
+  EXPECT_EQ(m["config"]["tensor_parallel"]["world"], 2) << m["config"].dump();
 }
 
 }  // namespace

@@ -7,7 +7,12 @@
 // 11, 13, 16 (gemm.4/5's two n-tiles; cuBLAS for 2/3) and 9, 64, 512 (cuBLAS), n
 // tails (1000 and 40 rows, k 96, 2048, 8192 split), k % 32 != 0 and m > 8 / > 16
 // (fallbacks), and a chain of two GEMMs (eager and graph-replayed) for the
-// programmatic-dependent-launch variant.
+// programmatic-dependent-launch variant. gemm.6 (lt_planned) also on the fused
+// op table's shapes at m = 1..512 beside gemm.1, with its recorded plans, and
+// planned inside / outside a graph capture.
+#include <optional>
+
+#include "kernels/gemm_plan.h"
 #include "tests/kernels/gpu_test_helpers.cuh"
 
 namespace lantern::test {
@@ -19,7 +24,9 @@ struct GemmCase {
   bool c_f32;
 };
 
-void check_gemm(const GemmCase& c, const std::vector<bf16_bits>& w_bits) {
+// Every CUDA variant (default) or the given ones against the CPU reference.
+void check_gemm(const GemmCase& c, const std::vector<bf16_bits>& w_bits,
+                const std::vector<const KernelEntry*>& variants = cuda_variants(Family::gemm)) {
   const Bf16Data a = random_bf16(size_t(c.m) * c.k);
   std::vector<float> ref(size_t(c.m) * c.n);
   GemmArgs cpu{a.values.data(), w_bits.data(), ref.data(), c.m, c.n, c.k, c.c_f32};
@@ -28,7 +35,7 @@ void check_gemm(const GemmCase& c, const std::vector<bf16_bits>& w_bits) {
   DeviceBuffer<bf16_bits> d_c16(c.c_f32 ? 0 : size_t(c.m) * c.n);
   DeviceBuffer<float> d_c32(c.c_f32 ? size_t(c.m) * c.n : 0);
   GpuEnv env;
-  for (const KernelEntry* e : cuda_variants(Family::gemm)) {
+  for (const KernelEntry* e : variants) {
     SCOPED_TRACE(variant_label(*e) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
                  " k=" + std::to_string(c.k) + (c.c_f32 ? " f32" : " bf16"));
     d_c16.poison();
@@ -71,6 +78,105 @@ TEST(GemmGpu, EdgeTailsAndFallbacks) {
   check_gemm({12, 48, 64, false}, random_bf16_bits_fast(48 * 64));     // m > 8: cuBLAS (2, 3)
   check_gemm({17, 48, 64, false}, random_bf16_bits_fast(48 * 64));     // m > 16: cuBLAS (all)
   check_gemm({4, 40, 8192, false}, random_bf16_bits_fast(40 * 8192));  // split-k, n tail
+}
+
+const KernelEntry& gemm_variant(const char* name) { return Registry::global().find(Family::gemm, name); }
+
+// gemm.6's recorded plan for (m's bucket, n, k, out type) on the current GPU, if any.
+std::optional<GemmPlan> plan_of(int m, int n, int k, bool c_f32) {
+  int bucket = 32;
+  while (bucket < m) bucket *= 2;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  std::optional<GemmPlan> found;
+  for (const GemmPlan& p : gemm_plans())
+    if (p.device == dev && p.m_bucket == bucket && p.n == n && p.k == k && p.c_f32 == c_f32) found = p;
+  return found;
+}
+
+// The fused op table's GEMMs (qkv, o, gate_up, down; the LM head in fp32) at
+// decode and prefill m: gemm.6 and gemm.1 against the CPU reference, and every
+// m > 16 leaves a timed plan (measured with the L2 flushed, as the workspace
+// holds the flush region) that beats or equals the heuristic's pick.
+TEST(GemmGpu, PlannedLtOnFusedShapes) {
+  LANTERN_REQUIRE_GPU();
+  const std::vector<const KernelEntry*> both{&gemm_variant("seed"), &gemm_variant("lt_planned")};
+  auto check_plans = [](int m, int n, int k, bool f32) {
+    if (m <= 16) return;
+    const std::optional<GemmPlan> p = plan_of(m, n, k, f32);
+    ASSERT_TRUE(p) << "no plan for m=" << m << " n=" << n << " k=" << k;
+    EXPECT_TRUE(p->timed && p->cold_l2);
+    EXPECT_GE(p->candidates, 1);
+    EXPECT_GT(p->us, 0);
+    EXPECT_LE(p->us, p->heuristic_us);
+    std::printf("[gemm.6] %s\n", p->describe().c_str());
+  };
+  for (auto [n, k] : {std::pair{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}}) {
+    const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(n) * k);
+    for (int m : {1, 17, 64, 100, 256, 512}) {
+      check_gemm({m, n, k, false}, w, both);
+      check_plans(m, n, k, false);
+    }
+  }
+  const std::vector<bf16_bits> head = random_bf16_bits_fast(size_t(128256) * 2048);
+  for (int m : {17, 64, 100}) {
+    check_gemm({m, 128256, 2048, true}, head, both);
+    check_plans(m, 128256, 2048, true);
+  }
+}
+
+// A shape first launched inside a graph capture takes the heuristic's pick,
+// untimed (nothing is timed in a capture), and the graph replays it correctly;
+// its next eager launch plans it by timing. The prepare hook plans a shape
+// without launching it for real.
+TEST(GemmGpu, PlannedLtInsideCaptureThenEager) {
+  LANTERN_REQUIRE_GPU();
+  const KernelEntry& e = gemm_variant("lt_planned");
+  const PrepareHook prepare = Registry::global().prepare(e);
+  ASSERT_NE(prepare, nullptr);
+  const int m = 40, n = 1536, k = 1024;  // a shape no other test plans
+  const Bf16Data a = random_bf16(size_t(m) * k);
+  const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(n) * k);
+  std::vector<float> ref(size_t(m) * n);
+  launch(cpu_reference(Family::gemm), GemmArgs{a.values.data(), w.data(), ref.data(), m, n, k}, cpu_ctx());
+  DeviceBuffer<bf16_bits> d_a(a.bits), d_w(w), d_c(size_t(m) * n);
+  GpuEnv env;
+  const LaunchCtx ctx = env.ctx(e, WorkspaceShape{});
+  const GemmArgs args{d_a.get(), d_w.get(), d_c.get(), m, n, k};
+  ASSERT_FALSE(plan_of(m, n, k, false));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+  launch(e, args, ctx);
+  prepare(&args, ctx);  // inside a capture: must not time (nor break the capture)
+  CUDA_CHECK(cudaStreamEndCapture(env.stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const std::optional<GemmPlan> untimed = plan_of(m, n, k, false);
+  ASSERT_TRUE(untimed);
+  EXPECT_FALSE(untimed->timed);
+  d_c.poison();
+  CUDA_CHECK(cudaGraphLaunch(exec, env.stream));
+  env.sync();
+  EXPECT_TRUE(matches(bf16_to_floats(d_c.download()), ref, 2e-3, 8e-3, 4e-3));
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  d_c.poison();
+  launch(e, args, ctx);
+  env.sync();
+  EXPECT_TRUE(matches(bf16_to_floats(d_c.download()), ref, 2e-3, 8e-3, 4e-3));
+  const std::optional<GemmPlan> timed = plan_of(m, n, k, false);
+  ASSERT_TRUE(timed);
+  EXPECT_TRUE(timed->timed);
+  EXPECT_EQ(timed->m_timed, m);
+  // prepare: m = 200 (bucket 256) gets a timed plan from the hook alone.
+  DeviceBuffer<bf16_bits> d_a2(random_bf16_bits_fast(size_t(200) * k)), d_c2(size_t(200) * n);
+  const GemmArgs big{d_a2.get(), d_w.get(), d_c2.get(), 200, n, k};
+  prepare(&big, ctx);
+  env.sync();
+  const std::optional<GemmPlan> prepared = plan_of(200, n, k, false);
+  ASSERT_TRUE(prepared);
+  EXPECT_TRUE(prepared->timed);
+  EXPECT_EQ(prepared->m_timed, 200);
 }
 
 // Two GEMMs back to back on one stream, the second reading the first's output,

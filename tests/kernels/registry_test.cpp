@@ -105,6 +105,30 @@ TEST(Registry, DuplicatesAreRejected) {
   EXPECT_EQ(r.variants(Family::swiglu).size(), 2u);
 }
 
+// A prepare hook sits beside its entry: found for that entry only, refused
+// for an entry not registered. gemm.6 (planned cuBLASLt) has one.
+int g_prepared = 0;
+void count_prepare(const GemmArgs&, const LaunchCtx&) { ++g_prepared; }
+
+TEST(Registry, PrepareHooksBelongToTheirEntry) {
+  Registry r;
+  register_cpu_kernels(r);
+  const KernelEntry& gemm = r.find(Family::gemm, "cpu_ref");
+  EXPECT_EQ(r.prepare(gemm), nullptr);
+  EXPECT_THROW(r.add_prepare(Family::gemm, 9, make_prepare<GemmArgs, count_prepare>()), Error);
+  r.add_prepare(Family::gemm, 0, make_prepare<GemmArgs, count_prepare>());
+  const PrepareHook hook = r.prepare(gemm);
+  ASSERT_NE(hook, nullptr);
+  GemmArgs args{};
+  hook(&args, LaunchCtx{});
+  EXPECT_EQ(g_prepared, 1);
+  EXPECT_EQ(r.prepare(r.find(Family::rmsnorm, "cpu_ref")), nullptr);
+  const KernelEntry& lt = Registry::global().find(Family::gemm, "lt_planned");
+  EXPECT_EQ(lt.variant, 6);
+  EXPECT_NE(Registry::global().prepare(lt), nullptr);
+  EXPECT_NE(lt.workspace_bytes, nullptr);
+}
+
 TEST(Registry, LaunchWithArgumentsOfAnotherFamilyThrows) {
   const KernelEntry& gemm = Registry::global().find(Family::gemm, "cpu_ref");
   ResidualArgs wrong{};
