@@ -90,17 +90,22 @@ json pinned_document(const json& section, const std::vector<experiment::Override
   return doc;
 }
 
-// The tensor-parallel world a run was recorded with (its manifest's
-// config.tensor_parallel.world; 0 when it ran on one process).
-int recorded_tp(const json& manifest) {
-  if (!manifest.contains("config") || !manifest["config"].is_object()) return 0;
+// The manifest's config.tensor_parallel (null when it ran on one process).
+json recorded_tp_section(const json& manifest) {
+  if (!manifest.contains("config") || !manifest["config"].is_object()) return nullptr;
   const json& c = manifest["config"];
-  if (!c.contains("tensor_parallel") || !c["tensor_parallel"].is_object()) return 0;
-  return c["tensor_parallel"].value("world", 0);
+  if (!c.contains("tensor_parallel") || !c["tensor_parallel"].is_object()) return nullptr;
+  return c["tensor_parallel"];
+}
+
+// The tensor-parallel world a run was recorded with (0 when one process).
+int recorded_tp(const json& manifest) {
+  const json tp = recorded_tp_section(manifest);
+  return tp.is_object() ? tp.value("world", 0) : 0;
 }
 
 int cmd_rerun(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out", "--tp"}, {"--check", "--quiet"});
+  Args args(argv, {"--set", "--out", "--tp", "--tp-lm-head"}, {"--check", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one run directory (fix: lantern rerun RUN_DIR)");
   const fs::path run_dir = args.positional()[0];
@@ -124,6 +129,10 @@ int cmd_rerun(const std::vector<std::string>& argv) {
   o.pins = {{"run", run_dir.string()}, {"created_utc", old_m.value("created_utc", "")}};
   // A tensor-parallel run reruns over as many ranks unless --tp says otherwise.
   o.tp = static_cast<int>(args.get_int("--tp", recorded_tp(old_m), 1, 1024));
+  const json tp = recorded_tp_section(old_m);  // ... and with its LM-head layout
+  if (o.tp > 0)
+    o.tp_lm_head = parse_tp_lm_head(
+        args.get_or("--tp-lm-head", tp.is_object() ? tp.value("lm_head", "replicated") : "replicated"));
   RunOutcome out = run_experiment(e, o);
 
   json new_m = out.dir.empty() ? json{{"git", harness::git_info()}}

@@ -82,7 +82,9 @@ std::map<std::string, std::string> build() {
       kExperimentOptions +
       "  --check                 exit 1 when any request's tokens differ (default: report only)\n"
       "  --tp N                  tensor-parallel ranks (default: as recorded, config.tensor_parallel.world\n"
-      "                          in the manifest; a one-process run reruns on one process)\n\n"
+      "                          in the manifest; a one-process run reruns on one process)\n"
+      "  --tp-lm-head replicated|split  with --tp: the LM head layout (default: as recorded,\n"
+      "                          config.tensor_parallel.lm_head; replicated when absent)\n\n"
       "example:\n  lantern rerun runs/20261201-030000-default --check\n";
   h["compare"] =
       "usage: lantern compare RUN_A RUN_B [RUN ...] [--csv | --markdown] [--no-kernels]\n"
