@@ -1,7 +1,8 @@
 #pragma once
 // Communicator: what the ranks of a tensor-parallel group say to each other.
 // The forward pass needs one collective (all_reduce, a sum in place on an
-// activation buffer, after o_proj and down_proj); the engine needs the step
+// activation buffer, after o_proj and down_proj), and a second with a split
+// LM head (all_gather of the ranks' logits parts); the engine needs the step
 // plan broadcast from rank 0, a barrier, and abort for a failed peer.
 //
 // Implementations:
@@ -22,8 +23,8 @@
 
 namespace lantern {
 
-// Element type of an all_reduce buffer: activations are f32 on the CPU
-// backend, bf16 on CUDA.
+// Element type of a collective's buffer: activations are f32 on the CPU
+// backend, bf16 on CUDA; logits are f32 on both.
 enum class ReduceType : uint8_t { f32, bf16 };
 size_t reduce_type_bytes(ReduceType t);
 
@@ -39,6 +40,11 @@ class Communicator {
   // engine's stream, so it orders with the kernels around it and can be
   // captured into a CUDA graph). Throws naming the failed peer.
   virtual void all_reduce(void* buf, size_t count, ReduceType type, cudaStream_t stream) = 0;
+  // recv[r * count .. (r + 1) * count) = rank r's send[0..count), on every
+  // rank (rank-major, as ncclAllGather). send and recv do not overlap. Same
+  // stream and failure rules as all_reduce.
+  virtual void all_gather(const void* send, void* recv, size_t count, ReduceType type,
+                          cudaStream_t stream) = 0;
   // The all_reduce implementations this communicator can use ("nccl", "p2p",
   // ...; the first is the default's fallback) and a choice among them or
   // "auto" (commbench measures each; every rank must make the same choice).

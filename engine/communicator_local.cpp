@@ -85,6 +85,21 @@ class LocalComm final : public Communicator {
         [&] { std::memcpy(buf, s.sum.data(), count * 4); });
   }
 
+  void all_gather(const void* send, void* recv, size_t count, ReduceType type,
+                  cudaStream_t) override {
+    LocalShared& s = *s_;
+    const size_t part = count * reduce_type_bytes(type);
+    // The last to arrive copies every part out while all senders still wait
+    // (a rank may reuse its send buffer as soon as it leaves).
+    s.rendezvous(
+        rank_, const_cast<void*>(send),
+        [&] {
+          s.bytes.resize(part * s.world);
+          for (int r = 0; r < s.world; ++r) std::memcpy(s.bytes.data() + r * part, s.posted[r], part);
+        },
+        [&] { std::memcpy(recv, s.bytes.data(), part * s.world); });
+  }
+
   void broadcast(std::vector<uint8_t>& bytes) override {
     LocalShared& s = *s_;
     s.rendezvous(

@@ -108,6 +108,11 @@ class NcclComm final : public Communicator {
       return kernels::p2p_all_reduce(p2p_, buf, count, bf16, stream);
     NCCL_CHECK(ncclAllReduce(buf, buf, count, bf16 ? ncclBfloat16 : ncclFloat32, ncclSum, comm_, stream));
   }
+  void all_gather(const void* send, void* recv, size_t count, ReduceType type,
+                  cudaStream_t stream) override {
+    NCCL_CHECK(ncclAllGather(send, recv, count, type == ReduceType::bf16 ? ncclBfloat16 : ncclFloat32,
+                             comm_, stream));
+  }
   void broadcast(std::vector<uint8_t>& bytes) override { host_->broadcast(bytes); }
   void barrier() override { host_->barrier(); }
   int64_t all_min(int64_t value) override { return host_->all_min(value); }

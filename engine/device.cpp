@@ -129,6 +129,19 @@ void Device::copy_h2d(void* dst, const void* src, size_t bytes) {
     std::memcpy(dst, src, bytes);
 }
 
+void Device::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                     size_t height) {
+  if (!width || !height) return;
+  if (is_cuda()) {
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height,
+                                 cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  for (size_t row = 0; row < height; ++row)
+    std::memcpy(static_cast<char*>(dst) + row * dst_pitch,
+                static_cast<const char*>(src) + row * src_pitch, width);
+}
+
 void Device::copy_d2h(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   if (is_cuda())

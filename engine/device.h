@@ -45,6 +45,10 @@ class Device {
 
   void copy_h2d(void* dst, const void* src, size_t bytes);  // async on the stream
   void copy_d2h(void* dst, const void* src, size_t bytes);  // async on the stream
+  // `height` rows of `width` bytes, device to device (host memory on the
+  // CPU), async on the stream; capturable into a CUDA graph.
+  void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+               size_t height);
   void memset(void* dst, int value, size_t bytes);
   void synchronize();
   size_t free_memory() const;  // cuda: cudaMemGetInfo free bytes; cpu: 0

@@ -131,6 +131,14 @@ class EngineImpl {
                   "weights were loaded on GPU %d but the engine runs on GPU %d: load them with "
                   "the same gpu index",
                   weights_.gpu(), opt.gpu);
+    const TpLmHead lm_head = comm_ ? opt.tp_lm_head : TpLmHead::replicated;
+    if (comm_) check_shardable(cfg_, comm_->world(), lm_head);
+    LANTERN_CHECK(weights_.shard().lm_head == lm_head &&
+                      (!comm_ || weights_.shard().world == comm_->world()),
+                  "the weights hold a %s LM head over %d rank(s) but the engine runs a %s one over %d: "
+                  "load them with the engine's ShardSpec",
+                  tp_lm_head_name(weights_.shard().lm_head), weights_.shard().world, tp_lm_head_name(lm_head),
+                  comm_ ? comm_->world() : 1);
     kernels_ = kernels::KernelSet::defaults(opt.backend);
     bool fused = opt.fused, prefill_graphs = opt.prefill_graphs;
     // Pseudo-families (engine switches, not registry families): "on" / "off".
@@ -153,7 +161,7 @@ class EngineImpl {
       opt.observer->on_alloc(e);
     }
     model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs, fused, comm_, prefill_graphs);
+                                     opt.use_cuda_graphs, fused, comm_, prefill_graphs, lm_head);
     if (fused && !model_->fused())
       std::fprintf(stderr,
                    "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
@@ -476,7 +484,8 @@ nlohmann::json Engine::describe() const {
   const bool cuda = impl_->opt_.backend == kernels::Backend::cuda;
   const Communicator* comm = impl_->comm_;
   nlohmann::json tp = comm ? nlohmann::json{{"world", comm->world()}, {"rank", comm->rank()},
-                                            {"communicator", comm->kind()}}
+                                            {"communicator", comm->kind()},
+                                            {"lm_head", tp_lm_head_name(impl_->opt_.tp_lm_head)}}
                            : nlohmann::json(nullptr);
   nlohmann::json out = {{"backend", kernels::backend_name(impl_->opt_.backend)},
                         {"tensor_parallel", tp},

@@ -117,6 +117,10 @@ struct EngineOptions {
   // model's; the weights must be this rank's shard (Weights::load's `shard`).
   // Rank 0 schedules and broadcasts each step's plan; ranks > 0 call follow().
   Communicator* comm = nullptr;
+  // With `comm`: the LM head replicated on every rank, or split by vocabulary
+  // rows (each rank V/N rows, an all_gather of the logits; --tp-lm-head). The
+  // weights must be loaded with the same choice (ShardSpec::lm_head).
+  TpLmHead tp_lm_head = TpLmHead::replicated;
 };
 
 // Wall time of the last step() split at Model::run: host bookkeeping

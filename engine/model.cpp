@@ -15,9 +15,10 @@ using kernels::Family;
 
 Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
              const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer,
-             bool use_cuda_graphs, bool fused, Communicator* comm, bool prefill_graphs)
+             bool use_cuda_graphs, bool fused, Communicator* comm, bool prefill_graphs, TpLmHead lm_head)
     : cfg_(cfg), w_(weights), dev_(device), limits_(limits), kernels_(kernels), obs_(observer),
-      comm_(comm), prefill_requested_(prefill_graphs) {
+      comm_(comm), lm_head_(lm_head), prefill_requested_(prefill_graphs) {
+  LANTERN_CHECK(lm_head != TpLmHead::split || comm, "a split LM head needs a tensor-parallel group");
   fuse_ = fused && weights.fusable();
   // Graphs replay decode steps; the seed's host argmax (argmax variant 1)
   // synchronises with the host inside the step and cannot be captured.
@@ -52,7 +53,8 @@ void Model::declare_arena() {
   const int T = limits_.max_batch_tokens, R = limits_.logits_rows;
   max_table_updates_ = (T / limits_.kv_block_size + 2 * limits_.max_seqs) * cfg_.num_layers;
   meta_ = MetaLayout(T, R, max_table_updates_);
-  v_ = declare_activations(arena_, activation_layout(cfg_, T, R, act_bytes_, meta_.bytes, fuse_));
+  const int lm_head_parts = lm_head_ == TpLmHead::split ? comm_->world() : 0;
+  v_ = declare_activations(arena_, activation_layout(cfg_, T, R, act_bytes_, meta_.bytes, fuse_, lm_head_parts));
   op_table_ = std::make_unique<OpTable>(cfg_.num_layers, v_, comm_ != nullptr);
   arena_.allocate(dev_.backend());
   AllocEvent e{"arena", "activation arena", reinterpret_cast<uint64_t>(arena_.base()),

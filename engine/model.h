@@ -71,10 +71,13 @@ class Model {
  public:
   // `comm` (tensor parallelism, may be null): `cfg` is then the rank's
   // config (shard_config) and `weights` its shard; the op table gets an
-  // all_reduce after o_proj and down_proj.
+  // all_reduce after o_proj and down_proj. `lm_head` split (needs `comm`):
+  // the weights hold this rank's vocabulary rows of the LM head, and an
+  // all_gather after lm_head assembles the logits rows.
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
         const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs,
-        bool fused = false, Communicator* comm = nullptr, bool prefill_graphs = false);
+        bool fused = false, Communicator* comm = nullptr, bool prefill_graphs = false,
+        TpLmHead lm_head = TpLmHead::replicated);
   ~Model();
 
   StepOutput run(const StepInput& in);
@@ -111,6 +114,7 @@ class Model {
   MemoryBudget budget_;
   int kv_num_blocks_ = 0, max_blocks_per_seq_ = 0;
   bool fuse_ = false;               // requested; v_.fused() says what runs
+  TpLmHead lm_head_ = TpLmHead::replicated;
   int pad_slot_ = 0;                // == max_seqs: the scratch slot of graph pad rows
   void* kv_pool_ = nullptr;         // [blocks (+1 scratch)][2][block_size][n_kv][head_dim] act
   int32_t* block_tables_ = nullptr; // [layers][max_seqs + 1][max_blocks_per_seq]
@@ -152,7 +156,11 @@ class Model {
   void op(const OpSpec& o, const Args& args);
   void attention_mixed(const OpSpec& o, const kernels::AttentionPrefillArgs& prefill,
                        const kernels::AttentionDecodeArgs& decode);
-  void all_reduce(const OpSpec& o, int rows);  // model_tp.cpp
+  // The collectives (model_tp.cpp): reported to observers like an op.
+  template <class Run>
+  void collective(const OpSpec& o, size_t bytes, size_t elements, const Run& run);
+  void all_reduce(const OpSpec& o, int rows);
+  void all_gather(const OpSpec& o, int logit_rows);
 
   // CUDA graphs (model_graphs.cpp).
   struct Graph {

@@ -168,10 +168,12 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::mlp_residual_norm:  // the next layer's attn_norm
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), w_.layers[o.layer + 1].attn_norm, out(1), n, H, eps});
     case OpKind::all_reduce: return all_reduce(o, n);
+    case OpKind::all_gather: return all_gather(o, r);
     case OpKind::final_norm:
       return op(o, kernels::RmsnormArgs{in(0), w_.final_norm, out(0), M(meta_.logit_rows), r, H, eps});
-    case OpKind::lm_head: {
-      kernels::GemmArgs head{in(0), w_.lm_head, out(0), r, cfg_.vocab_size, H};
+    case OpKind::lm_head: {  // split: this rank's V/N vocabulary rows -> logits_part
+      const int cols = v_.split_lm_head() ? cfg_.vocab_size / comm_->world() : cfg_.vocab_size;
+      kernels::GemmArgs head{in(0), w_.lm_head, out(0), r, cols, H};
       head.c_f32 = true;
       return op(o, head);
     }

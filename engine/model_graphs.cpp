@@ -43,7 +43,8 @@ void Model::prepare_kernels() {
       s.r = std::min(n, limits_.logits_rows);
       s.kind = StepKind{StepKind::prefill, StepKind::argmax};
       for (const OpSpec& o : op_table_->ops(s.kind))
-        if (o.kind != OpKind::all_reduce && has_hook(o.family)) launch_op(o, s);
+        if (o.kind != OpKind::all_reduce && o.kind != OpKind::all_gather && has_hook(o.family))
+          launch_op(o, s);  // collectives have no kernel to prepare
     }
   } catch (...) {
     preparing_ = false;

@@ -7,7 +7,8 @@
 namespace lantern {
 
 std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int logit_rows,
-                                        size_t act_bytes, size_t meta_bytes, bool fused) {
+                                        size_t act_bytes, size_t meta_bytes, bool fused,
+                                        int lm_head_parts) {
   const long T = rows, R = logit_rows, H = cfg.hidden_size, I = cfg.intermediate_size;
   const long Q = cfg.q_dim(), KV = cfg.kv_dim();
   const char* act = act_bytes == 2 ? "bf16" : "f32";
@@ -43,6 +44,13 @@ std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int lo
                strformat("[%d] f32", cfg.head_dim / 2)},
   };
   layout.insert(layout.end(), rest.begin(), rest.end());
+  if (lm_head_parts > 0) {
+    const long P = lm_head_parts, part = cfg.vocab_size / P;
+    layout.push_back(ViewDecl{"logits_part", "logits_part", static_cast<size_t>(R) * part * 4,
+                              strformat("[%ld, %ld] f32", R, part)});
+    layout.push_back(ViewDecl{"logits_gather", "logits_gather", static_cast<size_t>(P) * R * part * 4,
+                              strformat("[%ld, %ld, %ld] f32", P, R, part)});
+  }
   return layout;
 }
 
@@ -82,6 +90,8 @@ ActivationViews find_activations(const Arena& arena) {
   v.inv_freq = arena.find("rope_inv_freq");
   v.qkv = optional("qkv");
   v.gate_up = optional("gate_up");
+  v.logits_part = optional("logits_part");
+  v.logits_gather = optional("logits_gather");
   return v;
 }
 
@@ -200,7 +210,13 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
   if (kind.head == StepKind::none) return ops;
   // The final norm gathers the logit rows, so the LM head runs on r rows, not n.
   ops.push_back(spec(K::final_norm, "final_norm", F::rmsnorm, -1, {v.x}, {v.logits_in}));
-  ops.push_back(spec(K::lm_head, "lm_head", F::gemm, -1, {v.logits_in}, {v.logits}));
+  if (v.split_lm_head()) {  // this rank's vocabulary columns, then every rank's
+    ops.push_back(spec(K::lm_head, "lm_head", F::gemm, -1, {v.logits_in}, {v.logits_part}));
+    ops.push_back(spec(K::all_gather, "all_gather", F::gemm, -1, {v.logits_part},
+                       {v.logits_gather, v.logits}));
+  } else {
+    ops.push_back(spec(K::lm_head, "lm_head", F::gemm, -1, {v.logits_in}, {v.logits}));
+  }
   if (kind.head == StepKind::sample)
     ops.push_back(spec(K::sample, "sample", F::sample, -1, {v.logits}, {}));
   else

@@ -34,8 +34,13 @@ struct ViewDecl {
 // `fused`: the layout of the fused op table (step_ops): buffer "qkv" [rows,
 // q_dim + 2 kv_dim] (the fused q/k/v projection's output) replaces k and v,
 // and "gate_up" [rows, 2 inter] replaces gate and up.
+// `lm_head_parts` > 0 (tensor parallelism, split LM head over that many
+// ranks): "logits_part" [logit_rows, vocab / parts] f32 (this rank's LM-head
+// output) and "logits_gather" [parts, logit_rows, vocab / parts] f32 (the
+// all_gather's rank-major result before it is reordered into "logits").
 std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int logit_rows,
-                                        size_t act_bytes, size_t meta_bytes, bool fused = false);
+                                        size_t act_bytes, size_t meta_bytes, bool fused = false,
+                                        int lm_head_parts = 0);
 
 // The view ids of the activation arena, by role; -1 for the views the layout
 // does not have (k, v, gate, up in the fused layout; qkv, gate_up in the unfused).
@@ -43,7 +48,9 @@ struct ActivationViews {
   ViewId x, xn, q, attn_out, k, v, o_out, mlp_down, gate, up, mlp_act, logits_in, logits, meta,
       inv_freq;
   ViewId qkv = -1, gate_up = -1;
+  ViewId logits_part = -1, logits_gather = -1;  // a split LM head only
   bool fused() const { return qkv >= 0; }
+  bool split_lm_head() const { return logits_part >= 0; }
 };
 
 // Adds the layout's buffers (in first-use order) and views to `arena` (not
@@ -60,6 +67,7 @@ enum class OpKind : uint8_t {
   qkv_proj, rope_kv_write, attn_residual_norm, gate_up_proj, mlp_residual_norm,
   gate_up_swiglu,  // gate/up projection + swiglu (the fused table since session 6)
   all_reduce,  // tensor parallelism: sum of the ranks' partial o_proj / down_proj outputs
+  all_gather,  // split LM head: every rank's logits columns into the full logits rows
 };
 
 // One op of the forward pass: one registry launch (attention_mixed: the
@@ -97,6 +105,8 @@ struct StepKind {
 // stays separate).
 // `tensor_parallel`: an all_reduce op (reads and writes o_out / mlp_down, in
 // place; no registry family) right after each o_proj and down_proj.
+// A split LM head (v.split_lm_head()): lm_head writes logits_part and an
+// all_gather op (reads logits_part, writes logits_gather and logits) follows it.
 std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind,
                              bool tensor_parallel = false);
 

@@ -8,21 +8,49 @@
 
 namespace lantern {
 
-std::vector<int> valid_tp_sizes(const ModelConfig& cfg) {
+const char* tp_lm_head_name(TpLmHead h) {
+  return h == TpLmHead::split ? "split" : "replicated";
+}
+
+TpLmHead parse_tp_lm_head(const std::string& s) {
+  if (s == "replicated") return TpLmHead::replicated;
+  if (s == "split") return TpLmHead::split;
+  LANTERN_FAIL("--tp-lm-head '%s': use replicated (every rank the whole LM head) or split "
+               "(vocabulary rows per rank, an all_gather of the logits)",
+               s.c_str());
+}
+
+namespace {
+
+bool divides(const ModelConfig& cfg, int n, TpLmHead lm_head) {
+  return n >= 1 && cfg.num_kv_heads % n == 0 && cfg.intermediate_size % n == 0 &&
+         (lm_head != TpLmHead::split || cfg.vocab_size % n == 0);
+}
+
+}  // namespace
+
+std::vector<int> valid_tp_sizes(const ModelConfig& cfg, TpLmHead lm_head) {
   std::vector<int> ok;
   for (int n = 1; n <= cfg.num_kv_heads; ++n)
-    if (cfg.num_kv_heads % n == 0 && cfg.intermediate_size % n == 0) ok.push_back(n);
+    if (divides(cfg, n, lm_head)) ok.push_back(n);
   return ok;
 }
 
-void check_shardable(const ModelConfig& cfg, int world) {
-  if (world >= 1 && cfg.num_kv_heads % world == 0 && cfg.intermediate_size % world == 0) return;
+void check_shardable(const ModelConfig& cfg, int world, TpLmHead lm_head) {
+  if (divides(cfg, world, lm_head)) return;
   std::string ok;
-  for (int n : valid_tp_sizes(cfg)) ok += (ok.empty() ? "" : ", ") + std::to_string(n);
+  for (int n : valid_tp_sizes(cfg, lm_head)) ok += (ok.empty() ? "" : ", ") + std::to_string(n);
+  if (divides(cfg, world, TpLmHead::replicated))  // only the vocabulary split is in the way
+    LANTERN_FAIL(
+        "--tp %d --tp-lm-head split cannot split this model's vocabulary: N must divide "
+        "vocab_size=%d; use --tp one of %s, or --tp-lm-head replicated",
+        world, cfg.vocab_size, ok.c_str());
   LANTERN_FAIL(
       "--tp %d cannot split this model: N must divide num_key_value_heads=%d and "
-      "intermediate_size=%d; use --tp one of %s",
-      world, cfg.num_kv_heads, cfg.intermediate_size, ok.c_str());
+      "intermediate_size=%d%s; use --tp one of %s",
+      world, cfg.num_kv_heads, cfg.intermediate_size,
+      lm_head == TpLmHead::split ? strformat(" (and vocab_size=%d: --tp-lm-head split)", cfg.vocab_size).c_str() : "",
+      ok.c_str());
 }
 
 ModelConfig shard_config(const ModelConfig& cfg, const ShardSpec& shard) {
@@ -40,7 +68,7 @@ TensorSlice slice_of(const TensorSpec& spec, const ModelConfig& cfg, const Shard
   TensorSlice s;
   if (!shard.sharded()) return s;
   const int64_t q = cfg.q_dim() / shard.world, kv = cfg.kv_dim() / shard.world,
-                inter = cfg.intermediate_size / shard.world;
+                inter = cfg.intermediate_size / shard.world, vocab = cfg.vocab_size / shard.world;
   auto cut = [&](TensorSlice::Kind k, int64_t width) {
     s.kind = k;
     s.begin = shard.rank * width;
@@ -64,8 +92,11 @@ TensorSlice slice_of(const TensorSpec& spec, const ModelConfig& cfg, const Shard
     case TensorRole::w_down:
       cut(TensorSlice::cols, inter);
       break;
+    case TensorRole::lm_head:  // untied checkpoints; a tied head is a view of the embedding
+      if (shard.split_lm_head()) cut(TensorSlice::rows, vocab);
+      break;
     default:
-      break;  // embedding, norms, LM head: replicated
+      break;  // embedding, norms: replicated
   }
   return s;
 }

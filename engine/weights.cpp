@@ -315,7 +315,7 @@ struct WeightsLoader {
     Weights w;
     w.backend_ = backend;
     Reads r;
-    if (shard.sharded()) check_shardable(cfg, shard.world);
+    if (shard.sharded()) check_shardable(cfg, shard.world, shard.lm_head);
     std::vector<TensorSlice> slices;
     for (const auto& spec : specs) slices.push_back(slice_of(spec, cfg, shard));
     r.payload = lay_out_views(specs, slices, w);
@@ -339,6 +339,7 @@ struct WeightsLoader {
                    "loaded %.2f GB of weights to %s in %.3f s (%.2f GB/s; reading %.3f s)\n",
                    r.payload / 1e9, kernels::backend_name(backend), w.stats_.total_seconds,
                    w.stats_.gb_per_s(), r.read_seconds);
+    w.shard_ = shard;
     w.bind(cfg);
     return w;
   }
@@ -507,6 +508,7 @@ Weights& Weights::operator=(Weights&& o) noexcept {
   views_ = std::move(o.views_);
   fused_views_ = std::move(o.fused_views_);
   stats_ = o.stats_;
+  shard_ = o.shard_;
   o.block_ = nullptr;
   o.bytes_ = 0;
   o.embed = o.final_norm = o.lm_head = nullptr;
@@ -583,7 +585,13 @@ void Weights::bind(const ModelConfig& cfg) {
         break;
     }
   }
-  if (cfg.tie_word_embeddings) lm_head = embed;
+  // Tied: the LM head is the embedding matrix; split, this rank's vocabulary
+  // rows of it (a view, no copy: the embedding itself stays replicated).
+  if (cfg.tie_word_embeddings)
+    lm_head = static_cast<const char*>(embed) +
+              (shard_.split_lm_head() ? static_cast<size_t>(shard_.rank) * (cfg.vocab_size / shard_.world) *
+                                            cfg.hidden_size * 2
+                                      : 0);
   bind_fused();
 }
 

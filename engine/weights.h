@@ -95,7 +95,9 @@ class Weights {
 
   const void* embed = nullptr;       // [vocab, hidden]
   const void* final_norm = nullptr;  // [hidden]
-  const void* lm_head = nullptr;     // [vocab, hidden] (== embed when tied)
+  // [vocab, hidden] (== embed when tied); with a split LM head (shard) this
+  // rank's [vocab / world, hidden] rows (tied: embed + its first row).
+  const void* lm_head = nullptr;
   std::vector<LayerWeights> layers;
 
   kernels::Backend backend() const { return backend_; }
@@ -109,6 +111,7 @@ class Weights {
   // True when every layer has both fused views (LayerWeights::wqkv, w_gate_up).
   bool fusable() const;
   const WeightLoadStats& stats() const { return stats_; }
+  const ShardSpec& shard() const { return shard_; }  // what load() was asked to hold
   const void* find(const std::string& name) const;  // throws if absent
 
  private:
@@ -119,6 +122,7 @@ class Weights {
   std::vector<WeightView> views_;
   std::vector<WeightView> fused_views_;
   WeightLoadStats stats_;
+  ShardSpec shard_;
   void release();
   void bind(const ModelConfig& cfg);  // sets embed/layers/... from views_
   void bind_fused();                  // sets wqkv / w_gate_up and fused_views_ where adjacent

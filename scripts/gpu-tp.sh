@@ -6,11 +6,14 @@
 #            too few GPUs), --tp 1 vs plain tokens on synthetic llama-3.2-1b, commbench --tp 1
 #   tests    2 GPUs: every TensorParallelGpu test (TwoGpusScoreLikeOne included)
 #   logits   TP=2 vs TP=1 teacher-forced logits (lantern score, 64 prefill + 64 decode ids) on
-#            synthetic llama-3.2-1b and llama-3.1-8b (experiments/tp/compare_logits.py)
+#            synthetic llama-3.2-1b and llama-3.1-8b (experiments/tp/compare_logits.py), the LM
+#            head replicated and split by vocabulary (--tp-lm-head split)
 #   greedy   greedy generations, 64 tokens, 4 prompts, 1B and 8B, TP=2 vs TP=1; where they part,
 #            experiments/tp/greedy_divergence.py: near-tie (PASS) or not (FAIL)
 #   perf     synthetic llama-3.1-8b decode step, batch 1 and 64, TP=1 vs TP=2 (lantern bench), and
 #            TP=2 with LANTERN_TP_ALLREDUCE=nccl (every all_reduce through NCCL, no P2P kernel)
+#   lmhead   batch-1 decode step, TP=2, LM head replicated vs split (--tp-lm-head), synthetic
+#            llama-3.1-8b and llama-3.2-1b (lantern bench)
 #   comm     commbench --tp 2 (all_reduce_perf-style busbw per size) and a recorded TP=2 decode
 #            run with CUPTI on every step: `lantern inspect` communication section
 # Binaries: BIN_DIR (default build/gpu-machine, else build/default; its bin/ and tests/), shared
@@ -30,7 +33,7 @@ B=${BIN_DIR:-build/gpu-machine}
 LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests
 M1=models/llama-3.2-1b M8=models/llama-3.1-8b
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
-if [[ $# -gt 0 ]]; then STAGES=" $* "; elif [[ $GPUS -ge 2 ]]; then STAGES=" tests logits greedy perf comm ";
+if [[ $# -gt 0 ]]; then STAGES=" $* "; elif [[ $GPUS -ge 2 ]]; then STAGES=" tests logits greedy perf lmhead comm ";
 else STAGES=" one "; fi
 has() { [[ $STAGES == *" $1 "* ]]; }
 
@@ -65,8 +68,12 @@ if has logits; then
       step score_${n}_tp$tp 300 $LANTERN score --model $m --device cuda --ids-file "$LOGS/ids.txt" \
         --prefill-tokens 64 --out /tmp/score_${n}_tp$tp.f32 --tp $tp
     done
+    step score_${n}_tp2split 300 $LANTERN score --model $m --device cuda --ids-file "$LOGS/ids.txt" \
+      --prefill-tokens 64 --out /tmp/score_${n}_tp2split.f32 --tp 2 --tp-lm-head split
     step compare_${n} 120 python3 experiments/tp/compare_logits.py --vocab 128256 \
       /tmp/score_${n}_tp1.f32 /tmp/score_${n}_tp2.f32
+    step compare_${n}_split 120 python3 experiments/tp/compare_logits.py --vocab 128256 \
+      /tmp/score_${n}_tp1.f32 /tmp/score_${n}_tp2split.f32
   done
 fi
 if has greedy; then
@@ -107,6 +114,17 @@ if has perf; then
     # the same TP=2 step with every all_reduce through NCCL (no P2P kernel)
     LANTERN_TP_ALLREDUCE=nccl step bench_8b_b${b}_tp2_nccl 400 $LANTERN bench --model $M8 --device cuda \
       --batch $b --prompt-len 128 --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp2_nccl.json" --tp 2
+  done
+fi
+if has lmhead; then
+  synth $M8 llama-3.1-8b
+  synth $M1 llama-3.2-1b
+  for m in $M8 $M1; do
+    n=$(basename $m)
+    for head in replicated split; do
+      step bench_lmhead_${n}_$head 400 $LANTERN bench --model $m --device cuda --batch 1 --prompt-len 128 \
+        --decode-steps 128 --json "$LOGS/bench_lmhead_${n}_$head.json" --tp 2 --tp-lm-head $head
+    done
   done
 fi
 if has comm; then

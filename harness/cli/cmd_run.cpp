@@ -19,7 +19,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 int cmd_run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out", "--workload-out", "--resolved-out", "--tp"}, {"--dry-run", "--quiet"});
+  Args args(argv, {"--set", "--out", "--workload-out", "--resolved-out", "--tp", "--tp-lm-head"}, {"--dry-run", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one experiment file (fix: lantern run EXP.json; "
                 "lantern run --help)");
@@ -40,6 +40,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.dry_run = args.flag("--dry-run");
   o.workload_out = args.get_or("--workload-out", "");
   o.tp = static_cast<int>(args.get_int("--tp", 0, 1, 1024));
+  o.tp_lm_head = parse_tp_lm_head(args.get_or("--tp-lm-head", "replicated"));
   LANTERN_CHECK(o.tp == 0 || e.resolved["sweep"].empty(), "--tp is not supported with sweeps yet: run "
                 "each point with lantern run --tp N --set ...");
   run_experiment(e, o);
@@ -91,17 +92,22 @@ json pinned_document(const json& section, const std::vector<experiment::Override
   return doc;
 }
 
-// The tensor-parallel world a run was recorded with (its manifest's
-// config.tensor_parallel.world; 0 when it ran on one process).
-int recorded_tp(const json& manifest) {
-  if (!manifest.contains("config") || !manifest["config"].is_object()) return 0;
+// The manifest's config.tensor_parallel (null when it ran on one process).
+json recorded_tp_section(const json& manifest) {
+  if (!manifest.contains("config") || !manifest["config"].is_object()) return nullptr;
   const json& c = manifest["config"];
-  if (!c.contains("tensor_parallel") || !c["tensor_parallel"].is_object()) return 0;
-  return c["tensor_parallel"].value("world", 0);
+  if (!c.contains("tensor_parallel") || !c["tensor_parallel"].is_object()) return nullptr;
+  return c["tensor_parallel"];
+}
+
+// The tensor-parallel world a run was recorded with (0 when one process).
+int recorded_tp(const json& manifest) {
+  const json tp = recorded_tp_section(manifest);
+  return tp.is_object() ? tp.value("world", 0) : 0;
 }
 
 int cmd_rerun(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out", "--tp"}, {"--check", "--quiet"});
+  Args args(argv, {"--set", "--out", "--tp", "--tp-lm-head"}, {"--check", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one run directory (fix: lantern rerun RUN_DIR)");
   const fs::path run_dir = args.positional()[0];
@@ -132,6 +138,10 @@ int cmd_rerun(const std::vector<std::string>& argv) {
   }
   // A tensor-parallel run reruns over as many ranks unless --tp says otherwise.
   o.tp = static_cast<int>(args.get_int("--tp", recorded_tp(old_m), 1, 1024));
+  const json tp = recorded_tp_section(old_m);  // ... and with its LM-head layout
+  if (o.tp > 0)
+    o.tp_lm_head = parse_tp_lm_head(
+        args.get_or("--tp-lm-head", tp.is_object() ? tp.value("lm_head", "replicated") : "replicated"));
   RunOutcome out = run_experiment(e, o);
 
   json new_m = out.dir.empty() ? json{{"git", harness::git_info()}}

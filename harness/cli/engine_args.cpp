@@ -18,7 +18,8 @@ namespace lantern::cli {
 std::vector<std::string> engine_value_options() {
   return {"--model",         "--device",       "--gpu",         "--limits",
           "--max-batch-tokens", "--max-seqs",   "--max-context", "--kv-block-size",
-          "--kv-blocks",     "--kv-fraction",  "--kernels",     "--tp"};
+          "--kv-blocks",     "--kv-fraction",  "--kernels",     "--tp",
+          "--tp-lm-head"};
 }
 std::vector<std::string> engine_flag_options() { return {"--quiet", "--no-cuda-graphs"}; }
 
@@ -95,6 +96,7 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
       opt.kernels.emplace_back(item.substr(0, eq), item.substr(eq + 1));
     }
   }
+  opt.tp_lm_head = parse_tp_lm_head(args.get_or("--tp-lm-head", "replicated"));
   if (customize) customize(opt);
   bool quiet = args.flag("--quiet");
   auto progress = [quiet](size_t done, size_t total) {

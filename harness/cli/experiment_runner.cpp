@@ -298,6 +298,7 @@ RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
         family, v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>()));
   eo.use_cuda_graphs = e.resolved["cuda_graphs"];
   session.apply(eo);
+  eo.tp_lm_head = o.tp_lm_head;
   const ShardSpec shard = start_tp_group(o.tp, cfg, model.dir, dir.string(), o.quiet, eo);
   Weights w = Weights::load(cfg, model.dir, backend, {}, eo.gpu, shard);
   if (!o.quiet)

@@ -23,6 +23,7 @@ struct RunOptions {
   std::filesystem::path workload_out;  // write the expanded workload (.jsonl) here
   bool dry_run = false;                // validate, build the workload, stop before loading weights
   int tp = 0;                          // --tp N: tensor parallelism over N processes (0: off)
+  TpLmHead tp_lm_head = TpLmHead::replicated;  // --tp-lm-head
   nlohmann::json pins = nlohmann::json::object();  // recorded effective settings (rerun)
 };
 

@@ -33,6 +33,9 @@ const char* kEngineOptions =
     "  --tp N                  tensor parallelism over N processes, one per GPU (GPUs --gpu..\n"
     "                          --gpu+N-1; cpu: N processes); N must divide the KV heads\n"
     "                          (default: off; docs/tensor-parallel.md)\n"
+    "  --tp-lm-head replicated|split  with --tp: every rank the whole LM head, or V/N vocabulary\n"
+    "                          rows each and an all_gather of the logits (N must divide the\n"
+    "                          vocabulary) (default: replicated)\n"
     "  --quiet                 no load / budget / per-request lines on stderr\n";
 
 const char* kExperimentOptions =
@@ -64,7 +67,9 @@ std::map<std::string, std::string> build() {
       "(default: none)\n"
       "  --tp N                  tensor parallelism over N processes, one per GPU; ranks R > 0 record\n"
       "                          into DIR/rank-R (default: off; not with sweeps; "
-      "docs/tensor-parallel.md)\n\n"
+      "docs/tensor-parallel.md)\n"
+      "  --tp-lm-head replicated|split  with --tp: the LM head on every rank, or V/N vocabulary rows\n"
+      "                          per rank and an all_gather of the logits (default: replicated)\n\n"
       "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] =
       std::string(
@@ -78,7 +83,9 @@ std::map<std::string, std::string> build() {
       kExperimentOptions +
       "  --check                 exit 1 when any request's tokens differ (default: report only)\n"
       "  --tp N                  tensor-parallel ranks (default: as recorded, config.tensor_parallel.world\n"
-      "                          in the manifest; a one-process run reruns on one process)\n\n"
+      "                          in the manifest; a one-process run reruns on one process)\n"
+      "  --tp-lm-head replicated|split  with --tp: the LM head layout (default: as recorded,\n"
+      "                          config.tensor_parallel.lm_head; replicated when absent)\n\n"
       "example:\n  lantern rerun runs/20261201-030000-default --check\n";
   h["compare"] =
       "usage: lantern compare RUN_A RUN_B [RUN ...] [--csv | --markdown] [--no-kernels]\n"

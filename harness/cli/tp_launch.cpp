@@ -167,8 +167,12 @@ TpGroup::~TpGroup() {
 ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::path& model_dir,
                          const std::string& record_dir, bool quiet, EngineOptions& opt,
                          const nlohmann::json& harness_args) {
-  if (tp == 0) return ShardSpec{};
-  check_shardable(cfg, tp);
+  if (tp == 0) {
+    LANTERN_CHECK(opt.tp_lm_head == TpLmHead::replicated,
+                  "--tp-lm-head split needs tensor parallelism: add --tp N");
+    return ShardSpec{};
+  }
+  check_shardable(cfg, tp, opt.tp_lm_head);
   if (opt.backend == kernels::Backend::cuda) {
     int gpus = 0;
     if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
@@ -193,13 +197,15 @@ ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::
                                 {"limits", opt.limits.to_json()},
                                 {"cuda_graphs", opt.use_cuda_graphs},
                                 {"kernels", kernels},
+                                {"tp_lm_head", tp_lm_head_name(opt.tp_lm_head)},
                                 {"record", record_dir},
                                 {"harness", harness_args}};
   opt.comm = group->connect(setup, opt.backend, opt.gpu);
   if (!quiet)
-    std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator)\n", tp,
-                 tp == 1 ? "" : "s", opt.comm->kind());
-  return ShardSpec{0, tp};
+    std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator%s)\n", tp,
+                 tp == 1 ? "" : "s", opt.comm->kind(),
+                 opt.tp_lm_head == TpLmHead::split ? ", LM head split by vocabulary" : "");
+  return ShardSpec{0, tp, opt.tp_lm_head};
 }
 
 // ---- ranks > 0
@@ -235,6 +241,7 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   opt.limits = EngineLimits::from_json(setup.at("limits"));
   opt.use_cuda_graphs = setup.at("cuda_graphs").get<bool>();
   for (const auto& k : setup.at("kernels")) opt.kernels.emplace_back(k.at(0), k.at(1));
+  opt.tp_lm_head = parse_tp_lm_head(setup.value("tp_lm_head", "replicated"));
   std::unique_ptr<Communicator> comm = opt.backend == kernels::Backend::cuda
                                            ? make_nccl_comm(std::move(host), opt.gpu)
                                            : std::move(host);
@@ -259,7 +266,7 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   // Quiet: rank 0 reports the load.
   Weights w = Weights::load(
       cfg, setup.at("model").get<std::string>(), opt.backend, [](size_t, size_t) {}, opt.gpu,
-      ShardSpec{rank, world});
+      ShardSpec{rank, world, opt.tp_lm_head});
   {
     Engine engine(cfg, std::move(w), opt);
     session.set_command(

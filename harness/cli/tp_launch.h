@@ -54,9 +54,10 @@ class TpGroup {
 };
 
 // --tp N (0: off, returns the unsharded ShardSpec): checks that N ranks can
-// split the model (and that N GPUs are there from opt.gpu on), launches
+// split the model with opt.tp_lm_head (and that N GPUs are there from
+// opt.gpu on; a split LM head without --tp is an error), launches
 // ranks 1..N-1, sends them the resolved engine setup (model, backend, limits,
-// kernels, graphs, run directory) and joins the group: sets opt.comm and
+// kernels, graphs, LM head layout, run directory) and joins the group: sets opt.comm and
 // returns rank 0's shard for Weights::load.
 // `harness_args` ({"values": {option: value}, "flags": [option]}: rank 0's
 // harness options) make the followers record with the same CUPTI schedule

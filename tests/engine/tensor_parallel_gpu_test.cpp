@@ -1,9 +1,10 @@
 // Tensor parallelism on GPUs. With one GPU: a one-rank NCCL group (the --tp 1
 // path: all_reduce ops through ncclAllReduce, in CUDA graphs too) gives the
 // plain engine's logits and tokens; `--tp 1` through the launcher gives the
-// plain CLI's tokens; `--tp N` with fewer GPUs than N exits 1 saying how many
-// it found. With two or more GPUs: `lantern score --tp 2` vs `--tp 1`
-// teacher-forced logits within the bf16 tolerance of
+// plain CLI's tokens, also with a split LM head (a one-rank all_gather);
+// `--tp N` with fewer GPUs than N exits 1 saying how many it found. With two
+// or more GPUs: `lantern score --tp 2` (replicated and split LM head) vs
+// `--tp 1` teacher-forced logits within the bf16 tolerance of
 // docs/engine-verification.md, top-1 agreement where the margin exceeds it.
 #include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
@@ -87,9 +88,9 @@ std::vector<int32_t> generate(Engine& e, const std::vector<int32_t>& prompt, int
   return e.take_finished().at(0).tokens;
 }
 
-TEST(TensorParallelGpu, OneRankNcclGroupMatchesThePlainEngine) {
-  LANTERN_REQUIRE_GPU();
-  if (!nccl_available()) GTEST_SKIP() << "built without NCCL";
+// A one-rank NCCL group (replicated or split LM head: a one-rank all_gather)
+// vs the plain engine: prefill rows (r > 1), decode rows, CUDA-graph decode.
+void expect_one_rank_group_matches_the_plain_engine(TpLmHead lm_head) {
   const ModelConfig cfg = ModelConfig::load(tiny_model());
   const std::vector<int32_t> ids = test::random_token_ids(40);
   Engine plain(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cuda), gpu_options());
@@ -100,16 +101,30 @@ TEST(TensorParallelGpu, OneRankNcclGroupMatchesThePlainEngine) {
   ASSERT_STREQ(comm->kind(), "nccl");
   EngineOptions o = gpu_options();
   o.comm = comm.get();
+  o.tp_lm_head = lm_head;
   {
-    Engine tp(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cuda, {}, 0, ShardSpec{0, 1}),
+    Engine tp(cfg,
+              Weights::load(cfg, tiny_model(), kernels::Backend::cuda, {}, 0, ShardSpec{0, 1, lm_head}),
               o);
     const auto got = test::score_positions(tp, ids, 24);
-    for (size_t p = 23; p < ids.size(); ++p)
+    for (size_t p = 0; p < ids.size(); ++p)
       EXPECT_LE(test::rel_l2(got[p], want[p]), 1e-6)
-          << "position " << p << ": a one-rank sum is the identity";
+          << "position " << p << ": a one-rank sum / gather is the identity";
     EXPECT_EQ(generate(tp, {ids.begin(), ids.begin() + 9}, 32), want_tokens)
         << "greedy, CUDA-graph decode";
   }
+}
+
+TEST(TensorParallelGpu, OneRankNcclGroupMatchesThePlainEngine) {
+  LANTERN_REQUIRE_GPU();
+  if (!nccl_available()) GTEST_SKIP() << "built without NCCL";
+  expect_one_rank_group_matches_the_plain_engine(TpLmHead::replicated);
+}
+
+TEST(TensorParallelGpu, OneRankSplitLmHeadMatchesThePlainEngine) {
+  LANTERN_REQUIRE_GPU();
+  if (!nccl_available()) GTEST_SKIP() << "built without NCCL";
+  expect_one_rank_group_matches_the_plain_engine(TpLmHead::split);
 }
 
 TEST(TensorParallelGpu, CliTp1TokensEqualThePlainCli) {
@@ -121,6 +136,9 @@ TEST(TensorParallelGpu, CliTp1TokensEqualThePlainCli) {
   const Outcome tp1 = run_lantern(common + " --tp 1");
   ASSERT_EQ(tp1.status, 0) << tp1.output;
   EXPECT_EQ(tp1.output, plain.output);
+  const Outcome split = run_lantern(common + " --tp 1 --tp-lm-head split");
+  ASSERT_EQ(split.status, 0) << split.output;
+  EXPECT_EQ(split.output, plain.output);
 }
 
 TEST(TensorParallelGpu, TooFewGpusIsAOneLineError) {
@@ -143,10 +161,10 @@ std::vector<float> read_floats(const fs::path& p) {
   return v;
 }
 
-TEST(TensorParallelGpu, TwoGpusScoreLikeOne) {
-  LANTERN_REQUIRE_GPU();
-  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << gpu_count();
-  const fs::path dir = test::scratch_dir("tp-gpu-score");
+// `lantern score` with `tp_args` vs one GPU: logits within the bf16
+// tolerance, top-1 agreement where the margin exceeds 0.25.
+void expect_two_gpus_score_like_one(const std::string& tp_args, const std::string& name) {
+  const fs::path dir = test::scratch_dir("tp-gpu-score-" + name);
   {
     std::ofstream ids(dir / "ids.txt");
     for (int32_t t : test::random_token_ids(80)) ids << t << " ";
@@ -155,7 +173,7 @@ TEST(TensorParallelGpu, TwoGpusScoreLikeOne) {
                              " --ids-file " + (dir / "ids.txt").string() +
                              " --prefill-tokens 40 --quiet --out ";
   ASSERT_EQ(run_lantern(common + (dir / "tp1.f32").string()).status, 0);
-  const Outcome two = run_lantern(common + (dir / "tp2.f32").string() + " --tp 2");
+  const Outcome two = run_lantern(common + (dir / "tp2.f32").string() + " " + tp_args);
   ASSERT_EQ(two.status, 0) << two.output;
   const auto a = read_floats(dir / "tp1.f32"), b = read_floats(dir / "tp2.f32");
   ASSERT_EQ(a.size(), b.size());
@@ -175,8 +193,20 @@ TEST(TensorParallelGpu, TwoGpusScoreLikeOne) {
              std::max_element(rb.begin(), rb.end()) - rb.begin();
   }
   EXPECT_EQ(agree, checked);
-  std::printf("TP=2 vs TP=1: top-1 agreement %d/%d where the margin exceeds 0.25\n", agree,
-              checked);
+  std::printf("%s vs TP=1: top-1 agreement %d/%d where the margin exceeds 0.25\n", tp_args.c_str(),
+              agree, checked);
+}
+
+TEST(TensorParallelGpu, TwoGpusScoreLikeOne) {
+  LANTERN_REQUIRE_GPU();
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << gpu_count();
+  expect_two_gpus_score_like_one("--tp 2", "replicated");
+}
+
+TEST(TensorParallelGpu, TwoGpusSplitLmHeadScoresLikeOne) {
+  LANTERN_REQUIRE_GPU();
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs, found " << gpu_count();
+  expect_two_gpus_score_like_one("--tp 2 --tp-lm-head split", "split");
 }
 
 // Both all_reduce paths on two GPUs: commbench checks an exact integer sum on

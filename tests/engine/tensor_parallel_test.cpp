@@ -23,6 +23,7 @@
 #include "kernels/base/bf16.h"
 #include "kernels/base/errors.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/engine/tp_test_util.h"
 #include "tests/test_util.h"
 
 namespace lantern {
@@ -31,95 +32,13 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-// 8 query heads, 4 KV heads (GQA group 2), intermediate 96: N = 1, 2, 4 work.
-ModelConfig tp_config() {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_layers = 2;
-  c.num_q_heads = 8;
-  c.num_kv_heads = 4;
-  c.head_dim = 8;
-  c.vocab_size = 256;
-  c.max_position_embeddings = 256;
-  c.rope_theta = 500000.0f;
-  c.validate();
-  return c;
-}
-
-// A fresh random model per process (the test seed picks the weights).
-const fs::path& tp_model() {
-  static const fs::path dir = [] {
-    fs::path d = test::scratch_dir("tp-model");
-    SynthOptions o;
-    o.seed = test::test_seed();
-    o.with_tokenizer = false;
-    write_synthetic_model(tp_config(), d, o);
-    return d;
-  }();
-  return dir;
-}
+using test::random_ids;
+using test::SimulatedGroup;
+using test::tp_config;
+using test::tp_model;
 
 EngineOptions cpu_options() {
-  EngineOptions o;
-  o.backend = kernels::Backend::cpu;
-  o.limits.max_batch_tokens = 64;
-  o.limits.max_seqs = 4;
-  o.limits.max_context = 128;
-  return o;
-}
-
-// N engines on simulated ranks: rank 0 on the calling thread (it schedules),
-// ranks > 0 following on their own threads.
-struct SimulatedGroup {
-  std::vector<std::unique_ptr<Communicator>> comms;
-  std::unique_ptr<Engine> rank0;
-  std::vector<std::thread> followers;
-  std::vector<std::exception_ptr> errors;
-
-  SimulatedGroup(const ModelConfig& cfg, int world)
-      : comms(make_local_group(world)), errors(world) {
-    // Each rank builds its engine on its own thread (as its own process would).
-    auto build = [cfg, world, this](int r) {
-      EngineOptions o = cpu_options();
-      o.comm = comms[r].get();
-      return std::make_unique<Engine>(
-          cfg, Weights::load(cfg, tp_model(), kernels::Backend::cpu, {}, 0, ShardSpec{r, world}),
-          o);
-    };
-    for (int r = 1; r < world; ++r)
-      followers.emplace_back([this, r, build] {
-        try {
-          std::unique_ptr<Engine> engine = build(r);
-          engine->follow();
-        } catch (const std::exception& e) {
-          errors[r] = std::current_exception();
-          comms[r]->abort(std::string("follower failed: ") + e.what());
-        }
-      });
-    rank0 = build(0);
-  }
-  ~SimulatedGroup() {
-    try {
-      finish();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << e.what();
-    }
-  }
-  void finish() {
-    rank0.reset();  // ends the group: the followers return
-    for (auto& t : followers) t.join();
-    followers.clear();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
-  }
-};
-
-std::vector<int32_t> random_ids(int n, int vocab) {
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> ids(n);
-  for (auto& t : ids) t = d(test::rng());
-  return ids;
+  return test::tp_cpu_options();
 }
 
 TEST(TensorParallel, ShardConfigSplitsHeadsAndIntermediate) {
@@ -367,8 +286,9 @@ TEST(TensorParallel, AnAbortedGroupFailsInsteadOfHanging) {
   }
 }
 
-// The collectives of both CPU communicators on 3 ranks (threads): sums in
-// rank order, rank 0's bytes everywhere, the minimum; the host one over
+// The collectives of both CPU communicators on 3 ranks (threads): every
+// rank's part in rank order (all_gather), sums in rank order, rank 0's bytes
+// everywhere, the minimum; the host one over
 // socketpairs, as the launcher connects processes.
 void exercise(std::vector<std::unique_ptr<Communicator>>& comms) {
   const int world = static_cast<int>(comms.size());
@@ -379,9 +299,11 @@ void exercise(std::vector<std::unique_ptr<Communicator>>& comms) {
   std::vector<std::vector<uint8_t>> bytes(world);
   bytes[0] = {1, 2, 3, 250};
   std::vector<int64_t> mins(world);
+  std::vector<std::vector<float>> gathered(world, std::vector<float>(world * n));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
+      comms[r]->all_gather(in[r].data(), gathered[r].data(), n, ReduceType::f32, nullptr);
       comms[r]->all_reduce(out[r].data(), n, ReduceType::f32, nullptr);
       comms[r]->broadcast(bytes[r]);
       mins[r] = comms[r]->all_min(100 - 7 * r);
@@ -394,6 +316,9 @@ void exercise(std::vector<std::unique_ptr<Communicator>>& comms) {
       for (int q = 0; q < world; ++q) want += in[q][i];
       ASSERT_EQ(out[r][i], want) << "rank " << r << " element " << i;  // same order: bit-exact
     }
+    for (int q = 0; q < world; ++q)  // rank-major: rank q's part at q * n
+      ASSERT_EQ(std::memcmp(gathered[r].data() + q * n, in[q].data(), n * 4), 0)
+          << "rank " << r << " part " << q;
     EXPECT_EQ(bytes[r], (std::vector<uint8_t>{1, 2, 3, 250})) << "rank " << r;
     EXPECT_EQ(mins[r], 100 - 7 * (world - 1)) << "rank " << r;
   }

@@ -108,6 +108,34 @@ TEST(TpCli, TwoProcessesGenerateTheTokensOfOne) {
   EXPECT_NE(a[1], a[2]) << "sampled requests with different seeds should differ";
 }
 
+// The vocabulary-split LM head (--tp-lm-head split): each process computes
+// its V/2 columns of the logits and an all_gather assembles them; the tokens
+// (greedy and sampled) are the plain run's and the replicated head's.
+TEST(TpCli, ASplitLmHeadGeneratesTheTokensOfOne) {
+  const fs::path dir = test::scratch_dir("tp-cli-split"), reqs = requests_file();
+  const std::string common = "generate --device cpu --model " + tiny_model().string() +
+                             " --requests " + reqs.string() + " --max-seqs 4";
+  const Outcome one = run_tp(common + " --out " + (dir / "tp1.jsonl").string());
+  ASSERT_EQ(one.status, 0) << one.output;
+  const Outcome split =
+      run_tp(common + " --tp 2 --tp-lm-head split --out " + (dir / "split.jsonl").string());
+  ASSERT_EQ(split.status, 0) << split.output;
+  EXPECT_THAT(split.output,
+              HasSubstr("tensor parallel over 2 ranks (host communicator, LM head split by vocabulary)"));
+  const auto a = tokens_of(dir / "tp1.jsonl"), b = tokens_of(dir / "split.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a, b);
+  // Without --tp there is nothing to split: one line saying so.
+  const Outcome alone = run_tp("generate --device cpu --model " + tiny_model().string() +
+                               " --prompt-ids 1,2,3 --max-new-tokens 2 --tp-lm-head split");
+  EXPECT_EQ(alone.status, 1) << alone.output;
+  EXPECT_THAT(alone.output, HasSubstr("--tp-lm-head split needs tensor parallelism: add --tp N"));
+  const Outcome bad = run_tp("generate --device cpu --model " + tiny_model().string() +
+                             " --prompt-ids 1 --max-new-tokens 1 --tp 2 --tp-lm-head both");
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("--tp-lm-head 'both': use replicated"));
+}
+
 // commbench on the CPU: two host processes, an exact sum checked on every
 // rank before each size is timed, one table for the host path.
 TEST(TpCli, CommbenchChecksTheSumAndTimesEachSize) {
