@@ -360,6 +360,17 @@ void decode_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   if (!done) decode_split_wave(a, ctx);
 }
 
+// Variant 8: variant 5 below kAutoPipeFrom sequences, variant 6 from there up.
+// H200, session 6, `lantern bench` prompt 128 x 128 decode steps in one call:
+// 6 against 5 was 1.163 vs 1.002 ms per step at b = 1 (+16 %), 1.511 vs 1.600
+// at b = 64 (-5.6 %) and 2.270 vs 2.507 at b = 256 (-9.5 %). The batch is fixed
+// per captured graph, so the choice is graph-safe.
+constexpr int kAutoPipeFrom = 16;
+void decode_auto(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (a.b < kAutoPipeFrom) return decode_split_wave(a, ctx);
+  decode_pipe<false>(a, ctx);
+}
+
 }  // namespace
 
 // Both kTestedOnly: 6 measured faster than 5 in bench_kernels and in the engine
@@ -376,6 +387,11 @@ void register_attention_decode_pipe_cuda(Registry& r) {
       "split_k_pipe with blocks of 8 warps over up to 8 adjacent kv heads, so each key's K/V rows "
       "are read as one contiguous H * head_dim run (whole 16 KB block halves at 8 heads)",
       kTestedOnly, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_auto, attention_decode_cost<2>>(
+      8, "split_k_auto", Backend::cuda,
+      "split_k_wave below 16 sequences, split_k_pipe from 16 up (each where it measured faster in the "
+      "engine on the H200)",
+      kPreferred, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels
