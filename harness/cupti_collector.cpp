@@ -108,6 +108,10 @@ void CuptiCollector::start() {
   try {
     attach();
     last_detach_ns_ = last_attach_ns_ / 4;  // until one is measured (H200: ~2.5 of ~10 ms)
+    if (!options_.startup) {
+      enable_activities(false, /*sampling=*/false);
+      startup_quiet_ = true;
+    }
   } catch (...) {
     g_collector.store(nullptr);
     throw;
@@ -298,6 +302,10 @@ void CuptiCollector::enable_activities(bool on, bool sampling) {
 
 void CuptiCollector::on_step_begin(const StepInfo& s) {
   if (!active_) return;
+  if (startup_quiet_) {  // the start-up is over: trace from the first step on
+    startup_quiet_ = false;
+    if (attached_ && !activities_on_) enable_activities(true, /*sampling=*/false);
+  }
   const bool traced = options_.windows() ? enter_window(s) : enter_sample(s);
   ++(traced ? sampled_steps_ : skipped_steps_);
   if (!traced || !options_.external_correlation) return;

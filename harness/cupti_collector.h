@@ -53,6 +53,11 @@ struct CuptiOptions {
   // record per CUDA-graph launch, CUPTI_ACTIVITY_KIND_GRAPH_TRACE; eager
   // kernels untimed) or "none".
   std::string kernel_kind = "concurrent";
+  // Record the engine's start-up too (weight upload, gemm.6's planning
+  // launches, graph captures: tens of thousands of API records that the first
+  // detach then has to parse inside the run). false: the activity kinds stay
+  // off from start() to the first step; callbacks (graph-node labels) run.
+  bool startup = false;
   // Label API calls with the step / op through external correlation ids
   // (push/pop around every step and eager op).
   bool external_correlation = true;
@@ -120,6 +125,7 @@ class CuptiCollector : public Observer {
   void* subscriber_ = nullptr;
   int op_pushes_ = 0, step_pushes_ = 0;
   bool activities_on_ = false;  // the activity kinds are enabled (sampled step)
+  bool startup_quiet_ = false;  // activity kinds off until the first step (options_.startup false)
   bool attached_ = false;       // CUPTI callbacks registered (between attach and detach)
   bool window_failed_ = false;  // an attach/detach between windows failed: stay detached
   int window_left_ = 0;         // steps left in the open window
