@@ -49,6 +49,9 @@ class Communicator {
   // ...; the first is the default's fallback) and a choice among them or
   // "auto" (commbench measures each; every rank must make the same choice).
   virtual std::vector<std::string> all_reduce_paths() const { return {kind()}; }
+  // What all_reduce runs now, for the manifest (config.tensor_parallel.all_reduce):
+  // e.g. "p2p up to 4194304 bytes, nccl above", "nccl", "host".
+  virtual std::string all_reduce_desc() const { return kind(); }
   virtual void use_all_reduce_path(const std::string& path) {
     LANTERN_CHECK(path == kind() || path == "auto", "all_reduce path '%s': this %s communicator has only '%s'",
                   path.c_str(), kind(), kind());

@@ -94,6 +94,10 @@ class NcclComm final : public Communicator {
     if (p2p_.world > 1) return {"nccl", "p2p"};
     return {"nccl"};
   }
+  std::string all_reduce_desc() const override {
+    if (path_ == Path::nccl || p2p_.world <= 1) return "nccl";
+    return strformat("p2p up to %zu bytes, nccl above", kernels::kP2pMaxBytes);
+  }
   void use_all_reduce_path(const std::string& path) override {
     LANTERN_CHECK(path == "nccl" || (path == "p2p" && p2p_.world > 1) || path == "auto",
                   "all_reduce path '%s' is not available here (paths: nccl%s, auto)", path.c_str(),

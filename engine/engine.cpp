@@ -485,6 +485,7 @@ nlohmann::json Engine::describe() const {
   const Communicator* comm = impl_->comm_;
   nlohmann::json tp = comm ? nlohmann::json{{"world", comm->world()}, {"rank", comm->rank()},
                                             {"communicator", comm->kind()},
+                                            {"all_reduce", comm->all_reduce_desc()},
                                             {"lm_head", tp_lm_head_name(impl_->opt_.tp_lm_head)}}
                            : nlohmann::json(nullptr);
   nlohmann::json out = {{"backend", kernels::backend_name(impl_->opt_.backend)},

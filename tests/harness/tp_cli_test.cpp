@@ -337,6 +337,7 @@ TEST(TpCli, RerunRepeatsTheTensorParallelWorld) {
   EXPECT_THAT(again.output, HasSubstr("tokens    identical"));
   const nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "b" / "manifest.json"));
   EXPECT_EQ(m["config"]["tensor_parallel"]["world"], 2) << m["config"].dump();
+  EXPECT_EQ(m["config"]["tensor_parallel"]["all_reduce"], "host") << m["config"].dump();
 }
 
 }  // namespace
