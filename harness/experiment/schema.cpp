@@ -94,7 +94,9 @@ std::vector<Field> build_schema() {
        {},
        "kernel variant per family, by name or number (docs/kernels.md); unlisted families use the "
        "default"},
-      {"cuda_graphs", Kind::boolean, true, {}, {}, {}, "cuda: capture decode steps as CUDA graphs"},
+      {"cuda_graphs", Kind::boolean, true, {}, {}, {},
+       "cuda: capture decode steps (and, unless `kernels.prefill_graphs` is `off`, prefill steps) as "
+       "CUDA graphs"},
       {"workload", Kind::object, nullptr, {}, {}, {}, "what requests run and when they arrive"},
       {"workload.kind",
        Kind::string,
