@@ -149,8 +149,19 @@ constexpr int kSplitThreads = kSplitWarps * kWarp;
 // stream at a time may run variant 3 (the counters are process-wide).
 __device__ unsigned g_split_counters[kMaxSplitCounters];
 
-template <int HD, int G, int U, bool kFused>
-__global__ void __launch_bounds__(kSplitThreads)
+// kEarly (variant 9): everything that does not depend on the previous kernel
+// is loaded BEFORE griddepcontrol.wait -- the step metadata (slot, context
+// length; uploaded before the step's first kernel), the block-table entries
+// and the first trip's K/V rows, except the newest row (position ctx - 1, the
+// only one of a decode row's context that this step's rope_kv_write writes;
+// rows before it were written by earlier steps). So after the wait a block
+// waits for q and that one row (both in L2), not for three dependent round
+// trips (slot -> table entry -> K/V).
+// The early form keeps three blocks per multiprocessor, as the others have at
+// ~162 registers (unbounded it took 181, two blocks per SM: variant 5's
+// one-wave split count then made two waves, +0.26 ms per step at 32 k).
+template <int HD, int G, int U, bool kFused, bool kEarly = false>
+__global__ void __launch_bounds__(kSplitThreads, kEarly ? 3 : 1)
     decode_split_kernel(const bf16* q, bf16* out, float* part_o, float2* part_ml, const int32_t* __restrict__ seq_slots,
                         const int32_t* __restrict__ context_lens, const bf16* __restrict__ pool,
                         const int32_t* __restrict__ block_tables, int block_size,
@@ -163,7 +174,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   __shared__ __align__(16) float sm_o[kSplitWarps][G][HD];
 
   trigger_dependents();    // a PDL-launched o_proj GEMV may start streaming its weights now
-  grid_dependency_wait();  // variant 4 (PDL): q and the cache are written by earlier kernels
+  if constexpr (!kEarly) grid_dependency_wait();  // variant 4 (PDL): q and the cache are written by earlier kernels
   const int split = blockIdx.x, kv_head = blockIdx.y, i = blockIdx.z;
   const int n_splits = gridDim.x;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -185,6 +196,47 @@ __global__ void __launch_bounds__(kSplitThreads)
   const size_t row_elems = size_t(n_kv_heads) * HD;
   const size_t half_block = size_t(block_size) * row_elems;
   const bf16* kv_base = pool + size_t(kv_head) * HD + sub * 8;
+
+  // Warp-uniform trip count: every lane runs every iteration (shuffles inside).
+  // The block-table entries of the next iteration are loaded while this one
+  // computes, so a K/V load waits for one memory round trip, not two.
+  auto table_entry = [&](int t) { return t < end ? table[t / block_size] : -1; };
+  int blk_next[U], blk_cur[U];
+  uint4 kr[U], vr[U];
+  bool valid[U];
+  // One trip's K/V rows into kr/vr (`skip_newest`: not the row at ctx - 1).
+  auto load_trip = [&](int base, bool skip_newest) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = base + slot + u * kKeysPerStep;
+      blk_cur[u] = blk_next[u];
+      valid[u] = t < end && blk_cur[u] >= 0;
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      if (valid[u] && !(skip_newest && t == ctx - 1)) {
+        const bf16* row = kv_base + size_t(blk_cur[u]) * 2 * half_block + size_t(t % block_size) * row_elems;
+        kr[u] = *reinterpret_cast<const uint4*>(row);
+        vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) blk_next[u] = table_entry(base + kKeysPerStep * U + slot + u * kKeysPerStep);
+  };
+  const int first = begin + warp * kKeysPerWarp;
+#pragma unroll
+  for (int u = 0; u < U; ++u) blk_next[u] = table_entry(first + slot + u * kKeysPerStep);
+  if constexpr (kEarly) {
+    if (first < end) load_trip(first, true);
+    grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = first + slot + u * kKeysPerStep;
+      if (first < end && valid[u] && t == ctx - 1) {
+        const bf16* row = kv_base + size_t(blk_cur[u]) * 2 * half_block + size_t(t % block_size) * row_elems;
+        kr[u] = *reinterpret_cast<const uint4*>(row);
+        vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
+      }
+    }
+  }
 
   float qf[G][8];
 #pragma unroll
@@ -209,30 +261,8 @@ __global__ void __launch_bounds__(kSplitThreads)
     for (int e = 0; e < 8; ++e) o[g][e] = 0.0f;
   }
 
-  // Warp-uniform trip count: every lane runs every iteration (shuffles inside).
-  // The block-table entries of the next iteration are loaded while this one
-  // computes, so a K/V load waits for one memory round trip, not two.
-  auto table_entry = [&](int t) { return t < end ? table[t / block_size] : -1; };
-  int blk_next[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) blk_next[u] = table_entry(begin + warp * kKeysPerWarp + slot + u * kKeysPerStep);
-  for (int base = begin + warp * kKeysPerWarp; base < end; base += kKeysPerStep * U) {
-    uint4 kr[U], vr[U];
-    bool valid[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int t = base + slot + u * kKeysPerStep;
-      const int blk = blk_next[u];
-      valid[u] = t < end && blk >= 0;
-      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-      if (valid[u]) {
-        const bf16* row = kv_base + size_t(blk) * 2 * half_block + size_t(t % block_size) * row_elems;
-        kr[u] = *reinterpret_cast<const uint4*>(row);
-        vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) blk_next[u] = table_entry(base + kKeysPerStep * U + slot + u * kKeysPerStep);
+  for (int base = first; base < end; base += kKeysPerStep * U) {
+    if (!kEarly || base != first) load_trip(base, false);
     float s[G][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -366,13 +396,22 @@ size_t decode_split_workspace(const WorkspaceShape& s) {
 
 namespace {
 
+// How a split launch runs: `fused` combine in the last block, `pdl` launch,
+// `early` loads before the dependency wait (variant 9; needs fused).
+struct SplitMode {
+  bool fused = false, pdl = false, early = false;
+};
+
 template <int HD, int G>
 void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
-                  float* part_o, float2* part_ml, bool fused, bool pdl) {
+                  float* part_o, float2* part_ml, SplitMode mode) {
   constexpr int U = G >= 8 ? 2 : 4;  // loads in flight per lane, bounded by registers
   const KvCacheRef& c = a.cache;
   const dim3 grid(splits, c.n_kv_heads, a.b);
-  auto kernel = fused ? decode_split_kernel<HD, G, U, true> : decode_split_kernel<HD, G, U, false>;
+  auto kernel = mode.early   ? decode_split_kernel<HD, G, U, true, true>
+                : mode.fused ? decode_split_kernel<HD, G, U, true>
+                             : decode_split_kernel<HD, G, U, false>;
+  const bool pdl = mode.pdl;
   launch_kernel(pdl, kernel, grid, dim3(kSplitThreads), 0, ctx.stream,
                 static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
                 a.seq_slots, a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables,
@@ -383,16 +422,16 @@ void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits
 
 template <int HD>
 void dispatch_group(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, int split_len,
-                    float* part_o, float2* part_ml, bool fused, bool pdl) {
+                    float* part_o, float2* part_ml, SplitMode mode) {
   switch (pow2_group(a.n_q_heads / a.cache.n_kv_heads)) {
     case 1:
-      return launch_split<HD, 1>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
+      return launch_split<HD, 1>(a, ctx, splits, split_len, part_o, part_ml, mode);
     case 2:
-      return launch_split<HD, 2>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
+      return launch_split<HD, 2>(a, ctx, splits, split_len, part_o, part_ml, mode);
     case 4:
-      return launch_split<HD, 4>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
+      return launch_split<HD, 4>(a, ctx, splits, split_len, part_o, part_ml, mode);
     default:
-      return launch_split<HD, 8>(a, ctx, splits, split_len, part_o, part_ml, fused, pdl);
+      return launch_split<HD, 8>(a, ctx, splits, split_len, part_o, part_ml, mode);
   }
 }
 
@@ -449,8 +488,9 @@ namespace {
 // instead of 4 per multiprocessor (which the ~160 registers per thread cap at 3:
 // at batch 1 and long contexts a second, mostly idle wave).
 void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool fused,
-                       bool device_sized = false, bool one_wave = false) {
-  check_decode(a, one_wave       ? "attention_decode.split_k_wave"
+                       bool device_sized = false, bool one_wave = false, bool early = false) {
+  check_decode(a, early          ? "attention_decode.split_k_early"
+                  : one_wave     ? "attention_decode.split_k_wave"
                   : device_sized ? "attention_decode.split_k_ctx"
                   : fused        ? "attention_decode.split_k_fused"
                                  : "attention_decode.split_k");
@@ -477,18 +517,21 @@ void decode_split_impl(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool 
   auto* part_o = static_cast<float*>(ctx.workspace);
   auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * hd);
   const int len_arg = device_sized ? -1 : split_len;  // -1: sized on the device
+  // Early loads read the metadata before the wait, which only a device-sized
+  // fused launch (PDL, graph-safe) is written for.
+  const SplitMode mode{fused, device_sized, early && fused && device_sized};
   switch (hd) {
     case 32:
-      dispatch_group<32>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      dispatch_group<32>(a, ctx, splits, len_arg, part_o, part_ml, mode);
       break;
     case 64:
-      dispatch_group<64>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      dispatch_group<64>(a, ctx, splits, len_arg, part_o, part_ml, mode);
       break;
     case 128:
-      dispatch_group<128>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      dispatch_group<128>(a, ctx, splits, len_arg, part_o, part_ml, mode);
       break;
     default:
-      dispatch_group<256>(a, ctx, splits, len_arg, part_o, part_ml, fused, device_sized);
+      dispatch_group<256>(a, ctx, splits, len_arg, part_o, part_ml, mode);
       break;
   }
   if (splits > 1 && !fused) {
@@ -509,6 +552,9 @@ void decode_split_ctx(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 
 void cuda_detail::decode_split_wave(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_split_impl(a, ctx, true, true, true);
+}
+void cuda_detail::decode_split_early(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_split_impl(a, ctx, true, true, true, true);
 }
 
 void register_attention_decode_cuda(Registry& r) {

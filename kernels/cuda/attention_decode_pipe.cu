@@ -134,9 +134,10 @@ struct PipeSplit {
 };
 
 // Issue the cp.async copies of tile `tile` (K and V rows) into stage buffer
-// `k_s` (V follows K); invalid keys are zero-filled.
+// `k_s` (V follows K); invalid keys are zero-filled. Key `skip_t` is left
+// alone (variant 9: the newest row, stored after the dependency wait).
 template <class S>
-__device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf16* k_s) {
+__device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf16* k_s, int skip_t = -1) {
   constexpr int kChunks = (S::kStride - 8) / 8, kStride = S::kStride, kTileKeys = S::kTileKeys;
   static_assert(kTileKeys * kChunks % S::kThreads == 0);
   bf16* v_s = k_s + kTileKeys * kStride;
@@ -144,6 +145,7 @@ __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf1
   for (int j = 0; j < kTileKeys * kChunks / S::kThreads; ++j) {
     const int c = threadIdx.x + j * S::kThreads, key = c / kChunks, piece = c % kChunks;
     const int t = p.begin + tile * kTileKeys + key;
+    if (t == skip_t) continue;
     const int blk = t < p.end ? p.table_s[t / p.block_size - p.first_blk] : -1;
     const bool valid = blk >= 0;
     const bf16* src = valid ? p.head_base + size_t(blk) * 2 * p.half_block +
@@ -152,6 +154,22 @@ __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf1
     cp_async16(k_s + key * kStride + piece * 8, src, valid);
     cp_async16(v_s + key * kStride + piece * 8, valid ? src + p.half_block : src, valid);
   }
+}
+
+// Variant 9: key t's K and V rows into its slot of the tile buffer `k_s`
+// with plain loads and shared stores (the block's first threads, one 16-byte
+// piece each); visible to the tile's compute after the loop's barrier.
+template <class S>
+__device__ __forceinline__ void pipe_store_row(const PipeSplit& p, int t, int key, bf16* k_s) {
+  constexpr int kChunks = (S::kStride - 8) / 8;
+  static_assert(kChunks <= S::kThreads);
+  const int piece = threadIdx.x;
+  const int blk = p.table_s[t / p.block_size - p.first_blk];
+  if (piece >= kChunks || blk < 0) return;
+  const bf16* src = p.head_base + size_t(blk) * 2 * p.half_block + size_t(t % p.block_size) * p.row_elems + piece * 8;
+  bf16* v_s = k_s + S::kTileKeys * S::kStride;
+  *reinterpret_cast<uint4*>(k_s + key * S::kStride + piece * 8) = *reinterpret_cast<const uint4*>(src);
+  *reinterpret_cast<uint4*>(v_s + key * S::kStride + piece * 8) = *reinterpret_cast<const uint4*>(src + p.half_block);
 }
 
 // A warp's final state into the merge buffers (rows < group only) as state
@@ -180,7 +198,11 @@ __device__ __forceinline__ void pipe_store_state(const float (&o)[HD / 8][4], co
   }
 }
 
-template <int HD, int H, int W>
+// kEarly (variant 9): the metadata, block-table copy and the first stages'
+// K/V copies are issued before griddepcontrol.wait, all but the newest row
+// (position ctx - 1, written by this step's rope_kv_write; older rows were
+// written by earlier steps), which is stored after the wait.
+template <int HD, int H, int W, bool kEarly = false>
 __global__ void __launch_bounds__(W * kWarp)
     decode_pipe_kernel(const bf16* q, bf16* out, float* part_o, float2* part_ml,
                        const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
@@ -194,7 +216,7 @@ __global__ void __launch_bounds__(W * kWarp)
   int* table_s = reinterpret_cast<int*>(smem + kStages * S::kTileBytes);
 
   trigger_dependents();    // a PDL-launched o_proj GEMV may start streaming its weights now
-  grid_dependency_wait();  // q and the cache are written by earlier kernels
+  if constexpr (!kEarly) grid_dependency_wait();  // q and the cache are written by earlier kernels
   const int split = blockIdx.x, kv0 = blockIdx.y * H, i = blockIdx.z, n_splits = gridDim.x;
   const int slot = seq_slots[i];  // loaded beside the context length: one round trip for both
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
@@ -216,10 +238,18 @@ __global__ void __launch_bounds__(W * kWarp)
   for (int b = threadIdx.x; b < n_blk; b += S::kThreads) table_s[b] = table[p.first_blk + b];
   __syncthreads();
   const int n_tiles = p.end > p.begin ? (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys : 0;
+  const int newest = kEarly ? ctx - 1 : -1;
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < n_tiles) pipe_load_tile<S>(p, st, stages + size_t(st) * 2 * S::kTileKeys * S::kStride);
+    if (st < n_tiles) pipe_load_tile<S>(p, st, stages + size_t(st) * 2 * S::kTileKeys * S::kStride, newest);
     cp_async_commit();
+  }
+  if constexpr (kEarly) {
+    grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
+    const int tile = (newest - p.begin) / S::kTileKeys;
+    if (newest >= p.begin && newest < p.end && tile < kStages - 1)
+      pipe_store_row<S>(p, newest, newest - p.begin - tile * S::kTileKeys,
+                        stages + size_t(tile) * 2 * S::kTileKeys * S::kStride);
   }
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
@@ -302,7 +332,7 @@ int pipe_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long work, l
 
 // Launches with H kv heads per block if the grid then holds at least
 // `min_blocks` blocks (or force); false otherwise (nothing launched).
-template <int HD, int H, int W>
+template <int HD, int H, int W, bool kEarly = false>
 bool launch_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long min_blocks, bool force) {
   using S = PipeShape<HD, H, W>;
   const KvCacheRef& c = a.cache;
@@ -311,12 +341,12 @@ bool launch_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long min_bl
   const long work = long(a.b) * (c.n_kv_heads / H);
   const int splits = pipe_splits(a, ctx, work, long(pipe_resident_per_sm<HD, H, W>()) * sm_count());
   if (splits == 0 || (!force && work * splits < min_blocks)) return false;
-  CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD, H, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(S::kSmem)));
+  CUDA_CHECK(cudaFuncSetAttribute(decode_pipe_kernel<HD, H, W, kEarly>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
   // [b][heads][splits][hd] partial outputs (16-byte aligned), then their (max, sum).
   auto* part_o = static_cast<float*>(ctx.workspace);
   auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * HD);
-  launch_kernel(true, decode_pipe_kernel<HD, H, W>, dim3(splits, c.n_kv_heads / H, a.b), dim3(S::kThreads),
+  launch_kernel(true, decode_pipe_kernel<HD, H, W, kEarly>, dim3(splits, c.n_kv_heads / H, a.b), dim3(S::kThreads),
                 S::kSmem, ctx.stream, static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
                 a.seq_slots, a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables, c.block_size,
                 c.max_blocks_per_seq, c.n_kv_heads, group, a.q_stride, std::max(a.max_context, 1),
@@ -333,9 +363,9 @@ bool pipe_supports(const AttentionDecodeArgs& a) {
 }
 
 // Variant 6: one kv head per block of 4 warps.
-template <int HD>
+template <int HD, bool kEarly = false>
 bool pipe_one_head(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  return launch_pipe<HD, 1, 4>(a, ctx, 0, true);
+  return launch_pipe<HD, 1, 4, kEarly>(a, ctx, 0, true);
 }
 // Variant 7: blocks of 8 warps over 8, 4, 2 or 1 adjacent kv heads, the most
 // that still give a grid of >= 3/4 of the multiprocessors.
@@ -346,18 +376,23 @@ bool pipe_head_blocks(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
          launch_pipe<HD, 2, 8>(a, ctx, min_blocks, false) || launch_pipe<HD, 1, 8>(a, ctx, 0, true);
 }
 
-template <bool kHeadBlocks>
+// kEarly: variant 9's from-16-sequences half (the early-load kernels).
+template <bool kHeadBlocks, bool kEarly = false>
 void decode_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  check_decode(a, kHeadBlocks ? "attention_decode.split_k_pipe_heads" : "attention_decode.split_k_pipe");
+  check_decode(a, kEarly        ? "attention_decode.split_k_early"
+                  : kHeadBlocks ? "attention_decode.split_k_pipe_heads"
+                                : "attention_decode.split_k_pipe");
   if (a.b == 0) return;
   bool done = false;
   if (pipe_supports(a)) {
     if (a.cache.head_dim == 64)
-      done = kHeadBlocks ? pipe_head_blocks<64>(a, ctx) : pipe_one_head<64>(a, ctx);
+      done = kHeadBlocks ? pipe_head_blocks<64>(a, ctx) : pipe_one_head<64, kEarly>(a, ctx);
     else
-      done = kHeadBlocks ? pipe_head_blocks<128>(a, ctx) : pipe_one_head<128>(a, ctx);
+      done = kHeadBlocks ? pipe_head_blocks<128>(a, ctx) : pipe_one_head<128, kEarly>(a, ctx);
   }
-  if (!done) decode_split_wave(a, ctx);
+  if (done) return;
+  if (kEarly) return decode_split_early(a, ctx);
+  decode_split_wave(a, ctx);
 }
 
 // Variant 8: variant 5 below kAutoPipeFrom sequences, variant 6 from there up.
@@ -369,6 +404,13 @@ constexpr int kAutoPipeFrom = 16;
 void decode_auto(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   if (a.b < kAutoPipeFrom) return decode_split_wave(a, ctx);
   decode_pipe<false>(a, ctx);
+}
+
+// Variant 9: variant 8 with both kernels in their early-load form (variant 5's
+// below kAutoPipeFrom sequences, attention_decode.cu; variant 6's from there).
+void decode_auto_early(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (a.b < kAutoPipeFrom) return decode_split_early(a, ctx);
+  decode_pipe<false, true>(a, ctx);
 }
 
 }  // namespace
@@ -391,6 +433,11 @@ void register_attention_decode_pipe_cuda(Registry& r) {
       8, "split_k_auto", Backend::cuda,
       "split_k_wave below 16 sequences, split_k_pipe from 16 up (each where it measured faster in the "
       "engine on the H200)",
+      kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_auto_early, attention_decode_cost<2>>(
+      9, "split_k_early", Backend::cuda,
+      "split_k_auto whose short-batch kernel loads the step metadata, block-table entries and first "
+      "K/V rows (all but the newest row) before the PDL dependency wait",
       kPreferred, decode_split_workspace));
 }
 

@@ -22,6 +22,9 @@ int max_splits_for(int max_context);
 size_t decode_split_workspace(const WorkspaceShape& s);
 int wave_splits(long work, long resident, long four_per_sm);
 void decode_split_wave(const AttentionDecodeArgs& a, const LaunchCtx& ctx);  // variant 5
+// Variant 5 with the loads that need no earlier kernel issued before the
+// dependency wait (attention_decode.cu, kEarly); the short-batch half of variant 9.
+void decode_split_early(const AttentionDecodeArgs& a, const LaunchCtx& ctx);
 
 // Merge (m_b, l_b, o_b) into (m, l, o); log2-domain maxima, -inf = empty.
 template <int N>

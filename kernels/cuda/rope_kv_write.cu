@@ -13,6 +13,11 @@
 //   table entry is out of range gets no cache write (as kv_write.*). PDL.
 //   Shapes rope.3 cannot serve (head_dim % 16 != 0, unaligned rows) run the
 //   definition instead: a 2-D copy of q, rope.2 and kv_write.2.
+// Variant 2 (vec_early): variant 1 with everything that needs no earlier
+//   kernel done BEFORE griddepcontrol.wait -- the token's position and slot
+//   (step metadata, uploaded before the step's first kernel), its block-table
+//   entry and the sin/cos table (double sincos) -- so after the wait a block
+//   only loads its qkv row, rotates and stores. Same arithmetic as variant 1.
 #include <cuda_runtime_api.h>
 
 #include "kernels/costs.h"
@@ -31,6 +36,7 @@ struct Item {  // one thread's work: a rotation pair of 8-dim vectors, or 8 dims
   int head, dim;  // rotate: head (q heads, then k heads) and first dim; v: dim in the v row
 };
 
+template <bool kEarly>
 __global__ void __launch_bounds__(kThreads)
     rope_kv_write_kernel(bf16* qkv, bf16* q_out, const int32_t* __restrict__ positions,
                          const int32_t* __restrict__ seq_slots, const float* __restrict__ inv_freq,
@@ -45,7 +51,7 @@ __global__ void __launch_bounds__(kThreads)
   auto item_of = [&](int it) {
     return it < rot_items ? Item{true, it / vecs, (it % vecs) * 8} : Item{false, 0, (it - rot_items) * 8};
   };
-  grid_dependency_wait();  // qkv and the step metadata come from earlier kernels
+  if constexpr (!kEarly) grid_dependency_wait();  // qkv and the step metadata come from earlier kernels
   const int t = blockIdx.x;
   bf16* row = qkv + size_t(t) * qkv_stride;  // q heads and k heads are contiguous: head h at h * head_dim
   const bf16* v_row = row + q_dim + kv_dim;
@@ -59,7 +65,7 @@ __global__ void __launch_bounds__(kThreads)
   };
   const int first = threadIdx.x;
   uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-  if (first < items) load(item_of(first), lo, hi);
+  if (!kEarly && first < items) load(item_of(first), lo, hi);
   const int pos = positions[t], slot = seq_slots[t];
   bf16* k_dst = nullptr;
   if (pos >= 0 && slot >= 0 && pos / block_size < max_blocks_per_seq) {
@@ -73,6 +79,10 @@ __global__ void __launch_bounds__(kThreads)
     sincos(dpos * double(inv_freq[j]), &sn, &cs);
     cos_t[j] = float(cs);
     sin_t[j] = float(sn);
+  }
+  if constexpr (kEarly) {
+    grid_dependency_wait();  // qkv comes from the projection before
+    if (first < items) load(item_of(first), lo, hi);
   }
   __syncthreads();
   for (int it = first; it < items; it += blockDim.x) {
@@ -122,7 +132,8 @@ void rope_kv_write_composed(const RopeKvWriteArgs& a, const LaunchCtx& ctx) {
          KvWriteArgs{k, k + kv_dim, a.positions, a.seq_slots, a.cache, a.n, a.qkv_stride}, ctx);
 }
 
-void rope_kv_write_vec_pdl(const RopeKvWriteArgs& a, const LaunchCtx& ctx) {
+template <bool kEarly>
+void rope_kv_write_vec(const RopeKvWriteArgs& a, const LaunchCtx& ctx) {
   const KvCacheRef& c = a.cache;
   const int hd = c.head_dim, q_dim = a.n_q_heads * hd, kv_dim = c.n_kv_heads * hd;
   LANTERN_CHECK(c.n_kv_heads > 0 && hd > 0 && hd % 2 == 0 && hd / 2 <= kMaxHalf && a.n_q_heads > 0 &&
@@ -136,7 +147,7 @@ void rope_kv_write_vec_pdl(const RopeKvWriteArgs& a, const LaunchCtx& ctx) {
   const bool fits = hd % 16 == 0 && a.qkv_stride % 8 == 0 && aligned(a.qkv, 16) && aligned(a.q_out, 16) &&
                     aligned(c.pool, 16);
   if (!fits) return rope_kv_write_composed(a, ctx);
-  launch_kernel(true, rope_kv_write_kernel, dim3(a.n), dim3(kThreads), 0, ctx.stream,
+  launch_kernel(true, rope_kv_write_kernel<kEarly>, dim3(a.n), dim3(kThreads), 0, ctx.stream,
                 static_cast<bf16*>(a.qkv), static_cast<bf16*>(a.q_out), a.positions, a.seq_slots,
                 a.inv_freq, static_cast<bf16*>(c.pool), c.block_tables, c.block_size,
                 c.max_blocks_per_seq, a.n_q_heads, c.n_kv_heads, hd, a.qkv_stride);
@@ -146,12 +157,17 @@ void rope_kv_write_vec_pdl(const RopeKvWriteArgs& a, const LaunchCtx& ctx) {
 }  // namespace
 
 void register_rope_kv_write_cuda(Registry& r) {
-  r.add(make_entry<RopeKvWriteArgs, rope_kv_write_vec_pdl, rope_kv_write_cost<2>>(
+  r.add(make_entry<RopeKvWriteArgs, rope_kv_write_vec<false>, rope_kv_write_cost<2>>(
       1, "vec_pdl", Backend::cuda,
       "rope.3's one-round-trip block per token over the fused qkv row: q rotated into q_out, k "
       "rotated in place and with v stored in the paged block; PDL; composed rope.2 + kv_write.2 "
       "for shapes rope.3 cannot serve",
       kPreferred));
+  r.add(make_entry<RopeKvWriteArgs, rope_kv_write_vec<true>, rope_kv_write_cost<2>>(
+      2, "vec_early", Backend::cuda,
+      "vec_pdl with the position, slot, block-table entry and sin/cos table made before the PDL "
+      "dependency wait (they depend on no earlier kernel): after it, one qkv-row round trip",
+      kTestedOnly));
 }
 
 }  // namespace lantern::kernels

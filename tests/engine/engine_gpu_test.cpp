@@ -115,6 +115,63 @@ TEST(EngineGpu, FusedAndUnfusedOpTablesAgree) {
   }
 }
 
+// The early-load variants -- attention_decode.9 (split_k_early) and
+// rope_kv_write.2 (vec_early) -- read what no earlier kernel writes (step
+// metadata, block-table entries, sin/cos; attention: the K/V rows before the
+// newest) BEFORE their PDL dependency wait, and only the rest after. In
+// graph-replayed decode, behind the kernels that write q, k, v and the newest
+// cache row, they must compute exactly what variants 5 and 1 (the same
+// arithmetic, every load after the wait) compute: a stale row would be an
+// O(1) difference. Contexts from 1 to ~150 tokens cross KV blocks (16 tokens)
+// and splits (64 keys); batches 1-10.
+TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
+  LANTERN_REQUIRE_GPU();
+  auto make = [](const char* attention, const char* rope) {
+    ModelConfig cfg = ModelConfig::load(tiny_model());
+    EngineOptions opt;
+    opt.backend = kernels::Backend::cuda;
+    opt.limits.kv_num_blocks = 16384;
+    opt.kernels = {{"attention_decode", attention}, {"rope_kv_write", rope}};
+    return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), opt.backend), opt);
+  };
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> work;  // prompt, forced tokens
+  for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 7 * i), test::random_token_ids(20 + 4 * i));
+  using Rows = std::map<std::pair<int64_t, int>, std::vector<float>>;
+  auto run = [&work](Engine& e) {
+    Rows rows;
+    const int vocab = e.config().vocab_size;
+    for (size_t i = 0; i < work.size(); ++i) {
+      Request r;
+      r.prompt = work[i].first;
+      r.forced_tokens = work[i].second;
+      r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
+      r.stop_at_eos = false;
+      const int64_t tag = static_cast<int64_t>(i);
+      r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
+        rows[{tag, pos}].assign(row, row + vocab);
+      };
+      e.submit(r);
+    }
+    e.run_until_idle();
+    EXPECT_EQ(e.take_finished().size(), work.size());
+    return rows;
+  };
+  auto early = make("9", "2"), plain = make("5", "1");
+  ASSERT_EQ(early->kernel_set().entry(kernels::Family::attention_decode).variant, 9);
+  ASSERT_EQ(early->kernel_set().entry(kernels::Family::rope_kv_write).variant, 2);
+  const Rows a = run(*early), b = run(*plain);
+  ASSERT_EQ(a.size(), b.size());
+  size_t differ = 0;
+  for (const auto& [key, row] : b) {
+    auto it = a.find(key);
+    ASSERT_NE(it, a.end());
+    differ += it->second != row;
+  }
+  EXPECT_EQ(differ, 0u) << "of " << b.size() << " positions";
+  std::printf("[engine-gpu] attention_decode 9 + rope_kv_write 2 vs 5 + 1 in graphs: %zu of %zu positions differ\n",
+              differ, b.size());
+}
+
 // gemm.6 (cuBLASLt with per-shape measured algorithms above m = 16) against
 // gemm.1 (cublasGemmEx) in the engine: teacher-forced logits through a
 // 100-token prefill (m = 100, bucket 128) and graph-replayed decode. The plans
