@@ -17,12 +17,16 @@
 //   in the log2 domain; only the diagonal tile is masked; heaviest tiles first.
 //   head_dim 32, 64 or 128 (others, or unaligned rows, fall back to variant 1
 //   when the workspace allows it, else a clear error).
+// Variant 3 (flash_pair, attention_prefill_pair.cu): variant 2's warp step with
+//   balanced blocks (16-row query tiles paired heavy + light, the GQA group's q
+//   heads sharing each K/V tile, the keys split over warps); falls back to 2.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/flash_prefill_tile.cuh"
 
 namespace lantern::kernels {
 namespace {
@@ -142,43 +146,26 @@ void prefill_seed(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
 }
 
 // ------------------------------------------------------------------ variant 2
-constexpr int kBr = 64, kBc = 64;  // query rows, keys per tile
+constexpr int kBr = 64, kBc = kFlashKeys;  // query rows, keys per tile
 constexpr int kFlashWarps = 4;
 constexpr int kFlashThreads = kFlashWarps * kWarp;
 
 template <int HD>
 struct FlashSmem {
-  static constexpr int kPitch = HD + 8;  // bf16 elements: 16-byte pad, conflict-free ldmatrix
-  static constexpr int kTile = kBr * kPitch;
+  static constexpr int kTile = kBr * FlashTile<HD>::kPitch;
   static constexpr size_t kBytes = size_t(5) * kTile * sizeof(bf16);  // Q, K[2], V[2]
 };
-
-// Copies rows [row0, row0 + 64) of one head (HD bf16 at `base + row * stride`)
-// into a tile; rows >= rows_valid are zero-filled.
-template <int HD>
-__device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* base, int stride,
-                                                int rows_valid) {
-  constexpr int kChunks = HD / 8;  // 16-byte pieces per row
-  for (int c = threadIdx.x; c < kBr * kChunks; c += kFlashThreads) {
-    const int row = c / kChunks, piece = c % kChunks;
-    const bool valid = row < rows_valid;
-    cp_async16(tile + row * FlashSmem<HD>::kPitch + piece * 8,
-               base + size_t(valid ? row : 0) * stride + piece * 8, valid);
-  }
-}
 
 template <int HD>
 __global__ void __launch_bounds__(kFlashThreads, 2)
     flash_prefill_kernel(const bf16* q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                          bf16* out, const int32_t* __restrict__ seq_starts, int q_stride,
                          int kv_stride, int group, float scale_log2) {
-  constexpr int kPitch = FlashSmem<HD>::kPitch;
-  constexpr int kKSteps = HD / 16;  // k-steps of Q K^T
-  constexpr int kDTiles = HD / 8;   // n-tiles of the output
+  constexpr int kTile = FlashSmem<HD>::kTile;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_tile = reinterpret_cast<bf16*>(smem_raw);
-  bf16* k_tiles = q_tile + FlashSmem<HD>::kTile;          // [2][tile]
-  bf16* v_tiles = k_tiles + 2 * FlashSmem<HD>::kTile;     // [2][tile]
+  bf16* k_tiles = q_tile + kTile;      // [2][tile]
+  bf16* v_tiles = k_tiles + 2 * kTile;  // [2][tile]
 
   const int seq = blockIdx.z, head = blockIdx.y, kv_head = head / group;
   const int first = seq_starts[seq], len = seq_starts[seq + 1] - first;
@@ -186,7 +173,6 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
   const int q0 = tile_idx * kBr;
   if (q0 >= len) return;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int g = lane / 4, t = lane % 4;
 
   const bf16* q_base = q + size_t(first + q0) * q_stride + size_t(head) * HD;
   const bf16* k_base = k + size_t(first) * kv_stride + size_t(kv_head) * HD;
@@ -194,132 +180,40 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
   const int kv_end = min(len, q0 + kBr);  // causal: no key beyond the tile's last row
   const int n_tiles = (kv_end + kBc - 1) / kBc;
 
-  load_tile_async<HD>(q_tile, q_base, q_stride, len - q0);
-  load_tile_async<HD>(k_tiles, k_base, kv_stride, kv_end);
-  load_tile_async<HD>(v_tiles, v_base, kv_stride, kv_end);
+  load_rows_async<HD, kFlashThreads>(q_tile, q_base, q_stride, kBr, len - q0);
+  load_rows_async<HD, kFlashThreads>(k_tiles, k_base, kv_stride, kBc, kv_end);
+  load_rows_async<HD, kFlashThreads>(v_tiles, v_base, kv_stride, kBc, kv_end);
   cp_async_commit();
 
-  uint32_t qf[kKSteps][4];
-  float o[kDTiles][4];
-#pragma unroll
-  for (int d = 0; d < kDTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  const int row_a = q0 + warp * 16 + g, row_b = row_a + 8;  // this thread's two query rows
+  uint32_t qf[HD / 16][4];
+  FlashRows<HD> st;
+  st.reset();
+  const int row_a = q0 + warp * 16 + lane / 4, row_b = row_a + 8;  // this thread's two query rows
 
   for (int j = 0; j < n_tiles; ++j) {
     const int kv0 = j * kBc;
     if (j + 1 < n_tiles) {
       const int nxt = (j + 1) & 1;
-      load_tile_async<HD>(k_tiles + nxt * FlashSmem<HD>::kTile, k_base + size_t(kv0 + kBc) * kv_stride,
-                          kv_stride, kv_end - (kv0 + kBc));
-      load_tile_async<HD>(v_tiles + nxt * FlashSmem<HD>::kTile, v_base + size_t(kv0 + kBc) * kv_stride,
-                          kv_stride, kv_end - (kv0 + kBc));
+      load_rows_async<HD, kFlashThreads>(k_tiles + nxt * kTile, k_base + size_t(kv0 + kBc) * kv_stride,
+                                         kv_stride, kBc, kv_end - (kv0 + kBc));
+      load_rows_async<HD, kFlashThreads>(v_tiles + nxt * kTile, v_base + size_t(kv0 + kBc) * kv_stride,
+                                         kv_stride, kBc, kv_end - (kv0 + kBc));
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (j == 0) {
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk)
-        ldmatrix_x4(qf[kk], q_tile + (warp * 16 + (lane & 15)) * kPitch + kk * 16 + (lane >> 4) * 8);
-    }
-    const bf16* kt = k_tiles + (j & 1) * FlashSmem<HD>::kTile;
-    const bf16* vt = v_tiles + (j & 1) * FlashSmem<HD>::kTile;
-
-    // S = Q K^T for this warp's 16 rows x 64 keys: 8 n-tiles of 8 keys.
-    float s[kBc / 8][4];
-#pragma unroll
-    for (int n = 0; n < kBc / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-#pragma unroll
-      for (int p = 0; p < kBc / 16; ++p) {
-        uint32_t b[4];
-        const int mat = lane >> 3;
-        ldmatrix_x4(b, kt + (p * 16 + (mat >> 1) * 8 + (lane & 7)) * kPitch + kk * 16 + (mat & 1) * 8);
-        mma_bf16_16816(s[2 * p], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[0], b[1]);
-        mma_bf16_16816(s[2 * p + 1], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b[2], b[3]);
-      }
-    }
-    // Scale into the log2 domain; mask keys past the row (causal) or the end.
+    if (j == 0) load_q_fragments<HD>(qf, q_tile + warp * 16 * FlashTile<HD>::kPitch, lane);
+    // Only the diagonal tile (and one past the end) needs the mask.
     const bool needs_mask = kv0 + kBc > q0 || kv0 + kBc > len;
-#pragma unroll
-    for (int n = 0; n < kBc / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kv0 + n * 8 + 2 * t + (e & 1);
-        const int row = e < 2 ? row_a : row_b;
-        s[n][e] *= scale_log2;
-        if (needs_mask && (key > row || key >= len)) s[n][e] = -INFINITY;
-      }
-    }
-    // Online softmax; rows are shared by the 4 threads of a quad.
-    float corr[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      const float m_new = fmaxf(m_run[h], mx);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // fully masked so far: no NaN
-      corr[h] = exp2f(m_run[h] - m_use);
-      m_run[h] = m_new;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) {
-        s[n][2 * h] = exp2f(s[n][2 * h] - m_use);
-        s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] - m_use);
-        sum += s[n][2 * h] + s[n][2 * h + 1];
-      }
-      l_run[h] = l_run[h] * corr[h] + sum;
-    }
-#pragma unroll
-    for (int d = 0; d < kDTiles; ++d) {
-      o[d][0] *= corr[0];
-      o[d][1] *= corr[0];
-      o[d][2] *= corr[1];
-      o[d][3] *= corr[1];
-    }
-    // O += P V: P fragments come straight from the S accumulators.
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk) {
-      const uint32_t a0 = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-      const uint32_t a1 = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-      const uint32_t a2 = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      const uint32_t a3 = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t b[4];
-        const int mat = lane >> 3;
-        ldmatrix_x4_trans(b, vt + (kk * 16 + (mat & 1) * 8 + (lane & 7)) * kPitch + dp * 16 + (mat >> 1) * 8);
-        mma_bf16_16816(o[2 * dp], a0, a1, a2, a3, b[0], b[1]);
-        mma_bf16_16816(o[2 * dp + 1], a0, a1, a2, a3, b[2], b[3]);
-      }
-    }
+    flash_step<HD>(st, qf, k_tiles + (j & 1) * kTile, v_tiles + (j & 1) * kTile, kv0, row_a, row_b,
+                   len, needs_mask, scale_log2, lane);
     __syncthreads();  // the next iteration's prefetch overwrites this buffer
   }
-
-  // Normalise and write this thread's rows (out may alias q: only this block
-  // read these rows of this head, and that was before the loop).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = l_run[h];
-    l += __shfl_xor_sync(kFullMask, l, 1);
-    l += __shfl_xor_sync(kFullMask, l, 2);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const int row = h == 0 ? row_a : row_b;
-    if (row < len) {
-      bf16* dst = out + size_t(first + row) * q_stride + size_t(head) * HD + 2 * t;
-#pragma unroll
-      for (int d = 0; d < kDTiles; ++d)
-        *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) =
-            __floats2bfloat162_rn(o[d][2 * h] * inv, o[d][2 * h + 1] * inv);
-    }
-  }
+  // out may alias q: only this block read these rows of this head, before the loop.
+  flash_store_rows<HD>(st, out + size_t(first) * q_stride + size_t(head) * HD, q_stride, row_a, len,
+                       lane);
 }
 
 bool flash_supports(const AttentionPrefillArgs& a) {
@@ -373,6 +267,16 @@ void prefill_flash(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
 }
 
 }  // namespace
+
+void attention_prefill_check(const AttentionPrefillArgs& a, const char* who) {
+  check_prefill(a, who);
+}
+void attention_prefill_flash(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
+  prefill_flash(a, ctx);
+}
+size_t attention_prefill_flash_workspace(const WorkspaceShape& s) {
+  return prefill_flash_workspace(s);
+}
 
 void register_attention_prefill_cuda(Registry& r) {
   r.add(make_entry<AttentionPrefillArgs, prefill_seed, attention_prefill_cost<2>>(

@@ -12,6 +12,7 @@ void register_rmsnorm_cuda(Registry& r);
 void register_rope_cuda(Registry& r);
 void register_kv_write_cuda(Registry& r);
 void register_attention_prefill_cuda(Registry& r);
+void register_attention_prefill_pair_cuda(Registry& r);  // variant 3: attention_prefill_pair.cu
 void register_attention_decode_cuda(Registry& r);
 void register_attention_decode_pipe_cuda(Registry& r);  // variant 6: attention_decode_pipe.cu
 void register_swiglu_cuda(Registry& r);
@@ -27,6 +28,12 @@ void register_gate_up_swiglu_cuda(Registry& r);
 
 // swiglu.1/2's launcher (`pdl`: variant 2), which gate_up_swiglu's unfused path runs.
 void swiglu_launch(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl);
+
+// attention_prefill's shape checks (a lantern::Error naming `who`), and variant
+// 2's launcher and workspace, which variant 3 falls back to.
+void attention_prefill_check(const AttentionPrefillArgs& a, const char* who);
+void attention_prefill_flash(const AttentionPrefillArgs& a, const LaunchCtx& ctx);
+size_t attention_prefill_flash_workspace(const WorkspaceShape& s);
 
 // sample.2's launcher, which sample.3 hands batches of >= 128 rows to (one block
 // per row fills the GPU there, and measured as fast as a cluster per row).

@@ -9,6 +9,7 @@ void register_cuda_kernels(Registry& r) {
   register_rope_cuda(r);
   register_kv_write_cuda(r);
   register_attention_prefill_cuda(r);
+  register_attention_prefill_pair_cuda(r);
   register_attention_decode_cuda(r);
   register_attention_decode_pipe_cuda(r);
   register_swiglu_cuda(r);
