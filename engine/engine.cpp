@@ -121,10 +121,13 @@ class EngineImpl {
     limits_ = opt.limits;
     if (limits_.logits_rows == 0) limits_.logits_rows = limits_.max_seqs;
     limits_.validate(cfg_);
+    // A split LM head adds its logits part and gather scratch (op_table.h).
+    const int lm_head_parts = comm_ && opt.tp_lm_head == TpLmHead::split ? comm_->world() : 0;
     if (device_.is_cuda())
-      check_limits_fit(local_cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
+      check_limits_fit(local_cfg_, limits_, 2, device_.free_memory(),
+                       "the device memory free after the weights", lm_head_parts);
     else
-      check_limits_fit(local_cfg_, limits_, 4, host_memory_bytes(), "host memory");
+      check_limits_fit(local_cfg_, limits_, 4, host_memory_bytes(), "host memory", lm_head_parts);
     LANTERN_CHECK(weights_.backend() == opt.backend, "weights were loaded for %s but the engine runs on %s",
                   kernels::backend_name(weights_.backend()), kernels::backend_name(opt.backend));
     LANTERN_CHECK(!device_.is_cuda() || weights_.gpu() == opt.gpu,
