@@ -478,6 +478,13 @@ kernels::GemmPlan gemm_plan_from_json(const nlohmann::json& j) {
   return p;
 }
 
+std::vector<kernels::GemmPlan> gemm_plans_from_json(const nlohmann::json& list) {
+  std::vector<kernels::GemmPlan> plans;
+  if (list.is_null()) return plans;
+  for (const nlohmann::json& p : list) plans.push_back(gemm_plan_from_json(p));
+  return plans;
+}
+
 nlohmann::json Engine::describe() const {
   nlohmann::json k = nlohmann::json::object();
   for (int f = 0; f < kernels::kNumFamilies; ++f) {
@@ -486,9 +493,12 @@ nlohmann::json Engine::describe() const {
   }
   const bool cuda = impl_->opt_.backend == kernels::Backend::cuda;
   const Communicator* comm = impl_->comm_;
+  // all_reduce: what the collective runs; all_reduce_path: the choice it was made with.
   nlohmann::json tp = comm ? nlohmann::json{{"world", comm->world()}, {"rank", comm->rank()},
                                             {"communicator", comm->kind()},
                                             {"all_reduce", comm->all_reduce_desc()},
+                                            {"all_reduce_path",
+                                             tp_all_reduce_name(impl_->opt_.tp_all_reduce)},
                                             {"lm_head", tp_lm_head_name(impl_->opt_.tp_lm_head)}}
                            : nlohmann::json(nullptr);
   nlohmann::json out = {{"backend", kernels::backend_name(impl_->opt_.backend)},

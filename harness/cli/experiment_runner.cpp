@@ -268,6 +268,21 @@ fs::path default_run_dir(const std::string& name, const std::string& suffix) {
   return dir;
 }
 
+namespace {
+
+// `lantern run --tp N`: the followers record into DIR/rank-R with the
+// default harness options (the experiment's harness section is rank 0's).
+TpLaunch tp_launch_of(const RunOptions& o, const fs::path& dir) {
+  TpLaunch launch;
+  launch.tp = o.tp;
+  launch.record_dir = dir.string();
+  launch.quiet = o.quiet;
+  launch.gemm_plans = o.tp_gemm_plans;
+  return launch;
+}
+
+}  // namespace
+
 RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
   const kernels::Backend backend = resolve_backend(e);
   const ModelChoice model = resolve_model(e, backend, o.quiet);
@@ -299,7 +314,8 @@ RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
   eo.use_cuda_graphs = e.resolved["cuda_graphs"];
   session.apply(eo);
   eo.tp_lm_head = o.tp_lm_head;
-  const ShardSpec shard = start_tp_group(o.tp, cfg, model.dir, dir.string(), o.quiet, eo);
+  eo.tp_all_reduce = o.tp_all_reduce;
+  const ShardSpec shard = start_tp_group(tp_launch_of(o, dir), cfg, model.dir, eo);
   Weights w = Weights::load(cfg, model.dir, backend, {}, eo.gpu, shard);
   if (!o.quiet)
     std::fprintf(stderr, "lantern: %s on %s with %s: %zu requests, %d warm-up + %d repetitions\n",
