@@ -28,6 +28,20 @@ namespace lantern {
 enum class ReduceType : uint8_t { f32, bf16 };
 size_t reduce_type_bytes(ReduceType t);
 
+// Which implementation NcclComm's all_reduce uses (--tp-allreduce, else
+// LANTERN_TP_ALLREDUCE, else auto): `automatic` the one-shot P2P kernel for
+// messages up to 4 MiB when every rank mapped its peers, NCCL above; `nccl`
+// always NCCL; `p2p` as auto but an error when the peers cannot be mapped.
+// The CPU communicators have one path and only record the choice.
+enum class TpAllReduce : uint8_t { automatic, nccl, p2p };
+const char* tp_all_reduce_name(TpAllReduce p);  // "auto", "nccl", "p2p"
+// Throws one line naming the valid values; `from_env`: the value came from
+// LANTERN_TP_ALLREDUCE (the message names it instead of --tp-allreduce).
+TpAllReduce parse_tp_all_reduce(const std::string& s, bool from_env = false);
+// LANTERN_TP_ALLREDUCE when set, else automatic (what every rank reads from
+// the launcher's environment when no --tp-allreduce is given).
+TpAllReduce tp_all_reduce_from_env();
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -96,11 +110,13 @@ std::unique_ptr<Communicator> make_host_comm(HostCommOptions options);
 
 // NCCL: `host` (a HostComm of the same group) carries the ncclUniqueId from
 // rank 0, the step plans and barriers; all_reduce is ncclAllReduce (bf16 or
-// f32, sum, in place) on the engine's stream. GPU `gpu` must be current. A
+// f32, sum, in place) on the engine's stream, or the P2P kernel as `path`
+// says (every rank must pass the same). GPU `gpu` must be current. A
 // watchdog thread turns a dead peer (its socket closed) or an NCCL async
 // error into ncclCommAbort and exit(1) with the reason, so no rank waits
 // forever in a collective. Throws naming the missing NCCL when built without.
-std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator> host, int gpu);
+std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator> host, int gpu,
+                                             TpAllReduce path = tp_all_reduce_from_env());
 // Whether this build has NCCL (LANTERN_HAVE_NCCL).
 bool nccl_available();
 

@@ -2,9 +2,11 @@
 // the CPU backend. Each collective is a generation-counted rendezvous: every
 // rank posts its buffer, the last to arrive computes the result (sums in rank
 // order, so the result does not depend on arrival order), and all leave once
-// every rank has copied it out.
+// every rank has copied it out. Also the small helpers every communicator
+// shares (element sizes, the --tp-allreduce choice).
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -15,6 +17,24 @@ namespace lantern {
 
 size_t reduce_type_bytes(ReduceType t) {
   return t == ReduceType::f32 ? 4 : 2;
+}
+
+const char* tp_all_reduce_name(TpAllReduce p) {
+  return p == TpAllReduce::nccl ? "nccl" : p == TpAllReduce::p2p ? "p2p" : "auto";
+}
+
+TpAllReduce parse_tp_all_reduce(const std::string& s, bool from_env) {
+  if (s == "auto") return TpAllReduce::automatic;
+  if (s == "nccl") return TpAllReduce::nccl;
+  if (s == "p2p") return TpAllReduce::p2p;
+  LANTERN_FAIL("%s%s%s: use auto (the P2P kernel up to 4 MiB when the GPUs can map each other, else "
+               "NCCL), nccl or p2p",
+               from_env ? "LANTERN_TP_ALLREDUCE=" : "--tp-allreduce '", s.c_str(), from_env ? "" : "'");
+}
+
+TpAllReduce tp_all_reduce_from_env() {
+  const char* env = std::getenv("LANTERN_TP_ALLREDUCE");
+  return env ? parse_tp_all_reduce(env, /*from_env=*/true) : TpAllReduce::automatic;
 }
 
 namespace {

@@ -10,8 +10,9 @@
 // Messages up to 4 MiB (every decode step's) take the one-shot P2P kernel
 // instead (kernels/cuda/allreduce_p2p.h: IPC-mapped buffers, NVLink loads,
 // ~2-3 us and launched with PDL) when every rank can map every peer's memory;
-// LANTERN_TP_ALLREDUCE=nccl|p2p|auto (default auto) chooses, every rank reads
-// the same environment (the launcher's), and `all_min` makes all ranks agree.
+// --tp-allreduce auto|nccl|p2p (else LANTERN_TP_ALLREDUCE, default auto)
+// chooses: the launcher resolves it once and sends every rank the same
+// choice, and `all_min` makes all ranks agree on whether P2P works.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,7 +54,8 @@ namespace {
 
 class NcclComm final : public Communicator {
  public:
-  NcclComm(std::unique_ptr<Communicator> host, int gpu) : host_(std::move(host)) {
+  NcclComm(std::unique_ptr<Communicator> host, int gpu, TpAllReduce path)
+      : host_(std::move(host)), path_(path) {
     ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
     CUDA_CHECK(cudaSetDevice(gpu));
     ncclUniqueId id{};
@@ -68,8 +70,7 @@ class NcclComm final : public Communicator {
     std::memcpy(&id, bytes.data(), sizeof(id));
     NCCL_CHECK(ncclCommInitRank(&comm_, host_->world(), id, host_->rank()));
     watchdog_ = std::thread([this] { watch(); });
-    path_ = path_from_env();
-    if (path_ != Path::nccl && host_->world() > 1) setup_p2p();
+    if (path_ != TpAllReduce::nccl && host_->world() > 1) setup_p2p();
   }
 
   // A clean end destroys the communicator; after a failure (unwinding an
@@ -95,19 +96,19 @@ class NcclComm final : public Communicator {
     return {"nccl"};
   }
   std::string all_reduce_desc() const override {
-    if (path_ == Path::nccl || p2p_.world <= 1) return "nccl";
+    if (path_ == TpAllReduce::nccl || p2p_.world <= 1) return "nccl";
     return strformat("p2p up to %zu bytes, nccl above", kernels::kP2pMaxBytes);
   }
   void use_all_reduce_path(const std::string& path) override {
     LANTERN_CHECK(path == "nccl" || (path == "p2p" && p2p_.world > 1) || path == "auto",
                   "all_reduce path '%s' is not available here (paths: nccl%s, auto)", path.c_str(),
                   p2p_.world > 1 ? ", p2p" : "");
-    path_ = path == "nccl" ? Path::nccl : path == "p2p" ? Path::p2p : Path::automatic;
+    path_ = parse_tp_all_reduce(path);
   }
 
   void all_reduce(void* buf, size_t count, ReduceType type, cudaStream_t stream) override {
     const bool bf16 = type == ReduceType::bf16;
-    if (path_ != Path::nccl && p2p_.world > 1 && kernels::p2p_all_reduce_fits(count * (bf16 ? 2 : 4)) &&
+    if (path_ != TpAllReduce::nccl && p2p_.world > 1 && kernels::p2p_all_reduce_fits(count * (bf16 ? 2 : 4)) &&
         reinterpret_cast<uintptr_t>(buf) % 16 == 0)
       return kernels::p2p_all_reduce(p2p_, buf, count, bf16, stream);
     NCCL_CHECK(ncclAllReduce(buf, buf, count, bf16 ? ncclBfloat16 : ncclFloat32, ncclSum, comm_, stream));
@@ -128,20 +129,11 @@ class NcclComm final : public Communicator {
   std::string poll_peers() override { return host_->poll_peers(); }
 
  private:
-  enum class Path : uint8_t { automatic, nccl, p2p };
   std::unique_ptr<Communicator> host_;
   ncclComm_t comm_ = nullptr;
-  Path path_ = Path::automatic;
+  TpAllReduce path_ = TpAllReduce::automatic;
   kernels::P2pAllReduceBuffers p2p_;  // world > 1 once set up
   void* p2p_own_ = nullptr;           // this rank's exported allocation
-
-  static Path path_from_env() {
-    const char* env = std::getenv("LANTERN_TP_ALLREDUCE");
-    const std::string v = env ? env : "auto";
-    LANTERN_CHECK(v == "auto" || v == "nccl" || v == "p2p",
-                  "LANTERN_TP_ALLREDUCE=%s: use auto, nccl or p2p", v.c_str());
-    return v == "nccl" ? Path::nccl : v == "p2p" ? Path::p2p : Path::automatic;
-  }
 
   // Every rank exports one allocation (two data halves + flags, zeroed), the
   // handles are all-gathered over NCCL, and each rank maps its peers'. All
@@ -175,9 +167,9 @@ class NcclComm final : public Communicator {
       }
     }
     const bool all_ok = host_->all_min(ok ? 1 : 0) == 1;
-    LANTERN_CHECK(all_ok || path_ != Path::p2p,
-                  "LANTERN_TP_ALLREDUCE=p2p: a rank could not map its peers' memory (no P2P between these "
-                  "GPUs?); use auto or nccl");
+    LANTERN_CHECK(all_ok || path_ != TpAllReduce::p2p,
+                  "--tp-allreduce p2p (or LANTERN_TP_ALLREDUCE=p2p): a rank could not map its peers' "
+                  "memory (no P2P between these GPUs?); use auto or nccl");
     if (!all_ok) return release_p2p(/*failed=*/false);
     p2p_.rank = rank;
     p2p_.world = world;
@@ -231,8 +223,9 @@ class NcclComm final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator> host, int gpu) {
-  return std::make_unique<NcclComm>(std::move(host), gpu);
+std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator> host, int gpu,
+                                             TpAllReduce path) {
+  return std::make_unique<NcclComm>(std::move(host), gpu, path);
 }
 
 #else  // !LANTERN_HAVE_NCCL
@@ -241,7 +234,7 @@ bool nccl_available() {
   return false;
 }
 
-std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator>, int) {
+std::unique_ptr<Communicator> make_nccl_comm(std::unique_ptr<Communicator>, int, TpAllReduce) {
   LANTERN_FAIL(
       "this Lantern was built without NCCL (nccl.h / libnccl not found by CMake): install "
       "NCCL next to the CUDA toolkit and rebuild, or run --tp on --device cpu");

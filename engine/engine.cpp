@@ -121,10 +121,13 @@ class EngineImpl {
     limits_ = opt.limits;
     if (limits_.logits_rows == 0) limits_.logits_rows = limits_.max_seqs;
     limits_.validate(cfg_);
+    // A split LM head adds its logits part and gather scratch (op_table.h).
+    const int lm_head_parts = comm_ && opt.tp_lm_head == TpLmHead::split ? comm_->world() : 0;
     if (device_.is_cuda())
-      check_limits_fit(local_cfg_, limits_, 2, device_.free_memory(), "the device memory free after the weights");
+      check_limits_fit(local_cfg_, limits_, 2, device_.free_memory(),
+                       "the device memory free after the weights", lm_head_parts);
     else
-      check_limits_fit(local_cfg_, limits_, 4, host_memory_bytes(), "host memory");
+      check_limits_fit(local_cfg_, limits_, 4, host_memory_bytes(), "host memory", lm_head_parts);
     LANTERN_CHECK(weights_.backend() == opt.backend, "weights were loaded for %s but the engine runs on %s",
                   kernels::backend_name(weights_.backend()), kernels::backend_name(opt.backend));
     LANTERN_CHECK(!device_.is_cuda() || weights_.gpu() == opt.gpu,
@@ -475,6 +478,13 @@ kernels::GemmPlan gemm_plan_from_json(const nlohmann::json& j) {
   return p;
 }
 
+std::vector<kernels::GemmPlan> gemm_plans_from_json(const nlohmann::json& list) {
+  std::vector<kernels::GemmPlan> plans;
+  if (list.is_null()) return plans;
+  for (const nlohmann::json& p : list) plans.push_back(gemm_plan_from_json(p));
+  return plans;
+}
+
 nlohmann::json Engine::describe() const {
   nlohmann::json k = nlohmann::json::object();
   for (int f = 0; f < kernels::kNumFamilies; ++f) {
@@ -483,9 +493,12 @@ nlohmann::json Engine::describe() const {
   }
   const bool cuda = impl_->opt_.backend == kernels::Backend::cuda;
   const Communicator* comm = impl_->comm_;
+  // all_reduce: what the collective runs; all_reduce_path: the choice it was made with.
   nlohmann::json tp = comm ? nlohmann::json{{"world", comm->world()}, {"rank", comm->rank()},
                                             {"communicator", comm->kind()},
                                             {"all_reduce", comm->all_reduce_desc()},
+                                            {"all_reduce_path",
+                                             tp_all_reduce_name(impl_->opt_.tp_all_reduce)},
                                             {"lm_head", tp_lm_head_name(impl_->opt_.tp_lm_head)}}
                            : nlohmann::json(nullptr);
   nlohmann::json out = {{"backend", kernels::backend_name(impl_->opt_.backend)},

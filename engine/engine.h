@@ -121,6 +121,10 @@ struct EngineOptions {
   // rows (each rank V/N rows, an all_gather of the logits; --tp-lm-head). The
   // weights must be loaded with the same choice (ShardSpec::lm_head).
   TpLmHead tp_lm_head = TpLmHead::replicated;
+  // With `comm`: the all_reduce choice `comm` was made with (--tp-allreduce;
+  // make_nccl_comm's `path`), recorded in describe() as
+  // config.tensor_parallel.all_reduce_path so `lantern rerun` repeats it.
+  TpAllReduce tp_all_reduce = TpAllReduce::automatic;
 };
 
 // Wall time of the last step() split at Model::run: host bookkeeping
@@ -185,5 +189,7 @@ class Engine {
 // device is not recorded); from_json throws on a missing field.
 nlohmann::json gemm_plan_json(const kernels::GemmPlan& p);
 kernels::GemmPlan gemm_plan_from_json(const nlohmann::json& j);
+// A whole config.gemm_plans array (null: none); throws on a malformed entry.
+std::vector<kernels::GemmPlan> gemm_plans_from_json(const nlohmann::json& list);
 
 }  // namespace lantern

@@ -38,7 +38,8 @@ double gib(uint64_t b) { return static_cast<double>(b) / (1ull << 30); }
 
 }  // namespace
 
-uint64_t arena_bytes_needed(const ModelConfig& cfg, const EngineLimits& limits, int act_bytes) {
+uint64_t arena_bytes_needed(const ModelConfig& cfg, const EngineLimits& limits, int act_bytes,
+                            int lm_head_parts) {
   const uint64_t a = u(act_bytes);
   const uint64_t rows = u(limits.max_batch_tokens);
   const uint64_t logit_rows = u(limits.logits_rows ? limits.logits_rows : limits.max_seqs);
@@ -46,11 +47,15 @@ uint64_t arena_bytes_needed(const ModelConfig& cfg, const EngineLimits& limits, 
   bytes = add(bytes, mul(mul(logit_rows, u(cfg.hidden_size)), a));  // logits_in
   bytes = add(bytes, mul(mul(logit_rows, u(cfg.vocab_size)), 4));   // logits (f32)
   bytes = add(bytes, mul(rows, 6 * 4));                              // step metadata per row
+  if (lm_head_parts > 0) {  // split LM head: logits_part [R, V/P] and logits_gather [P, R, V/P] f32
+    const uint64_t part = mul(mul(logit_rows, u(cfg.vocab_size) / u(lm_head_parts)), 4);
+    bytes = add(bytes, mul(part, add(1, u(lm_head_parts))));
+  }
   return bytes;
 }
 
 void check_limits_fit(const ModelConfig& cfg, const EngineLimits& limits, int act_bytes,
-                      uint64_t available, const char* where) {
+                      uint64_t available, const char* where, int lm_head_parts) {
   // Products model.cpp forms in int must stay in int.
   const int64_t blocks_per_seq =
       (int64_t{limits.max_context} + limits.kv_block_size - 1) / std::max(1, limits.kv_block_size);
@@ -59,7 +64,7 @@ void check_limits_fit(const ModelConfig& cfg, const EngineLimits& limits, int ac
                 "(%d layers): lower max_context or raise kv_block_size",
                 limits.max_context, limits.kv_block_size,
                 static_cast<long long>(int64_t{cfg.num_layers} * blocks_per_seq), cfg.num_layers);
-  const uint64_t need = arena_bytes_needed(cfg, limits, act_bytes);
+  const uint64_t need = arena_bytes_needed(cfg, limits, act_bytes, lm_head_parts);
   // Kernels index a [rows, width] buffer with int: rows * width must stay below 2^31.
   const uint64_t index_cap = uint64_t{std::numeric_limits<int>::max()} /
                              std::max<uint64_t>({1, u(cfg.intermediate_size), u(cfg.hidden_size)});
@@ -69,7 +74,7 @@ void check_limits_fit(const ModelConfig& cfg, const EngineLimits& limits, int ac
   // Largest max_batch_tokens that fits, the rest of the arena held fixed.
   EngineLimits none = limits;
   none.max_batch_tokens = 0;
-  const uint64_t fixed = arena_bytes_needed(cfg, none, act_bytes);
+  const uint64_t fixed = arena_bytes_needed(cfg, none, act_bytes, lm_head_parts);
   const uint64_t per_row = std::max<uint64_t>(1, add(mul(row_elements(cfg), u(act_bytes)), 6 * 4));
   uint64_t fits = index_cap;
   if (available) fits = std::min(fits, available > fixed ? (available - fixed) / per_row : 0);

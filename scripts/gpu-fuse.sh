@@ -10,32 +10,14 @@
 # checkout they were built in (tests have its path compiled in), linked to this one.
 set -u
 cd "$(dirname "$0")/.."
-OUT="${OUT:-/tmp/lantern-fuse-out}"
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
 STAGES=" ${*:-tests bench profile} "
 has() { [[ $STAGES == *" $1 "* ]]; }
-B=${BIN_DIR:-build/default}
-[[ -z ${BIN_DIR:-} && -d build/carry ]] && B=build/carry
-SRC=${SRC_DIR:-/work/wt-perf}
-if [[ ! -e $SRC ]]; then mkdir -p "$(dirname "$SRC")" && ln -s "$PWD" "$SRC"; fi
-mkdir -p build/default
-[[ -e build/default/bin ]] || ln -s "$PWD/$B/bin" build/default/bin  # NEEDS_CLI tests run build/default/bin/lantern
-LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests
-MODEL=models/llama-3.2-1b
+GPU_NAME=fuse GPU_SRC_DEFAULT=/work/wt-perf GPU_BUDGET_DEFAULT=100000
+source scripts/lib/gpu-preamble.sh  # OUT, LOGS, B, LANTERN, TESTS, MODEL, step, synth_model_in_background
 
-BUDGET_S=${BUDGET_S:-100000}  # stop starting steps after this many seconds (device time is scarce)
-source scripts/gpu-step.sh  # step NAME LIMIT_S command...
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
-SYNTH=
-if [[ ! -f $MODEL/model.safetensors ]]; then
-  step synth 150 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir .device/llama3 &
-  SYNTH=$!
-fi
+synth_model_in_background 150
 has tests && step tests_kernels 25 $TESTS --gtest_filter='AddRmsnormGpu.*:RopeKvWriteGpu.*:SwigluGpu.*'
-[[ -n $SYNTH ]] && wait $SYNTH
+wait_synth
 bench() {  # bench NAME BATCH [lantern bench options...]
   local name=$1 b=$2; shift 2
   step $name 20 $LANTERN bench --model $MODEL --device cuda --batch $b --prompt-len 128 --decode-steps 128 "$@"

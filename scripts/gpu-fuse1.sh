@@ -4,27 +4,15 @@
 # 16 and 64 with gate_up_swiglu.2 (default) and .1 (the unfused gate_up GEMV +
 # swiglu), interleaved in the same call, then a CUPTI-recorded decode per-op
 # table. Logs and a summary under $OUT/logs.
-#   BIN_DIR=.wt/fuse1 SRC_DIR=/work/wt-fuse1 bash .wt/fuse1/gpu-fuse1.sh
+#   BIN_DIR=.wt/fuse1 SRC_DIR=/work/wt-fuse1 bash .wt/fuse1/gpu-fuse1.sh   (from the repository root:
+#   the shared set-up is scripts/lib/gpu-preamble.sh)
 set -u
-OUT="${OUT:-/tmp/lantern-fuse1-out}"
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-B=${BIN_DIR:-build/default}
-SRC=${SRC_DIR:-/work/wt-fuse1}
-if [[ ! -e $SRC ]]; then mkdir -p "$(dirname "$SRC")" && ln -s "$PWD" "$SRC"; fi
-mkdir -p build/default
-[[ -e build/default/bin ]] || ln -s "$PWD/$B/bin" build/default/bin  # NEEDS_CLI tests run build/default/bin/lantern
-LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests
-MODEL=models/llama-3.2-1b
-BUDGET_S=${BUDGET_S:-170}
-source scripts/gpu-step.sh  # step NAME LIMIT_S command...
+GPU_NAME=fuse1 GPU_SRC_DEFAULT=/work/wt-fuse1 GPU_BUDGET_DEFAULT=170
+source scripts/lib/gpu-preamble.sh  # OUT, LOGS, B, LANTERN, TESTS, MODEL, step, synth_model_in_background
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$LOGS/gpu.txt" 2>&1
-step synth 60 $LANTERN synth --preset llama-3.2-1b --out $MODEL --seed 0 --tokenizer-dir .device/llama3 &
-SYNTH=$!
+synth_model_in_background 60
 step tests_kernels 40 $TESTS --gtest_filter='GateUpSwigluGpu.*:SwigluGpu.*:GemmGpu.DecodeShapes:GemmGpu.LmHeadFp32Logits:GemmGpu.EdgeTailsAndFallbacks:GemmGpu.ChainedLaunchesSeeTheirInputs'
-wait $SYNTH
+wait_synth
 bench() {  # bench NAME VARIANT
   step $1 40 $LANTERN bench --model $MODEL --device cuda --batch 1,8,16,64 --prompt-len 128 --decode-steps 64 \
     --kernels gate_up_swiglu=$2

@@ -1,4 +1,4 @@
-# Sourced by the GPU scripts (gpu-steps.sh, gpu-kern.sh, gpu-fuse.sh, gpu-tp.sh): one timed,
+# Sourced by the GPU scripts (gpu-steps.sh, gpu-kern.sh, scripts/lib/gpu-preamble.sh, gpu-tp.sh): one timed,
 # logged step with one summary line. Needs LOGS; BUDGET_S (optional) stops starting steps after
 # that many seconds of the script and shortens a step's limit to what is left (device time is scarce).
 #   step NAME LIMIT_S command...     -> $LOGS/NAME.log, "NAME: rc=R Ns" in $LOGS/summary.txt

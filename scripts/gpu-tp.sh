@@ -11,11 +11,14 @@
 #   greedy   greedy generations, 64 tokens, 4 prompts, 1B and 8B, TP=2 vs TP=1; where they part,
 #            experiments/tp/greedy_divergence.py: near-tie (PASS) or not (FAIL)
 #   perf     synthetic llama-3.1-8b decode step, batch 1 and 64, TP=1 vs TP=2 (lantern bench), and
-#            TP=2 with LANTERN_TP_ALLREDUCE=nccl (every all_reduce through NCCL, no P2P kernel)
+#            TP=2 with --tp-allreduce nccl (every all_reduce through NCCL, no P2P kernel)
 #   lmhead   batch-1 decode step, TP=2, LM head replicated vs split (--tp-lm-head), synthetic
 #            llama-3.1-8b and llama-3.2-1b (lantern bench)
 #   comm     commbench --tp 2 (all_reduce_perf-style busbw per size) and a recorded TP=2 decode
 #            run with CUPTI on every step: `lantern inspect` communication section
+#   rerun    `lantern run --tp 2 --tp-allreduce nccl` (decode-latency, 1B, one repetition), then
+#            `lantern rerun --check`: the recorded all_reduce choice repeated (expected: nccl, ran
+#            nccl), every rank pinning the GEMM plans of its own manifest (all "pinned"), tokens
 # Binaries: BIN_DIR (default build/gpu-machine, else build/default; its bin/ and tests/), shared
 # libraries from .device/. Binaries built elsewhere (carried): SRC_DIR=the checkout they were built
 # in (the tests run bin/lantern by its compiled-in path), linked to this checkout when missing.
@@ -33,7 +36,7 @@ B=${BIN_DIR:-build/gpu-machine}
 LANTERN=$B/bin/lantern TESTS=$B/tests/lantern_gpu_tests
 M1=models/llama-3.2-1b M8=models/llama-3.1-8b
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
-if [[ $# -gt 0 ]]; then STAGES=" $* "; elif [[ $GPUS -ge 2 ]]; then STAGES=" tests logits greedy perf lmhead comm ";
+if [[ $# -gt 0 ]]; then STAGES=" $* "; elif [[ $GPUS -ge 2 ]]; then STAGES=" tests logits greedy perf lmhead comm rerun ";
 else STAGES=" one "; fi
 has() { [[ $STAGES == *" $1 "* ]]; }
 
@@ -112,8 +115,8 @@ if has perf; then
         --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp$tp.json" --tp $tp
     done
     # the same TP=2 step with every all_reduce through NCCL (no P2P kernel)
-    LANTERN_TP_ALLREDUCE=nccl step bench_8b_b${b}_tp2_nccl 400 $LANTERN bench --model $M8 --device cuda \
-      --batch $b --prompt-len 128 --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp2_nccl.json" --tp 2
+    step bench_8b_b${b}_tp2_nccl 400 $LANTERN bench --model $M8 --device cuda --batch $b --prompt-len 128 \
+      --decode-steps 128 --json "$LOGS/bench_8b_b${b}_tp2_nccl.json" --tp 2 --tp-allreduce nccl
   done
 fi
 if has lmhead; then
@@ -136,6 +139,23 @@ if has comm; then
   step inspect_tp2 120 bash -c "$LANTERN inspect /tmp/run_tp2 --phase decode --by op --top 25; \
     $LANTERN inspect /tmp/run_tp2/rank-1 --phase decode --by op --top 10"
   cp /tmp/run_tp2/kernels_ranks.csv "$LOGS/" 2>/dev/null
+fi
+if has rerun; then
+  synth $M1 llama-3.2-1b
+  rm -rf /tmp/tp_rerun_a /tmp/tp_rerun_b
+  step rerun_record 300 $LANTERN run experiments/decode-latency.json --set model.path=$M1 --set device=cuda \
+    --set warmup=0 --set repetitions=1 --tp 2 --tp-allreduce nccl --out /tmp/tp_rerun_a
+  step rerun_again 300 $LANTERN rerun /tmp/tp_rerun_a --check --out /tmp/tp_rerun_b
+  python3 - >>"$LOGS/summary.txt" 2>&1 <<'PY'
+import json
+for r in ("", "rank-1/"):
+    c = json.load(open(f"/tmp/tp_rerun_b/{r}manifest.json"))["config"]
+    plans = c.get("gemm_plans", [])
+    tp = c["tensor_parallel"]
+    print(f"rerun {r or 'rank-0/'}: all_reduce_path {tp['all_reduce_path']} (ran: {tp['all_reduce']}), "
+          f"{sum(p.get('pinned', False) for p in plans)} of {len(plans)} gemm plans pinned")
+PY
+  grep -h "pins\|rerun: tokens" "$LOGS/rerun_again.log" | tee -a "$LOGS/summary.txt"
 fi
 
 echo "==== summary"; cat "$LOGS/summary.txt"

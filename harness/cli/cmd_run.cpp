@@ -1,10 +1,12 @@
 // `lantern run EXP.json` and `lantern rerun RUN_DIR`: an experiment file (or
 // a recorded manifest) through the experiment runner (experiment_runner.h).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include "engine/engine.h"
 #include "harness/cli/command.h"
+#include "harness/cli/engine_args.h"
 #include "harness/cli/experiment_runner.h"
 #include "harness/experiment/sweep.h"
 #include "harness/manifest.h"
@@ -19,7 +21,10 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 int cmd_run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out", "--workload-out", "--resolved-out", "--tp", "--tp-lm-head"}, {"--dry-run", "--quiet"});
+  Args args(argv,
+            {"--set", "--out", "--workload-out", "--resolved-out", "--tp", "--tp-lm-head",
+             "--tp-allreduce"},
+            {"--dry-run", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one experiment file (fix: lantern run EXP.json; "
                 "lantern run --help)");
@@ -41,6 +46,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.workload_out = args.get_or("--workload-out", "");
   o.tp = static_cast<int>(args.get_int("--tp", 0, 1, 1024));
   o.tp_lm_head = parse_tp_lm_head(args.get_or("--tp-lm-head", "replicated"));
+  o.tp_all_reduce = tp_all_reduce_from(args.get("--tp-allreduce"), o.tp);
   LANTERN_CHECK(o.tp == 0 || e.resolved["sweep"].empty(), "--tp is not supported with sweeps yet: run "
                 "each point with lantern run --tp N --set ...");
   run_experiment(e, o);
@@ -106,8 +112,55 @@ int recorded_tp(const json& manifest) {
   return tp.is_object() ? tp.value("world", 0) : 0;
 }
 
+// Rank r's recorded GEMM plans (gemm.6): config.gemm_plans of RUN/manifest.json
+// (rank 0) and of RUN/rank-r/manifest.json; a rank without its own manifest
+// takes rank 0's (every rank runs the same per-rank shapes), so it pins
+// rather than re-times. {"source": manifest, "plans": [...]} per rank.
+std::vector<json> recorded_gemm_plans(const fs::path& run_dir, const json& manifest, int world) {
+  auto plans_of = [](const json& m) {
+    const bool has = m.contains("config") && m["config"].is_object() && m["config"].contains("gemm_plans");
+    return has ? m["config"]["gemm_plans"] : json();
+  };
+  std::vector<json> ranks = {
+      {{"source", (run_dir / "manifest.json").string()}, {"plans", plans_of(manifest)}}};
+  for (int r = 1; r < world; ++r) {
+    const fs::path own = run_dir / ("rank-" + std::to_string(r)) / "manifest.json";
+    ranks.push_back(fs::exists(own) ? json{{"source", own.string()},
+                                           {"plans", plans_of(experiment::load_json_file(own))}}
+                                    : ranks[0]);
+  }
+  return ranks;
+}
+
+// What rerun repeats of the recorded run's tensor parallelism (each unless
+// its option says otherwise): the world (config.tensor_parallel.world), the
+// LM-head layout (.lm_head), the all_reduce choice (.all_reduce_path; else
+// LANTERN_TP_ALLREDUCE, else auto), and every rank's GEMM plans: rank 0
+// pins its own here, the others receive theirs with the setup.
+void repeat_tensor_parallel(const Args& args, const fs::path& run_dir, const json& old_m,
+                            RunOptions& o) {
+  o.tp = static_cast<int>(args.get_int("--tp", recorded_tp(old_m), 1, 1024));
+  const json tp = recorded_tp_section(old_m);
+  const std::vector<json> plans = recorded_gemm_plans(run_dir, old_m, std::max(o.tp, 1));
+  std::vector<kernels::GemmPlan> pins = gemm_plans_from_json(plans[0]["plans"]);
+  if (!pins.empty() && !o.quiet)
+    std::fprintf(stderr, "lantern: pins %zu GEMM plan%s recorded in %s\n", pins.size(),
+                 pins.size() == 1 ? "" : "s", plans[0]["source"].get<std::string>().c_str());
+  kernels::pin_gemm_plans(std::move(pins));
+  const std::optional<std::string> path = args.get("--tp-allreduce");
+  const bool recorded_path = tp.is_object() && tp.contains("all_reduce_path");
+  o.tp_all_reduce = path || !recorded_path
+                        ? tp_all_reduce_from(path, o.tp)
+                        : parse_tp_all_reduce(tp["all_reduce_path"].get<std::string>());
+  if (o.tp == 0) return;
+  o.tp_gemm_plans = plans;
+  o.tp_lm_head = parse_tp_lm_head(
+      args.get_or("--tp-lm-head", tp.is_object() ? tp.value("lm_head", "replicated") : "replicated"));
+}
+
 int cmd_rerun(const std::vector<std::string>& argv) {
-  Args args(argv, {"--set", "--out", "--tp", "--tp-lm-head"}, {"--check", "--quiet"});
+  Args args(argv, {"--set", "--out", "--tp", "--tp-lm-head", "--tp-allreduce"},
+            {"--check", "--quiet"});
   LANTERN_CHECK(args.positional().size() == 1,
                 "expected one run directory (fix: lantern rerun RUN_DIR)");
   const fs::path run_dir = args.positional()[0];
@@ -129,19 +182,7 @@ int cmd_rerun(const std::vector<std::string>& argv) {
   o.command.insert(o.command.begin(), "rerun");
   o.quiet = args.flag("--quiet");
   o.pins = {{"run", run_dir.string()}, {"created_utc", old_m.value("created_utc", "")}};
-  // The recorded GEMM plans (gemm.6), so the rerun runs the same cuBLASLt
-  // kernels instead of re-timing them (one process; TP ranks > 0 re-time).
-  if (old_m.contains("config") && old_m["config"].contains("gemm_plans")) {
-    std::vector<kernels::GemmPlan> pins;
-    for (const json& p : old_m["config"]["gemm_plans"]) pins.push_back(gemm_plan_from_json(p));
-    kernels::pin_gemm_plans(std::move(pins));
-  }
-  // A tensor-parallel run reruns over as many ranks unless --tp says otherwise.
-  o.tp = static_cast<int>(args.get_int("--tp", recorded_tp(old_m), 1, 1024));
-  const json tp = recorded_tp_section(old_m);  // ... and with its LM-head layout
-  if (o.tp > 0)
-    o.tp_lm_head = parse_tp_lm_head(
-        args.get_or("--tp-lm-head", tp.is_object() ? tp.value("lm_head", "replicated") : "replicated"));
+  repeat_tensor_parallel(args, run_dir, old_m, o);
   RunOutcome out = run_experiment(e, o);
 
   json new_m = out.dir.empty() ? json{{"git", harness::git_info()}}

@@ -19,7 +19,7 @@ std::vector<std::string> engine_value_options() {
   return {"--model",         "--device",       "--gpu",         "--limits",
           "--max-batch-tokens", "--max-seqs",   "--max-context", "--kv-block-size",
           "--kv-blocks",     "--kv-fraction",  "--kernels",     "--tp",
-          "--tp-lm-head"};
+          "--tp-lm-head",    "--tp-allreduce"};
 }
 std::vector<std::string> engine_flag_options() { return {"--quiet", "--no-cuda-graphs"}; }
 
@@ -51,6 +51,31 @@ EngineLimits limits_from_args(const Args& args) {
   l.kv_memory_fraction = args.get_double("--kv-fraction", l.kv_memory_fraction, 1e-6, 1.0);
   return l;
 }
+
+TpAllReduce tp_all_reduce_from(const std::optional<std::string>& value, int tp) {
+  if (!value) return tp > 0 ? tp_all_reduce_from_env() : TpAllReduce::automatic;  // env unused off TP
+  LANTERN_CHECK(tp > 0, "--tp-allreduce %s needs tensor parallelism: add --tp N", value->c_str());
+  return parse_tp_all_reduce(*value);
+}
+
+namespace {
+
+// --tp N and what its followers need: rank 0's run directory and harness
+// options (they record with the same CUPTI schedule and switches).
+TpLaunch tp_launch_from_args(const Args& args) {
+  TpLaunch launch;
+  launch.tp = static_cast<int>(args.get_int("--tp", 0, 1, 1024));
+  launch.record_dir = args.get_or("--record", "");
+  launch.quiet = args.flag("--quiet");
+  launch.harness_args = {{"values", nlohmann::json::object()}, {"flags", nlohmann::json::array()}};
+  for (const std::string& key : harness_value_options())
+    if (auto v = args.get(key)) launch.harness_args["values"][key] = *v;
+  for (const std::string& key : harness_flag_options())
+    if (args.flag(key)) launch.harness_args["flags"].push_back(key);
+  return launch;
+}
+
+}  // namespace
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -96,7 +121,9 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
       opt.kernels.emplace_back(item.substr(0, eq), item.substr(eq + 1));
     }
   }
+  const TpLaunch launch = tp_launch_from_args(args);
   opt.tp_lm_head = parse_tp_lm_head(args.get_or("--tp-lm-head", "replicated"));
+  opt.tp_all_reduce = tp_all_reduce_from(args.get("--tp-allreduce"), launch.tp);
   if (customize) customize(opt);
   bool quiet = args.flag("--quiet");
   auto progress = [quiet](size_t done, size_t total) {
@@ -105,14 +132,7 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
                  total / 1e9);
     if (done == total) std::fprintf(stderr, "\n");
   };
-  nlohmann::json harness_args = {{"values", nlohmann::json::object()}, {"flags", nlohmann::json::array()}};
-  for (const std::string& key : harness_value_options())
-    if (auto v = args.get(key)) harness_args["values"][key] = *v;
-  for (const std::string& key : harness_flag_options())
-    if (args.flag(key)) harness_args["flags"].push_back(key);
-  const ShardSpec shard = start_tp_group(static_cast<int>(args.get_int("--tp", 0, 1, 1024)), le.config,
-                                         le.model_dir, args.get_or("--record", ""), args.flag("--quiet"),
-                                         opt, harness_args);
+  const ShardSpec shard = start_tp_group(launch, le.config, le.model_dir, opt);
   Weights w = Weights::load(le.config, le.model_dir, opt.backend, progress, opt.gpu, shard);
   le.load_stats = w.stats();
   if (!quiet)

@@ -2,6 +2,7 @@
 // Options shared by every command that builds an engine (generate, score, ...).
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ EngineLimits limits_from_args(const Args& args);
 LoadedEngine build_engine(const Args& args, Observer* observer = nullptr,
                           const EngineLimits* override_limits = nullptr,
                           const std::function<void(EngineOptions&)>& customize = {});
+
+// --tp-allreduce auto|nccl|p2p (an error without --tp, `tp` == 0), else
+// LANTERN_TP_ALLREDUCE (read only with --tp), else auto; a bad value is a
+// one-line error naming the valid ones.
+TpAllReduce tp_all_reduce_from(const std::optional<std::string>& value, int tp);
 
 std::vector<int32_t> parse_ids(const std::string& text);  // "1,2 3\n4" -> {1,2,3,4}
 

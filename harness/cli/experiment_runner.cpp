@@ -268,6 +268,26 @@ fs::path default_run_dir(const std::string& name, const std::string& suffix) {
   return dir;
 }
 
+namespace {
+
+// `lantern run --tp N` (start_tp_group): the LM head and all_reduce choices
+// into the engine options; the followers record into DIR/rank-R with the
+// default harness options (the experiment's harness section is rank 0's)
+// and, on rerun, pin their recorded GEMM plans.
+ShardSpec start_tp(const RunOptions& o, const fs::path& dir, const ModelConfig& cfg,
+                   const fs::path& model_dir, EngineOptions& eo) {
+  eo.tp_lm_head = o.tp_lm_head;
+  eo.tp_all_reduce = o.tp_all_reduce;
+  TpLaunch launch;
+  launch.tp = o.tp;
+  launch.record_dir = dir.string();
+  launch.quiet = o.quiet;
+  launch.gemm_plans = o.tp_gemm_plans;
+  return start_tp_group(launch, cfg, model_dir, eo);
+}
+
+}  // namespace
+
 RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
   const kernels::Backend backend = resolve_backend(e);
   const ModelChoice model = resolve_model(e, backend, o.quiet);
@@ -298,8 +318,7 @@ RunOutcome run_experiment(const Experiment& e, const RunOptions& o) {
         family, v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>()));
   eo.use_cuda_graphs = e.resolved["cuda_graphs"];
   session.apply(eo);
-  eo.tp_lm_head = o.tp_lm_head;
-  const ShardSpec shard = start_tp_group(o.tp, cfg, model.dir, dir.string(), o.quiet, eo);
+  const ShardSpec shard = start_tp(o, dir, cfg, model.dir, eo);
   Weights w = Weights::load(cfg, model.dir, backend, {}, eo.gpu, shard);
   if (!o.quiet)
     std::fprintf(stderr, "lantern: %s on %s with %s: %zu requests, %d warm-up + %d repetitions\n",

@@ -24,6 +24,9 @@ struct RunOptions {
   bool dry_run = false;                // validate, build the workload, stop before loading weights
   int tp = 0;                          // --tp N: tensor parallelism over N processes (0: off)
   TpLmHead tp_lm_head = TpLmHead::replicated;  // --tp-lm-head
+  TpAllReduce tp_all_reduce = TpAllReduce::automatic;  // --tp-allreduce (else LANTERN_TP_ALLREDUCE)
+  // `lantern rerun`: each rank's recorded GEMM plans (TpLaunch::gemm_plans).
+  std::vector<nlohmann::json> tp_gemm_plans;
   nlohmann::json pins = nlohmann::json::object();  // recorded effective settings (rerun)
 };
 

@@ -36,6 +36,9 @@ const char* kEngineOptions =
     "  --tp-lm-head replicated|split  with --tp: every rank the whole LM head, or V/N vocabulary\n"
     "                          rows each and an all_gather of the logits (N must divide the\n"
     "                          vocabulary) (default: replicated)\n"
+    "  --tp-allreduce auto|nccl|p2p  with --tp on cuda: the all_reduce path; auto: the P2P kernel\n"
+    "                          up to 4 MiB when the GPUs map each other, else NCCL (default:\n"
+    "                          LANTERN_TP_ALLREDUCE, else auto; e.g. --tp 2 --tp-allreduce nccl)\n"
     "  --quiet                 no load / budget / per-request lines on stderr\n";
 
 const char* kExperimentOptions =
@@ -69,11 +72,14 @@ std::map<std::string, std::string> build() {
       "                          into DIR/rank-R (default: off; not with sweeps; "
       "docs/tensor-parallel.md)\n"
       "  --tp-lm-head replicated|split  with --tp: the LM head on every rank, or V/N vocabulary rows\n"
-      "                          per rank and an all_gather of the logits (default: replicated)\n\n"
+      "                          per rank and an all_gather of the logits (default: replicated)\n"
+      "  --tp-allreduce auto|nccl|p2p  with --tp on cuda: the all_reduce path (default:\n"
+      "                          LANTERN_TP_ALLREDUCE, else auto; e.g. --tp 2 --tp-allreduce nccl)\n\n"
       "example:\n  lantern run experiments/decode-latency.json --set repetitions=5 --out runs/dl\n";
   h["rerun"] =
       std::string(
-          "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check] [--tp N]\n"
+          "usage: lantern rerun RUN_DIR [--set PATH=VALUE ...] [--out DIR] [--check] [--tp N] "
+          "[--tp-lm-head L] [--tp-allreduce P]\n"
           "Reruns a recorded run from its manifest alone (same resolved experiment, device and "
           "model),\n"
           "says whether the weights' hash, the tokenizer's hash or the commit differ, and whether "
@@ -85,7 +91,11 @@ std::map<std::string, std::string> build() {
       "  --tp N                  tensor-parallel ranks (default: as recorded, config.tensor_parallel.world\n"
       "                          in the manifest; a one-process run reruns on one process)\n"
       "  --tp-lm-head replicated|split  with --tp: the LM head layout (default: as recorded,\n"
-      "                          config.tensor_parallel.lm_head; replicated when absent)\n\n"
+      "                          config.tensor_parallel.lm_head; replicated when absent)\n"
+      "  --tp-allreduce auto|nccl|p2p  with --tp: the all_reduce path (default: as recorded,\n"
+      "                          config.tensor_parallel.all_reduce_path; else LANTERN_TP_ALLREDUCE,\n"
+      "                          else auto; e.g. --tp-allreduce nccl). Every rank pins the GEMM plans\n"
+      "                          recorded in its manifest (RUN/rank-R/manifest.json)\n\n"
       "example:\n  lantern rerun runs/20261201-030000-default --check\n";
   h["compare"] =
       "usage: lantern compare RUN_A RUN_B [RUN ...] [--csv | --markdown] [--no-kernels]\n"
@@ -198,7 +208,7 @@ std::map<std::string, std::string> build() {
       "all_reduce (sum, in place) over N processes started by the --tp launcher, as nccl-tests'\n"
       "all_reduce_perf measures it: median time per message size, algbw = bytes / time, busbw =\n"
       "2(N-1)/N x algbw. cuda: NCCL on GPUs G..G+N-1 (bf16), and for messages up to 4 MiB also the\n"
-      "one-shot P2P kernel (the path decode steps take; LANTERN_TP_ALLREDUCE=auto|nccl|p2p picks it\n"
+      "one-shot P2P kernel (the path decode steps take; --tp-allreduce or LANTERN_TP_ALLREDUCE picks it\n"
       "for engines), each path with one table; 'in graph us' is one call of K captured back to back\n"
       "in a CUDA graph (how a decode step runs it). cpu: the host communicator (f32).\n\n"
       "options:\n"

@@ -22,6 +22,7 @@
 #include "harness/session.h"
 #include "harness/tp_merge.h"
 #include "kernels/base/errors.h"
+#include "kernels/gemm_plan.h"
 
 namespace lantern::cli {
 
@@ -87,7 +88,8 @@ std::unique_ptr<TpGroup> TpGroup::launch(int world) {
   return g;
 }
 
-Communicator* TpGroup::connect(const nlohmann::json& setup, kernels::Backend backend, int gpu) {
+Communicator* TpGroup::connect(const nlohmann::json& setup, kernels::Backend backend, int gpu,
+                               TpAllReduce all_reduce) {
   HostCommOptions o;
   o.rank = 0;
   o.world = world_;
@@ -100,8 +102,8 @@ Communicator* TpGroup::connect(const nlohmann::json& setup, kernels::Backend bac
   const std::string text = setup.dump();
   bytes.assign(text.begin(), text.end());
   host->broadcast(bytes);
-  comm_ =
-      backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
+  comm_ = backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu, all_reduce)
+                                            : std::move(host);
   return comm_.get();
 }
 
@@ -164,44 +166,59 @@ TpGroup::~TpGroup() {
     if (fd >= 0) ::close(fd);
 }
 
-ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::path& model_dir,
-                         const std::string& record_dir, bool quiet, EngineOptions& opt,
-                         const nlohmann::json& harness_args) {
+namespace {
+
+// --tp N on cuda needs GPUs --gpu .. --gpu+N-1.
+void check_gpu_count(int tp, int first_gpu) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
+    (void)cudaGetLastError();
+    gpus = 0;
+  }
+  LANTERN_CHECK(first_gpu + tp <= gpus,
+                "--tp %d needs %d GPUs (one per rank, GPUs %d..%d) but found %d GPU%s: lower --tp or "
+                "run on a machine with more GPUs",
+                tp, tp, first_gpu, first_gpu + tp - 1, gpus, gpus == 1 ? "" : "s");
+}
+
+}  // namespace
+
+nlohmann::json tp_setup_json(const TpLaunch& launch, const std::filesystem::path& model_dir,
+                             const EngineOptions& opt) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& [family, variant] : opt.kernels) kernels.push_back({family, variant});
+  nlohmann::json setup = {{"model", model_dir.string()},
+                          {"backend", kernels::backend_name(opt.backend)},
+                          {"gpu", opt.gpu},
+                          {"limits", opt.limits.to_json()},
+                          {"cuda_graphs", opt.use_cuda_graphs},
+                          {"kernels", kernels},
+                          {"tp_lm_head", tp_lm_head_name(opt.tp_lm_head)},
+                          {"all_reduce", tp_all_reduce_name(opt.tp_all_reduce)},
+                          {"record", launch.record_dir},
+                          {"harness", launch.harness_args},
+                          {"quiet", launch.quiet}};
+  if (!launch.gemm_plans.empty()) setup["gemm_plans"] = launch.gemm_plans;
+  return setup;
+}
+
+ShardSpec start_tp_group(const TpLaunch& launch, const ModelConfig& cfg,
+                         const std::filesystem::path& model_dir, EngineOptions& opt) {
+  const int tp = launch.tp;
   if (tp == 0) {
     LANTERN_CHECK(opt.tp_lm_head == TpLmHead::replicated,
                   "--tp-lm-head split needs tensor parallelism: add --tp N");
     return ShardSpec{};
   }
   check_shardable(cfg, tp, opt.tp_lm_head);
-  if (opt.backend == kernels::Backend::cuda) {
-    int gpus = 0;
-    if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
-      (void)cudaGetLastError();
-      gpus = 0;
-    }
-    LANTERN_CHECK(
-        opt.gpu + tp <= gpus,
-        "--tp %d needs %d GPUs (one per rank, GPUs %d..%d) but found %d GPU%s: lower --tp or "
-        "run on a machine with more GPUs",
-        tp, tp, opt.gpu, opt.gpu + tp - 1, gpus, gpus == 1 ? "" : "s");
-  }
+  if (opt.backend == kernels::Backend::cuda) check_gpu_count(tp, opt.gpu);
   auto& group = current_tp_group();
   LANTERN_CHECK(!group, "one tensor-parallel engine per process");
   group = TpGroup::launch(tp);
-  group->set_record_dir(record_dir);
-  nlohmann::json kernels = nlohmann::json::array();
-  for (const auto& [family, variant] : opt.kernels) kernels.push_back({family, variant});
-  const nlohmann::json setup = {{"model", model_dir.string()},
-                                {"backend", kernels::backend_name(opt.backend)},
-                                {"gpu", opt.gpu},
-                                {"limits", opt.limits.to_json()},
-                                {"cuda_graphs", opt.use_cuda_graphs},
-                                {"kernels", kernels},
-                                {"tp_lm_head", tp_lm_head_name(opt.tp_lm_head)},
-                                {"record", record_dir},
-                                {"harness", harness_args}};
-  opt.comm = group->connect(setup, opt.backend, opt.gpu);
-  if (!quiet)
+  group->set_record_dir(launch.record_dir);
+  opt.comm = group->connect(tp_setup_json(launch, model_dir, opt), opt.backend, opt.gpu,
+                            opt.tp_all_reduce);
+  if (!launch.quiet)
     std::fprintf(stderr, "lantern: tensor parallel over %d rank%s (%s communicator%s)\n", tp,
                  tp == 1 ? "" : "s", opt.comm->kind(),
                  opt.tp_lm_head == TpLmHead::split ? ", LM head split by vocabulary" : "");
@@ -209,6 +226,67 @@ ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::
 }
 
 // ---- ranks > 0
+namespace {
+
+// The engine options rank `rank` builds from rank 0's setup (its GPU is
+// setup.gpu + rank).
+EngineOptions follower_options(const nlohmann::json& setup, int rank) {
+  EngineOptions opt;
+  opt.backend = setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
+  opt.gpu = setup.at("gpu").get<int>() + rank;
+  opt.limits = EngineLimits::from_json(setup.at("limits"));
+  opt.use_cuda_graphs = setup.at("cuda_graphs").get<bool>();
+  for (const auto& k : setup.at("kernels")) opt.kernels.emplace_back(k.at(0), k.at(1));
+  opt.tp_lm_head = parse_tp_lm_head(setup.value("tp_lm_head", "replicated"));
+  opt.tp_all_reduce = parse_tp_all_reduce(setup.value("all_reduce", "auto"));
+  return opt;
+}
+
+// With --record on rank 0, each follower records its own run directory
+// RUN/rank-R (NVTX, CUPTI, memory map of this rank's process) with rank 0's
+// harness options.
+harness::HarnessOptions follower_harness(const nlohmann::json& setup, int rank) {
+  const std::string record = setup.value("record", "");
+  harness::HarnessOptions ho;
+  const nlohmann::json harness_args = setup.value("harness", nlohmann::json::object());
+  if (!record.empty() && harness_args.contains("values")) {
+    std::map<std::string, std::string> values = harness_args["values"];
+    std::set<std::string> flags = harness_args.value("flags", std::set<std::string>{});
+    ho = harness::harness_options_from(values, flags);
+  }
+  ho.enabled = ho.enabled && !record.empty();
+  if (ho.enabled) {
+    ho.record_dir = std::filesystem::path(record) / ("rank-" + std::to_string(rank));
+    ho.print_summary = false;
+  }
+  return ho;
+}
+
+// `lantern rerun`: this rank's recorded GEMM plans and the manifest they
+// come from (none when the setup has no plans for this rank).
+std::vector<kernels::GemmPlan> follower_gemm_plans(const nlohmann::json& setup, int rank,
+                                                   std::string* source) {
+  if (!setup.contains("gemm_plans") || rank >= static_cast<int>(setup.at("gemm_plans").size()))
+    return {};
+  const nlohmann::json& mine = setup.at("gemm_plans").at(rank);
+  if (source) *source = mine.value("source", "");
+  return gemm_plans_from_json(mine.value("plans", nlohmann::json::array()));
+}
+
+// `lantern commbench --tp N`: this rank's part of every path's measurement.
+int follow_commbench(const nlohmann::json& setup, std::unique_ptr<Communicator> host, int rank) {
+  const auto backend =
+      setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
+  const int gpu = setup.at("gpu").get<int>() + rank;
+  std::unique_ptr<Communicator> comm =
+      backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
+  run_commbench_paths(*comm, backend, gpu, setup.at("sizes").get<std::vector<size_t>>(),
+                      setup.at("iters").get<int>());
+  return 0;
+}
+
+}  // namespace
+
 int tp_follower_main(const std::vector<std::string>& argv) {
   Args args(argv, {"--tp-rank", "--tp-world", "--tp-fd"}, {});
   const int world = static_cast<int>(args.get_int("--tp-world", 0, 2, 1024));
@@ -224,43 +302,22 @@ int tp_follower_main(const std::vector<std::string>& argv) {
   std::vector<uint8_t> bytes;
   host->broadcast(bytes);  // the setup
   const nlohmann::json setup = nlohmann::json::parse(bytes.begin(), bytes.end());
-  if (setup.value("mode", "engine") == "commbench") {
-    const auto backend =
-        setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
-    const int gpu = setup.at("gpu").get<int>() + rank;
-    std::unique_ptr<Communicator> comm =
-        backend == kernels::Backend::cuda ? make_nccl_comm(std::move(host), gpu) : std::move(host);
-    run_commbench_paths(*comm, backend, gpu, setup.at("sizes").get<std::vector<size_t>>(),
-                        setup.at("iters").get<int>());
-    return 0;
-  }
+  if (setup.value("mode", "engine") == "commbench")
+    return follow_commbench(setup, std::move(host), rank);
   const ModelConfig cfg = ModelConfig::load(setup.at("model").get<std::string>());
-  EngineOptions opt;
-  opt.backend = setup.at("backend") == "cuda" ? kernels::Backend::cuda : kernels::Backend::cpu;
-  opt.gpu = setup.at("gpu").get<int>() + rank;
-  opt.limits = EngineLimits::from_json(setup.at("limits"));
-  opt.use_cuda_graphs = setup.at("cuda_graphs").get<bool>();
-  for (const auto& k : setup.at("kernels")) opt.kernels.emplace_back(k.at(0), k.at(1));
-  opt.tp_lm_head = parse_tp_lm_head(setup.value("tp_lm_head", "replicated"));
-  std::unique_ptr<Communicator> comm = opt.backend == kernels::Backend::cuda
-                                           ? make_nccl_comm(std::move(host), opt.gpu)
-                                           : std::move(host);
+  EngineOptions opt = follower_options(setup, rank);
+  std::string plans_source;
+  std::vector<kernels::GemmPlan> pins = follower_gemm_plans(setup, rank, &plans_source);
+  if (!pins.empty() && !setup.value("quiet", false))
+    std::fprintf(stderr, "lantern rank %d: pins %zu GEMM plan%s recorded in %s\n", rank,
+                 pins.size(), pins.size() == 1 ? "" : "s", plans_source.c_str());
+  if (!pins.empty()) kernels::pin_gemm_plans(std::move(pins));
+  std::unique_ptr<Communicator> comm =
+      opt.backend == kernels::Backend::cuda
+          ? make_nccl_comm(std::move(host), opt.gpu, opt.tp_all_reduce)
+          : std::move(host);
   opt.comm = comm.get();
-  // With --record on rank 0, each follower records its own run directory
-  // RUN/rank-R (NVTX, CUPTI, memory map of this rank's process).
-  const std::string record = setup.value("record", "");
-  harness::HarnessOptions ho;
-  const nlohmann::json harness_args = setup.value("harness", nlohmann::json::object());
-  if (!record.empty() && harness_args.contains("values")) {
-    std::map<std::string, std::string> values = harness_args["values"];
-    std::set<std::string> flags = harness_args.value("flags", std::set<std::string>{});
-    ho = harness::harness_options_from(values, flags);
-  }
-  ho.enabled = ho.enabled && !record.empty();
-  if (ho.enabled) {
-    ho.record_dir = std::filesystem::path(record) / ("rank-" + std::to_string(rank));
-    ho.print_summary = false;
-  }
+  const harness::HarnessOptions ho = follower_harness(setup, rank);
   harness::Session session(ho);
   if (ho.enabled) session.apply(opt);
   // Quiet: rank 0 reports the load.

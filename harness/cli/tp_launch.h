@@ -30,7 +30,8 @@ class TpGroup {
   ~TpGroup();
   // Sends the setup to the followers and makes rank 0's communicator
   // (host on cpu, NCCL on cuda: then every rank joins the NCCL group).
-  Communicator* connect(const nlohmann::json& setup, kernels::Backend backend, int gpu);
+  Communicator* connect(const nlohmann::json& setup, kernels::Backend backend, int gpu,
+                        TpAllReduce all_reduce = tp_all_reduce_from_env());
   int world() const { return world_; }
   // Rank 0's run directory (--record): followers record into RUN/rank-R, and
   // finish() merges the ranks' traces and kernel tables into RUN.
@@ -53,18 +54,35 @@ class TpGroup {
   bool reap(int rank, bool block);
 };
 
-// --tp N (0: off, returns the unsharded ShardSpec): checks that N ranks can
-// split the model with opt.tp_lm_head (and that N GPUs are there from
-// opt.gpu on; a split LM head without --tp is an error), launches
-// ranks 1..N-1, sends them the resolved engine setup (model, backend, limits,
-// kernels, graphs, LM head layout, run directory) and joins the group: sets opt.comm and
-// returns rank 0's shard for Weights::load.
-// `harness_args` ({"values": {option: value}, "flags": [option]}: rank 0's
-// harness options) make the followers record with the same CUPTI schedule
-// and switches.
-ShardSpec start_tp_group(int tp, const ModelConfig& cfg, const std::filesystem::path& model_dir,
-                         const std::string& record_dir, bool quiet, EngineOptions& opt,
-                         const nlohmann::json& harness_args = nlohmann::json::object());
+// What `--tp` needs besides the engine options (which carry the LM-head
+// layout, opt.tp_lm_head, and the all_reduce choice, opt.tp_all_reduce).
+struct TpLaunch {
+  int tp = 0;              // --tp N (0: off)
+  std::string record_dir;  // rank 0's run directory; followers record into RUN/rank-R ("": none)
+  bool quiet = false;      // no load lines (followers: no "pins" line either)
+  // Rank 0's harness options ({"values": {option: value}, "flags": [option]}),
+  // so the followers record with the same CUPTI schedule and switches.
+  nlohmann::json harness_args = nlohmann::json::object();
+  // `lantern rerun`: rank r pins gemm_plans[r] ({"source": manifest path,
+  // "plans": its config.gemm_plans}) before it builds its engine, so every rank
+  // runs the recorded cuBLASLt algorithms; empty: every rank times its own.
+  std::vector<nlohmann::json> gemm_plans;
+};
+
+// launch.tp == 0: off, returns the unsharded ShardSpec. Else checks that N
+// ranks can split the model with opt.tp_lm_head (and that N GPUs are there
+// from opt.gpu on; a split LM head without --tp is an error), launches
+// ranks 1..N-1, sends them the resolved engine setup (tp_setup_json) and
+// joins the group: sets opt.comm (made with opt.tp_all_reduce) and returns
+// rank 0's shard for Weights::load.
+ShardSpec start_tp_group(const TpLaunch& launch, const ModelConfig& cfg,
+                         const std::filesystem::path& model_dir, EngineOptions& opt);
+
+// The setup rank 0 sends every follower (one JSON, the same for all ranks):
+// model directory, backend, gpu, limits, kernels, CUDA graphs, LM head,
+// all_reduce choice, run directory, harness options, quiet, recorded plans.
+nlohmann::json tp_setup_json(const TpLaunch& launch, const std::filesystem::path& model_dir,
+                             const EngineOptions& opt);
 
 // The group of this process when it is rank 0 of a `--tp` run (else null).
 std::unique_ptr<TpGroup>& current_tp_group();

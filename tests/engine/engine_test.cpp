@@ -352,5 +352,25 @@ TEST(GemmPlanJson, RoundTripsEveryRecordedField) {
   EXPECT_THROW(gemm_plan_from_json(missing), nlohmann::json::exception);
 }
 
+// A whole config.gemm_plans list (what `lantern rerun` sends each TP rank in
+// its setup, from that rank's manifest) reads back into the same plans, in
+// order; null is none; one malformed entry fails the list.
+TEST(GemmPlanJson, AManifestListRoundTrips) {
+  nlohmann::json list = nlohmann::json::array();
+  for (int i = 0; i < 3; ++i) {
+    kernels::GemmPlan p;
+    p.m_bucket = 32 << i, p.n = 1024 + i, p.k = 2048, p.align = 16 << i, p.algo_id = 20 + i;
+    p.tile = i, p.split_k = 1 + i, p.workspace_limit = size_t{1} << (20 + i);
+    list.push_back(gemm_plan_json(p));
+  }
+  const std::vector<kernels::GemmPlan> plans = gemm_plans_from_json(list);
+  ASSERT_EQ(plans.size(), 3u);
+  for (size_t i = 0; i < plans.size(); ++i) EXPECT_EQ(gemm_plan_json(plans[i]), list[i]) << i;
+  EXPECT_TRUE(gemm_plans_from_json(nullptr).empty());
+  EXPECT_TRUE(gemm_plans_from_json(nlohmann::json::parse(list.dump())).size() == 3);  // through text
+  list[1].erase("algo_id");
+  EXPECT_THROW(gemm_plans_from_json(list), nlohmann::json::exception);
+}
+
 }  // namespace
 }  // namespace lantern

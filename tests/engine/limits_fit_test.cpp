@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "kernels/base/errors.h"
+#include "engine/arena.h"
 #include "engine/engine.h"
+#include "engine/op_table.h"
+#include "engine/tensor_parallel.h"
 #include "tests/engine/model_fixtures.h"
 
 namespace lantern {
@@ -60,6 +63,42 @@ TEST(LimitsFit, RefusesWhatDoesNotFitAndSaysWhatWould) {
     ok.max_batch_tokens += 1;
     EXPECT_NE(fit_error(cfg, ok, 80 * gib), "(fits)");
   }
+}
+
+// --tp-lm-head split over N ranks: each rank's logits part [R, V/N] and the
+// all_gather's scratch [N, R, V/N] (f32) come on top of the full logits rows;
+// the estimate grows by exactly the bytes of the two views the engine
+// declares (activation_layout), and a budget that holds the replicated arena
+// but not the split one is refused.
+TEST(LimitsFit, ASplitLmHeadCountsItsLogitsPartAndGather) {
+  const ModelConfig cfg = shard_config(ModelConfig::from_json(test::llama32_1b_config_json()),
+                                       ShardSpec{0, 2, TpLmHead::split});
+  EngineLimits l;
+  l.max_batch_tokens = 512;
+  l.max_seqs = 16;
+  const uint64_t plain = arena_bytes_needed(cfg, l, 2);
+  for (int parts : {1, 2, 4}) {
+    SCOPED_TRACE(parts);
+    const uint64_t part = 16ull * (128256 / parts) * 4;  // [16 logits rows, V/N] f32
+    const uint64_t split = arena_bytes_needed(cfg, l, 2, parts);
+    EXPECT_EQ(split, plain + part + parts * part);
+    Arena arena;
+    declare_activations(arena, activation_layout(cfg, 512, 16, 2, 64, true, parts));
+    uint64_t declared = 0;
+    for (const char* view : {"logits_part", "logits_gather"})
+      declared += arena.buffers().at(arena.views().at(arena.find(view)).buffer).bytes;
+    EXPECT_EQ(split - plain, declared);
+    try {
+      check_limits_fit(cfg, l, 2, split - 1, "the device memory free after the weights", parts);
+      ADD_FAILURE() << "an arena one byte too large was accepted";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("limit max_batch_tokens=512 needs"));
+    }
+    EXPECT_NO_THROW(check_limits_fit(cfg, l, 2, split, "the device memory free after the weights", parts));
+    EXPECT_NO_THROW(check_limits_fit(cfg, l, 2, split - 1, "the device memory free after the weights"));
+  }
+  l.max_batch_tokens = l.max_seqs = 2147483647;  // 64-bit sums: no wrap
+  EXPECT_GT(arena_bytes_needed(cfg, l, 2, 2), arena_bytes_needed(cfg, l, 2));
 }
 
 }  // namespace

@@ -33,13 +33,8 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 using test::random_ids;
-using test::SimulatedGroup;
 using test::tp_config;
 using test::tp_model;
-
-EngineOptions cpu_options() {
-  return test::tp_cpu_options();
-}
 
 TEST(TensorParallel, ShardConfigSplitsHeadsAndIntermediate) {
   const ModelConfig c = tp_config();
@@ -79,10 +74,7 @@ void expect_slices_match_file(const Weights& w, const ModelConfig& cfg, const Sh
   for (size_t i = 0; i < specs.size(); ++i) {
     const SafetensorsEntry* e = m.find(specs[i].name);
     ASSERT_NE(e, nullptr);
-    std::ifstream in(e->file, std::ios::binary);
-    std::string full(e->bytes(), '\0');
-    in.seekg(static_cast<std::streamoff>(e->begin));
-    in.read(full.data(), static_cast<std::streamsize>(full.size()));
+    const std::string full = test::tensor_file_bytes(*e);
     const TensorSlice s = slice_of(specs[i], cfg, shard);
     const int64_t rows = specs[i].shape[0],
                   cols = specs[i].shape.size() > 1 ? specs[i].shape[1] : 1;
@@ -132,12 +124,7 @@ TEST(TensorParallel, LoaderSlicesAShardedCheckpoint) {
     std::ofstream out(dir / name, std::ios::binary);
     out << l.prefix;
     for (const auto& s : specs) {
-      const SafetensorsEntry* e = m.find(s.name);
-      std::ifstream in(e->file, std::ios::binary);
-      std::string bytes(e->bytes(), '\0');
-      in.seekg(static_cast<std::streamoff>(e->begin));
-      in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      out << bytes;
+      out << test::tensor_file_bytes(*m.find(s.name));
       index["weight_map"][s.name] = name;
     }
   }
@@ -219,57 +206,27 @@ TEST(TensorParallel, SimulatedRanksGiveTheUnshardedLogits) {
   const ModelConfig c = tp_config();
   const std::vector<int32_t> ids = random_ids(19, c.vocab_size);
   const int prefill = 13;
-  Engine reference(c, Weights::load(c, tp_model(), kernels::Backend::cpu), cpu_options());
-  const auto want = test::score_positions(reference, ids, prefill);
-  for (int world : {2, 4}) {
-    SimulatedGroup g(c, world);
-    const auto got = test::score_positions(*g.rank0, ids, prefill);
-    g.finish();
-    ASSERT_EQ(got.size(), want.size());
-    double worst = 0;
-    for (size_t p = prefill - 1; p < ids.size(); ++p) {
-      ASSERT_EQ(got[p].size(), static_cast<size_t>(c.vocab_size)) << "position " << p;
-      const double e = test::rel_l2(got[p], want[p]);
-      worst = std::max(worst, e);
-      EXPECT_LE(e, 1e-5) << "N=" << world << " position " << p;
-    }
-    std::printf("tensor parallel N=%d: worst rel-L2 %.3g over %zu positions\n", world, worst,
-                ids.size() - prefill + 1);
-  }
+  const auto want = test::score_positions(*test::tp_reference(c), ids, prefill);
+  for (int world : {2, 4})
+    test::expect_logits_match(test::group_logits(c, world, TpLmHead::replicated, tp_model(), ids, prefill),
+                              want, prefill - 1, c.vocab_size, "tensor parallel N=" + std::to_string(world));
 }
 
 // Several requests at once (batched decode, a prefill joining running
 // decodes): greedy tokens of N=2 equal the unsharded engine's.
 TEST(TensorParallel, SimulatedRanksGenerateTheUnshardedTokens) {
   const ModelConfig c = tp_config();
-  std::vector<Request> reqs;
-  for (int i = 0; i < 3; ++i) {
-    Request r;
-    r.prompt = random_ids(5 + 4 * i, c.vocab_size);
-    r.max_new_tokens = 8;
-    r.stop_at_eos = false;
-    reqs.push_back(r);
-  }
+  const std::vector<Request> reqs = test::three_requests(c.vocab_size, /*sample_last=*/false);
   auto run = [&](Engine& e) {
-    std::vector<std::vector<int32_t>> out(reqs.size());
     e.submit(reqs[0]);
     e.step();
     e.step();  // request 0 decodes while 1 and 2 arrive
     e.submit(reqs[1]);
     e.submit(reqs[2]);
     e.run_until_idle();
-    for (auto& r : e.take_finished()) out[r.id] = r.tokens;
-    return out;
+    return test::finished_tokens(e, reqs.size());
   };
-  Engine reference(c, Weights::load(c, tp_model(), kernels::Backend::cpu), cpu_options());
-  const auto want = run(reference);
-  SimulatedGroup g(c, 2);
-  const auto got = run(*g.rank0);
-  g.finish();
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_EQ(got[i].size(), 8u);
-    EXPECT_EQ(got[i], want[i]) << "request " << i;
-  }
+  test::expect_group_generates_reference_tokens(c, TpLmHead::replicated, tp_model(), reqs.size(), run, "");
 }
 
 // A rank that fails makes the others fail with its reason instead of waiting.

@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
 
 #include "engine/model.h"
 #include "engine/safetensors.h"
@@ -26,7 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using test::random_ids;
-using test::SimulatedGroup;
 using test::tp_config;
 using test::tp_model;
 
@@ -37,24 +35,12 @@ TEST(TensorParallelVocab, SplitLmHeadGivesTheUnshardedLogits) {
     const ModelConfig c = tp_config(tied);
     const std::vector<int32_t> ids = random_ids(19, c.vocab_size);
     const int prefill = 13;
-    Engine reference(c, Weights::load(c, tp_model(tied), kernels::Backend::cpu),
-                     test::tp_cpu_options());
-    const auto want = test::score_positions(reference, ids, prefill);
-    for (int world : {1, 2, 4}) {
-      SimulatedGroup g(c, world, TpLmHead::split, tp_model(tied));
-      const auto got = test::score_positions(*g.rank0, ids, prefill);
-      g.finish();
-      ASSERT_EQ(got.size(), want.size());
-      double worst = 0;
-      for (size_t p = 0; p < ids.size(); ++p) {
-        ASSERT_EQ(got[p].size(), static_cast<size_t>(c.vocab_size)) << "position " << p;
-        const double e = test::rel_l2(got[p], want[p]);
-        worst = std::max(worst, e);
-        EXPECT_LE(e, 1e-5) << (tied ? "tied" : "untied") << " N=" << world << " position " << p;
-      }
-      std::printf("split LM head, %s, N=%d: worst rel-L2 %.3g over %zu positions\n",
-                  tied ? "tied" : "untied", world, worst, ids.size());
-    }
+    const auto want = test::score_positions(*test::tp_reference(c, tp_model(tied)), ids, prefill);
+    for (int world : {1, 2, 4})
+      test::expect_logits_match(test::group_logits(c, world, TpLmHead::split, tp_model(tied), ids, prefill),
+                                want, 0, c.vocab_size,
+                                std::string("split LM head, ") + (tied ? "tied" : "untied") +
+                                    ", N=" + std::to_string(world));
   }
 }
 
@@ -64,35 +50,14 @@ TEST(TensorParallelVocab, SplitLmHeadGivesTheUnshardedLogits) {
 TEST(TensorParallelVocab, SplitLmHeadGeneratesTheUnshardedTokens) {
   for (bool tied : {false, true}) {
     const ModelConfig c = tp_config(tied);
-    std::vector<Request> reqs;
-    for (int i = 0; i < 3; ++i) {
-      Request r;
-      r.prompt = random_ids(5 + 4 * i, c.vocab_size);
-      r.max_new_tokens = 8;
-      r.stop_at_eos = false;
-      if (i == 2) {
-        r.sampling.temperature = 0.9f;
-        r.sampling.seed = 7;
-      }
-      reqs.push_back(r);
-    }
+    const std::vector<Request> reqs = test::three_requests(c.vocab_size, /*sample_last=*/true);
     auto run = [&](Engine& e) {
-      std::vector<std::vector<int32_t>> out(reqs.size());
       for (const Request& r : reqs) e.submit(r);
       e.run_until_idle();
-      for (auto& r : e.take_finished()) out[r.id] = r.tokens;
-      return out;
+      return test::finished_tokens(e, reqs.size());
     };
-    Engine reference(c, Weights::load(c, tp_model(tied), kernels::Backend::cpu),
-                     test::tp_cpu_options());
-    const auto want = run(reference);
-    SimulatedGroup g(c, 2, TpLmHead::split, tp_model(tied));
-    const auto got = run(*g.rank0);
-    g.finish();
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      EXPECT_EQ(got[i].size(), 8u);
-      EXPECT_EQ(got[i], want[i]) << (tied ? "tied" : "untied") << " request " << i;
-    }
+    test::expect_group_generates_reference_tokens(c, TpLmHead::split, tp_model(tied), reqs.size(), run,
+                                                  tied ? "tied " : "untied ");
   }
 }
 
@@ -180,10 +145,7 @@ TEST(TensorParallelVocab, LoaderHoldsTheRanksVocabularyRows) {
     const SafetensorsModel m = open_safetensors_model(tp_model(tied));
     const SafetensorsEntry* e = m.find(tied ? "model.embed_tokens.weight" : "lm_head.weight");
     ASSERT_NE(e, nullptr);
-    std::string full(e->bytes(), '\0');
-    std::ifstream in(e->file, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(e->begin));
-    in.read(full.data(), static_cast<std::streamsize>(full.size()));
+    const std::string full = test::tensor_file_bytes(*e);
     const size_t row = static_cast<size_t>(c.hidden_size) * 2;
     for (int world : {2, 4})
       for (int rank = 0; rank < world; ++rank) {

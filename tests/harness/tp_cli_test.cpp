@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/synth.h"
 #include "kernels/base/errors.h"
 #include "tests/test_util.h"
@@ -316,11 +318,8 @@ TEST(TpCli, RecordsOneRunDirectoryWithEveryRank) {
   EXPECT_THAT(inspect.output, HasSubstr("1 run directory under"));
 }
 
-// `lantern run --tp 2` records the world in its manifest, and `lantern rerun`
-// repeats the run over as many ranks (rank-1/ in the new run directory) with
-// the recorded tokens.
-TEST(TpCli, RerunRepeatsTheTensorParallelWorld) {
-  const fs::path dir = test::scratch_dir("tp-cli-rerun");
+// The experiment of the rerun tests: the tiny model, three requests, on the CPU.
+fs::path rerun_experiment(const fs::path& dir) {
   std::ofstream(dir / "exp.json") << nlohmann::json{
       {"name", "tp-rerun"},
       {"device", "cpu"},
@@ -328,7 +327,31 @@ TEST(TpCli, RerunRepeatsTheTensorParallelWorld) {
       {"limits", {{"max_seqs", 4}, {"max_context", 64}, {"max_batch_tokens", 64}}},
       {"workload", {{"kind", "requests"}, {"requests_file", requests_file().string()}, {"ignore_eos", true}}},
       {"repetitions", 1}}.dump(2);
-  const Outcome run = run_tp("run " + (dir / "exp.json").string() + " --tp 2 --quiet --out " + (dir / "a").string());
+  return dir / "exp.json";
+}
+
+nlohmann::json tp_section(const fs::path& manifest) {
+  return nlohmann::json::parse(std::ifstream(manifest))["config"]["tensor_parallel"];
+}
+
+// Writes `n` distinct GEMM plans (manifest entries) into a recorded manifest's config.gemm_plans.
+void record_gemm_plans(const fs::path& manifest, int n) {
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(manifest));
+  m["config"]["gemm_plans"] = nlohmann::json::array();
+  for (int i = 0; i < n; ++i) {
+    kernels::GemmPlan p;
+    p.m_bucket = 32 << i, p.n = 64, p.k = 64, p.align = 256, p.algo_id = 6 + i;
+    m["config"]["gemm_plans"].push_back(gemm_plan_json(p));
+  }
+  std::ofstream(manifest) << m.dump(2);
+}
+
+// `lantern run --tp 2` records the world in its manifest, and `lantern rerun`
+// repeats the run over as many ranks (rank-1/ in the new run directory) with
+// the recorded tokens.
+TEST(TpCli, RerunRepeatsTheTensorParallelWorld) {
+  const fs::path dir = test::scratch_dir("tp-cli-rerun");
+  const Outcome run = run_tp("run " + rerun_experiment(dir).string() + " --tp 2 --quiet --out " + (dir / "a").string());
   ASSERT_EQ(run.status, 0) << run.output;
   ASSERT_TRUE(fs::exists(dir / "a" / "rank-1" / "manifest.json")) << run.output;
   const Outcome again = run_tp("rerun " + (dir / "a").string() + " --check --quiet --out " + (dir / "b").string());
@@ -338,6 +361,79 @@ TEST(TpCli, RerunRepeatsTheTensorParallelWorld) {
   const nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "b" / "manifest.json"));
   EXPECT_EQ(m["config"]["tensor_parallel"]["world"], 2) << m["config"].dump();
   EXPECT_EQ(m["config"]["tensor_parallel"]["all_reduce"], "host") << m["config"].dump();
+}
+
+
+// --tp-allreduce auto|nccl|p2p: recorded as config.tensor_parallel.all_reduce_path
+// on every rank (the CPU's host communicator runs its one path, "host", whatever
+// the choice), LANTERN_TP_ALLREDUCE the default; `lantern rerun` repeats the
+// recorded choice (over the environment) unless --tp-allreduce says otherwise,
+// and each rank receives and pins the GEMM plans of its own recorded manifest.
+TEST(TpCli, RerunRepeatsTheAllReduceChoiceAndEveryRanksGemmPlans) {
+  const fs::path dir = test::scratch_dir("tp-cli-allreduce"), exp = rerun_experiment(dir);
+  const Outcome run = run_tp("run " + exp.string() + " --tp 2 --tp-allreduce nccl --quiet --out " +
+                             (dir / "a").string());
+  ASSERT_EQ(run.status, 0) << run.output;
+  for (const char* m : {"a/manifest.json", "a/rank-1/manifest.json"}) {
+    EXPECT_EQ(tp_section(dir / m)["all_reduce_path"], "nccl") << m;
+    EXPECT_EQ(tp_section(dir / m)["all_reduce"], "host") << m;
+  }
+  record_gemm_plans(dir / "a" / "manifest.json", 1);
+  record_gemm_plans(dir / "a" / "rank-1" / "manifest.json", 2);
+  ::setenv("LANTERN_TP_ALLREDUCE", "p2p", 1);  // the recorded choice wins over the environment
+  const Outcome again = run_tp("rerun " + (dir / "a").string() + " --check --out " + (dir / "b").string());
+  ::unsetenv("LANTERN_TP_ALLREDUCE");
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("lantern: pins 1 GEMM plan recorded in " + (dir / "a" / "manifest.json").string()));
+  EXPECT_THAT(again.output, HasSubstr("lantern rank 1: pins 2 GEMM plans recorded in " +
+                                      (dir / "a" / "rank-1" / "manifest.json").string()));
+  EXPECT_THAT(again.output, HasSubstr("tokens    identical"));
+  for (const char* m : {"b/manifest.json", "b/rank-1/manifest.json"})
+    EXPECT_EQ(tp_section(dir / m)["all_reduce_path"], "nccl") << m;
+  const Outcome other = run_tp("rerun " + (dir / "a").string() + " --tp-allreduce p2p --quiet --out " +
+                               (dir / "c").string());
+  ASSERT_EQ(other.status, 0) << other.output;
+  EXPECT_THAT(other.output, ::testing::Not(HasSubstr("pins")));  // --quiet
+  EXPECT_EQ(tp_section(dir / "c" / "manifest.json")["all_reduce_path"], "p2p");
+  // Without the option, the environment; without either, auto.
+  ::setenv("LANTERN_TP_ALLREDUCE", "p2p", 1);
+  const Outcome env = run_tp("run " + exp.string() + " --tp 2 --quiet --out " + (dir / "d").string());
+  ::unsetenv("LANTERN_TP_ALLREDUCE");
+  ASSERT_EQ(env.status, 0) << env.output;
+  EXPECT_EQ(tp_section(dir / "d" / "rank-1" / "manifest.json")["all_reduce_path"], "p2p");
+  EXPECT_EQ(tp_section(dir / "b" / "rank-1" / "manifest.json")["rank"], 1);
+}
+
+// A bad value (option or environment) is one line naming the valid ones;
+// the option without --tp says what is missing; --help documents it.
+TEST(TpCli, TheAllReduceOptionRefusesBadValuesInOneLine) {
+  const std::string gen = "generate --device cpu --model " + tiny_model().string() +
+                          " --prompt-ids 1 --max-new-tokens 1 ";
+  const Outcome bad = run_tp(gen + "--tp 2 --tp-allreduce ring");
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("--tp-allreduce 'ring': use auto (the P2P kernel up to 4 MiB"));
+  EXPECT_THAT(bad.output, HasSubstr("), nccl or p2p\n"));
+  EXPECT_EQ(std::count(bad.output.begin(), bad.output.end(), '\n'), 1) << bad.output;
+  const Outcome alone = run_tp(gen + "--tp-allreduce nccl");
+  EXPECT_EQ(alone.status, 1) << alone.output;
+  EXPECT_THAT(alone.output, HasSubstr("--tp-allreduce nccl needs tensor parallelism: add --tp N"));
+  ::setenv("LANTERN_TP_ALLREDUCE", "ring", 1);
+  const Outcome env = run_tp(gen + "--tp 2");
+  const Outcome off = run_tp(gen + "--ids --quiet");  // not read without --tp
+  ::unsetenv("LANTERN_TP_ALLREDUCE");
+  EXPECT_EQ(env.status, 1) << env.output;
+  EXPECT_THAT(env.output, HasSubstr("LANTERN_TP_ALLREDUCE=ring: use auto"));
+  EXPECT_EQ(off.status, 0) << off.output;
+  const Outcome bench = run_tp("bench --model " + tiny_model().string() + " --device cpu --tp 2 --tp-allreduce x");
+  EXPECT_EQ(bench.status, 1) << bench.output;
+  EXPECT_THAT(bench.output, HasSubstr("--tp-allreduce 'x': use auto"));
+  for (const char* cmd : {"generate", "bench", "run", "rerun"}) {
+    const Outcome help = run_tp(std::string(cmd) + " --help");
+    EXPECT_THAT(help.output, HasSubstr("--tp-allreduce auto|nccl|p2p")) << cmd;
+    EXPECT_THAT(help.output, HasSubstr("LANTERN_TP_ALLREDUCE,")) << cmd;  // the default
+    EXPECT_THAT(help.output, HasSubstr("else auto; e.g. ")) << cmd;       // and an example
+    EXPECT_THAT(help.output, HasSubstr("--tp-allreduce nccl)")) << cmd;
+  }
 }
 
 }  // namespace
