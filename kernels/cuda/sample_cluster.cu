@@ -34,7 +34,9 @@
 // Measured on the H200 (docs/performance.md, session 5): 33 us at b = 1 (sample.2:
 // 162), 112 us at b = 64 (166). The time is a fixed ~25-30 us per block, not the
 // per-logit work (16 blocks per row were no faster than 8): the in-bin ranking
-// on rank 0 and the cluster barriers are the suspects to profile next.
+// on rank 0 and the cluster barriers were the suspects. sample.4
+// (sample_gather.cu) removed both and gained only the top-p case's second
+// locate (44 -> 34 us; session 7): the rest lies in the steps both share.
 #include <cooperative_groups.h>
 
 #include <climits>
