@@ -82,9 +82,17 @@ void print_gemm_plans(const Engine& engine, bool verbose) {
     for (const kernels::GemmPlan& p : plans) std::printf("  %s\n", p.describe().c_str());
 }
 
+std::string sampling_label(const SamplingParams& s) {
+  if (!(s.temperature > 0.0f)) return "greedy";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "sampled: T %g, top_k %d, top_p %g", s.temperature, s.top_k, s.top_p);
+  return buf;
+}
+
 int cmd_bench(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
-  for (const char* o : {"--batch", "--prompt-len", "--decode-steps", "--json", "--seed", "--bandwidth-gbs"})
+  for (const char* o : {"--batch", "--prompt-len", "--decode-steps", "--json", "--seed", "--bandwidth-gbs",
+                        "--temperature", "--top-k", "--top-p"})
     values.push_back(o);
   auto flags = engine_flag_options();
   flags.push_back("--verbose");
@@ -111,6 +119,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
     bw_gbs = roof.copy_gb_per_s;
   }
 
+  // Sampled decode (the sampler runs every step) when --temperature > 0; greedy
+  // (argmax) by default, as before.
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(args.get_double("--temperature", 0.0, 0.0, 1e6));
+  sampling.top_k = static_cast<int>(args.get_int("--top-k", 0, 0));
+  sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0, 1e-9, 1.0));
   std::mt19937_64 rng(static_cast<uint64_t>(args.get_int("--seed", 1, 0, LONG_MAX)));
   std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 300);
   auto submit_all = [&](int batch, int prompt_len, int new_tokens) {
@@ -120,6 +134,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
       for (auto& t : r.prompt) t = tok(rng);
       r.max_new_tokens = new_tokens;
       r.stop_at_eos = false;
+      r.sampling = sampling;
+      r.sampling.seed = rng();
       engine.submit(std::move(r));
     }
   };
@@ -167,8 +183,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<Point> points;
   const bool sweep = batches.size() > 1 || prompts.size() > 1;
   if (sweep) {
-    std::printf("lantern bench: %s, %d decode steps (%s); copy %.0f GB/s, GEMM %.0f TFLOP/s measured\n",
-                le.model_dir.c_str(), steps, cuda ? "cuda" : "cpu", bw_gbs, roof.gemm_tflop_per_s);
+    std::printf("lantern bench: %s, %d decode steps (%s, %s); copy %.0f GB/s, GEMM %.0f TFLOP/s measured\n",
+                le.model_dir.c_str(), steps, cuda ? "cuda" : "cpu", sampling_label(sampling).c_str(), bw_gbs,
+                roof.gemm_tflop_per_s);
     std::printf("%6s %7s | %11s %11s %6s | %10s %10s %6s %11s\n", "batch", "prompt", "prefill ms",
                 "floor ms", "roof%", "step ms", "floor ms", "roof%", "tokens/s");
   }
@@ -187,8 +204,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
   const double tok_s = pt.batch / (pt.step_ms / 1e3);
   const double kv_bytes_per_step = pt.decode_floor_ms * (bw_gbs * 1e6) - weight_bytes;
   if (!sweep) {
-    std::printf("lantern bench: %s, batch %d, prompt %d, %d decode steps (%s)\n", le.model_dir.c_str(), pt.batch,
-                pt.prompt_len, steps, cuda ? "cuda" : "cpu");
+    std::printf("lantern bench: %s, batch %d, prompt %d, %d decode steps (%s, %s)\n", le.model_dir.c_str(),
+                pt.batch, pt.prompt_len, steps, cuda ? "cuda" : "cpu", sampling_label(sampling).c_str());
     std::printf("  prefill          %10.3f ms  (%.0f tokens/s)\n", pt.prefill_ms,
                 pt.batch * pt.prompt_len / (pt.prefill_ms / 1e3));
     std::printf("  decode step      %10.3f ms  (median of %zu)\n", pt.step_ms, pt.decode_steps);
@@ -210,6 +227,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"roofline_floor_ms", pt.decode_floor_ms}, {"copy_bandwidth_gbs", bw_gbs},
                         {"fraction_of_roofline", pt.decode_floor_ms > 0 ? pt.decode_floor_ms / pt.step_ms : 0},
                         {"decode_host_ms", pt.host_ms}, {"decode_model_run_ms", pt.model_ms},
+                        {"sampling", {{"temperature", sampling.temperature}, {"top_k", sampling.top_k},
+                                      {"top_p", sampling.top_p}}},
                         {"fusion", engine.describe()["fusion"]},
                         {"prefill_graphs", engine.describe()["prefill_graphs"]},
                         {"kernels", engine.describe()["kernels"]}, {"roofline", roof.to_json()}};

@@ -24,6 +24,7 @@ void register_sample_select_cuda(Registry& r);
 void register_add_rmsnorm_cuda(Registry& r);
 void register_rope_kv_write_cuda(Registry& r);
 void register_sample_cluster_cuda(Registry& r);
+void register_sample_gather_cuda(Registry& r);  // variant 4: sample_gather.cu
 void register_gate_up_swiglu_cuda(Registry& r);
 
 // swiglu.1/2's launcher (`pdl`: variant 2), which gate_up_swiglu's unfused path runs.
@@ -35,7 +36,7 @@ void attention_prefill_check(const AttentionPrefillArgs& a, const char* who);
 void attention_prefill_flash(const AttentionPrefillArgs& a, const LaunchCtx& ctx);
 size_t attention_prefill_flash_workspace(const WorkspaceShape& s);
 
-// sample.2's launcher, which sample.3 hands batches of >= 128 rows to (one block
+// sample.2's launcher, which sample.3 and sample.4 hand batches of >= 128 rows to (one block
 // per row fills the GPU there, and measured as fast as a cluster per row).
 void sample_bin_select(const SampleArgs& a, const LaunchCtx& ctx);
 

@@ -34,11 +34,12 @@
 // Measured on the H200 (docs/performance.md, session 5): 33 us at b = 1 (sample.2:
 // 162), 112 us at b = 64 (166). The time is a fixed ~25-30 us per block, not the
 // per-logit work (16 blocks per row were no faster than 8): the in-bin ranking
-// on rank 0 and the cluster barriers are the suspects to profile next.
+// on rank 0 and the cluster barriers were the suspects. sample.4
+// (sample_gather.cu) removed both and gained only the top-p case's second
+// locate (44 -> 34 us; session 7): the rest lies in the steps both share.
 #include <cooperative_groups.h>
 
 #include <climits>
-#include <cstdlib>
 
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -52,13 +53,10 @@ namespace cg = cooperative_groups;
 using namespace cuda_detail;
 using namespace sample_bins;
 
-constexpr int kBins = 1024;                  // == kThreads: one bin per thread in the scans
-constexpr float kBinsPerNat = 16.0f;         // 64 nats covered; beyond, NaN, -inf: last bin
+constexpr int kBins = ZBins::kBins;          // == kThreads: one bin per thread in the scans
 constexpr int kCap = 2048;                   // tokens of one bin ranked in shared memory
 constexpr int kPerThread = kCap / kThreads;  // 2
-constexpr float kFixedScale = 1099511627776.0f;  // 2^40
 constexpr int kLocates = 3;  // top-k, top-p, draw: one result slot each
-constexpr float kLog2e = 1.4426950408889634f;
 
 struct Shared {
   uint32_t cnt[kBins], mlo[kBins], mhi[kBins];  // this block's histogram (mass = hi:lo)
@@ -83,18 +81,12 @@ struct RowCtx {
   float max_logit, inv_temp;
 };
 
-__device__ __forceinline__ float z_of(const RowCtx& c, float l) {
-  const float d = c.max_logit - l;
-  return d > 0.0f ? d * c.inv_temp : 0.0f;  // 0 * inf (T denormal) must stay 0
-}
+// The binning and weights live in sample_bins.cuh (sample.4 shares them).
 __device__ __forceinline__ int bin_of(const RowCtx& c, float l) {
-  if (!(l > -INFINITY)) return kBins - 1;
-  const float z = z_of(c, l);
-  return z < float(kBins) / kBinsPerNat ? min(int(z * kBinsPerNat), kBins - 1) : kBins - 1;
+  return ZBins{c.max_logit, c.inv_temp}.bin(l);
 }
 __device__ __forceinline__ uint64_t fixed_weight(const RowCtx& c, float l) {
-  if (!(l > -INFINITY)) return 0;
-  return __float2ull_rn(exp2f(z_of(c, l) * -kLog2e) * kFixedScale);
+  return ZBins{c.max_logit, c.inv_temp}.fixed_weight(l);
 }
 
 struct Hit {
@@ -256,27 +248,8 @@ __global__ void __launch_bounds__(kThreads)
   const int rank = int(cl.block_rank());
   RowCtx c{logits + size_t(row) * vocab, slice, rank * slice_len, 0, 0.0f, 0.0f};
   c.n = max(0, min(vocab - c.begin, slice_len));
-  // 1. Slice into shared memory (8 loads in flight per thread), local argmax as
-  //    the max of (orderable << 32 | ~id): NaN lowest, lower id first.
-  uint64_t best = 0;
-  constexpr int kUnroll = 8;
-  for (int base = 0; base < c.n; base += kThreads * kUnroll) {
-    float v[kUnroll];
-#pragma unroll
-    for (int q = 0; q < kUnroll; ++q) {
-      const int i = base + q * kThreads + int(threadIdx.x);
-      v[q] = i < c.n ? __ldg(c.x + c.begin + i) : 0.0f;
-    }
-#pragma unroll
-    for (int q = 0; q < kUnroll; ++q) {
-      const int i = base + q * kThreads + int(threadIdx.x);
-      if (i < c.n) {
-        slice[i] = v[q];
-        const uint64_t key = (uint64_t(orderable(v[q])) << 32) | uint32_t(~uint32_t(c.begin + i));
-        best = key > best ? key : best;
-      }
-    }
-  }
+  // 1. Slice into shared memory, local argmax (sample_bins.cuh).
+  uint64_t best = load_slice_argmax(c.x + c.begin, slice, c.n, c.begin);
   s.cnt[threadIdx.x] = s.mlo[threadIdx.x] = s.mhi[threadIdx.x] = 0;
   if (threadIdx.x == 0) s.resolved_bin = -1;
   best = block_max_u64(best, s.scratch);
@@ -306,13 +279,7 @@ __global__ void __launch_bounds__(kThreads)
     const float l = slice[i];
     const int b = bin_of(c, l);
     atomicAdd(&s.cnt[b], 1u);
-    const uint64_t w = fixed_weight(c, l);
-    if (w) {
-      const uint32_t lo = uint32_t(w), hi = uint32_t(w >> 32);
-      const uint32_t old = atomicAdd(&s.mlo[b], lo);
-      const uint32_t carry_hi = hi + (old + lo < old ? 1u : 0u);  // the low word wrapped
-      if (carry_hi) atomicAdd(&s.mhi[b], carry_hi);
-    }
+    add_fixed_mass(&s.mlo[b], &s.mhi[b], fixed_weight(c, l));
   }
   __syncthreads();
   s.mloc[threadIdx.x] = (uint64_t(s.mhi[threadIdx.x]) << 32) + s.mlo[threadIdx.x];
@@ -376,48 +343,17 @@ __global__ void __launch_bounds__(kThreads)
 // once) forces one size: an experiment knob for docs/performance.md.
 constexpr int kManyRows = 128;
 int cluster_blocks(int rows) {
-  static const int forced = [] {
-    const char* env = std::getenv("LANTERN_SAMPLE_CLUSTER");
-    const int v = env ? std::atoi(env) : 0;
-    return v == 4 || v == 8 || v == 16 ? v : 0;
-  }();
+  static const int forced = forced_cluster_blocks("LANTERN_SAMPLE_CLUSTER");
   if (forced) return forced;
   return rows <= 32 ? 8 : rows < kManyRows ? 4 : 0;
 }
 
-constexpr size_t kMaxDynamicSmem = 227 * 1024;  // the H100/H200 per-block opt-in limit
-
 template <int kC>
 void launch_cluster(const SampleArgs& a, const LaunchCtx& ctx) {
   const int slice_len = (a.vocab + kC - 1) / kC;
-  const size_t smem = sizeof(Shared) + size_t(slice_len) * sizeof(float);
-  LANTERN_CHECK(smem <= kMaxDynamicSmem,
-                "sample.cluster_select: vocab %d needs %zu bytes of shared memory per block at %d "
-                "blocks per row (limit %zu); use sample=bin_select for this vocabulary",
-                a.vocab, smem, kC, kMaxDynamicSmem);
   static size_t smem_allowed = 0;  // per instantiation: the attribute set once per larger size
-  if (smem > smem_allowed) {
-    CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel<kC>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    if (kC > 8)  // 16 is a non-portable cluster size (Hopper allows it)
-      CUDA_CHECK(cudaFuncSetAttribute(sample_cluster_kernel<kC>,
-                                      cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    smem_allowed = smem;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(kC), unsigned(a.b));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = ctx.stream;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(kC);
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<kC>, a.logits, a.temperature, a.top_k,
-                                a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len));
-  CUDA_CHECK_LAST("sample_cluster_kernel");
+  launch_row_clusters<kC>(sample_cluster_kernel<kC>, sizeof(Shared) + size_t(slice_len) * sizeof(float),
+                          &smem_allowed, a, slice_len, ctx.stream, "sample.cluster_select");
 }
 
 void sample_cluster_select(const SampleArgs& a, const LaunchCtx& ctx) {

@@ -13,7 +13,8 @@
 // Then: fresh random rows over a grid of parameters, with bf16-rounded logits
 // (many exact ties) and near-flat rows (bins too full for shared memory: the
 // bisection path of bin_select); and a chi-square test of the empirical token
-// distribution over many seeds against the restricted softmax in double.
+// distribution over many seeds against the restricted softmax in double;
+// sample.4 against sample.3 token for token (the same decisions by design).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -226,16 +227,82 @@ TEST(SampleGpu, MatchesReferenceOnRandomGridTiesAndFlatRows) {
               cuda_variants(Family::sample).size(), ties);
 }
 
+// sample.4 (cluster_gather) decides every crossing from the same bins, weights
+// and integer prefixes as sample.3 (cluster_select): the same token on every
+// row, not just up to rounding ties. Batches 1 and 8 (8 blocks per row) and 40
+// (4 blocks); normal, bf16-rounded (ties), near-flat (the bisection path) and
+// peaked rows (a large top logit: the nucleus is one or two tokens), over a grid
+// that includes the engine's settings (T 0.8, top_k 50 + top_p 0.9, top_p 0.95).
+TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
+  LANTERN_REQUIRE_GPU();
+  const int vocab = 128256;
+  const KernelEntry& select = Registry::global().find(Family::sample, "cluster_select");
+  const KernelEntry& gather = Registry::global().find(Family::sample, "cluster_gather");
+  const float temps[] = {0.0f, 1e-3f, 0.5f, 0.8f, 1.0f, 1.7f};
+  const int32_t ks[] = {0, 1, 2, 40, 50, 700, 5000};
+  const float ps[] = {1.0f, 0.95f, 0.9f, 0.6f, 0.1f, 0.0f};
+  std::uniform_int_distribution<int> pick(0, 1 << 30);
+  GpuEnv env;
+  int rows_checked = 0;
+  for (int b : {1, 8, 40}) {
+    for (int rep = 0; rep < (b == 1 ? 12 : 2); ++rep) {
+      Batch in;
+      in.logits.resize(size_t(b) * vocab);
+      for (int r = 0; r < b; ++r) {
+        const int kind = (r + rep) % 4;
+        std::normal_distribution<float> normal(0.f, kind == 1 ? 3.f : 2.f);
+        std::uniform_real_distribution<float> flat(1.f, 1.001f);
+        float* row = in.logits.data() + size_t(r) * vocab;
+        for (int i = 0; i < vocab; ++i) {
+          float x = kind == 2 ? flat(rng()) : normal(rng());
+          row[i] = kind == 1 ? bf16_round(x) : x;
+        }
+        if (kind == 3) row[pick(rng()) % vocab] += 12.0f;
+        RowParams p{temps[pick(rng()) % 6], ks[pick(rng()) % 7], ps[pick(rng()) % 6]};
+        if (r % 5 == 0) p = RowParams{0.8f, 50, 0.9f};
+        if (r % 5 == 1) p = RowParams{0.8f, 0, 0.95f};
+        in.add(p, rng()(), int32_t(pick(rng()) % 5000));
+      }
+      DeviceBuffer<float> d_logits(in.logits), d_t(in.temperature), d_p(in.top_p);
+      DeviceBuffer<int32_t> d_k(in.top_k), d_steps(in.steps), d_out(b);
+      DeviceBuffer<uint64_t> d_seeds(in.seeds);
+      WorkspaceShape shape;
+      shape.max_batch_tokens = shape.max_seqs = b;
+      shape.vocab = vocab;
+      std::vector<int32_t> tokens[2];
+      int v = 0;
+      for (const KernelEntry* e : {&select, &gather}) {
+        d_out.poison();
+        launch(*e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
+                              d_steps.get(), d_out.get(), b, vocab},
+               env.ctx(*e, shape));
+        env.sync();
+        tokens[v++] = d_out.download();
+      }
+      for (int r = 0; r < b; ++r)
+        EXPECT_EQ(tokens[1][r], tokens[0][r])
+            << "b=" << b << " row " << r << " (T " << in.params[r].temperature << ", top_k "
+            << in.params[r].top_k << ", top_p " << in.params[r].top_p << ", kind " << (r + rep) % 4 << ")";
+      rows_checked += b;
+    }
+  }
+  std::printf("[sample] cluster_gather == cluster_select on %d rows\n", rows_checked);
+}
+
 // Upper quantile of chi-square(dof) at z standard deviations (Wilson-Hilferty).
 double chi2_quantile(int dof, double z) {
   const double a = 2.0 / (9.0 * dof);
   return dof * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
 }
 
+// Each variant draws in launches of 96 rows, so the cluster variants run their
+// own kernels (4 blocks per row), not bin_select.
 TEST(SampleGpu, FrequenciesFollowTheRestrictedSoftmax) {
   LANTERN_REQUIRE_GPU();
   const int vocab = 4096, rows = 32768;
-  const RowParams cases[] = {{0.9f, 200, 0.9f}, {1.3f, 0, 1.0f}, {0.7f, 20, 1.0f}};
+  // The last two are the engine's settings (top_k 50 + top_p 0.9; top_p 0.95 alone).
+  const RowParams cases[] = {{0.9f, 200, 0.9f}, {1.3f, 0, 1.0f}, {0.7f, 20, 1.0f},
+                             {0.8f, 50, 0.9f}, {0.8f, 0, 0.95f}};
   std::normal_distribution<float> normal(0.f, 1.5f);
   std::vector<float> row(vocab);
   for (auto& x : row) x = normal(rng());
@@ -277,9 +344,16 @@ TEST(SampleGpu, FrequenciesFollowTheRestrictedSoftmax) {
     shape.vocab = vocab;
     for (const KernelEntry* e : cuda_variants(Family::sample)) {
       SCOPED_TRACE(variant_label(*e));
-      launch(*e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
-                            d_steps.get(), d_out.get(), rows, vocab},
-             env.ctx(*e, shape));
+      // In launches of kChunk rows: the batch size at which the cluster variants
+      // run their own kernel (from 128 rows they hand over to bin_select).
+      constexpr int kChunk = 96;
+      for (int r0 = 0; r0 < rows; r0 += kChunk) {
+        const int n = std::min(kChunk, rows - r0);
+        launch(*e, SampleArgs{d_logits.get() + size_t(r0) * vocab, d_t.get() + r0, d_k.get() + r0,
+                              d_p.get() + r0, d_seeds.get() + r0, d_steps.get() + r0,
+                              d_out.get() + r0, n, vocab},
+               env.ctx(*e, shape));
+      }
       env.sync();
       std::vector<double> count(vocab, 0.0);
       int outside = 0;
