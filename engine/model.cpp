@@ -155,6 +155,9 @@ Model::ForwardShape Model::shape_of(const StepInput& in) {
   s.max_fresh_len = in.max_fresh_len;
   s.host_fresh_starts = in.fresh_starts.data();
   s.kind.attention = s.nf == 0 ? StepKind::decode : (s.nf == s.n ? StepKind::prefill : StepKind::mixed);
+  std::vector<int32_t> paged(in.slots.begin() + std::min<size_t>(s.nf, in.slots.size()), in.slots.end());
+  std::sort(paged.begin(), paged.end());
+  s.one_row_per_seq = std::adjacent_find(paged.begin(), paged.end()) == paged.end();
   const bool sampling =
       std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
   s.kind.head = s.r == 0 ? StepKind::none : (sampling ? StepKind::sample : StepKind::argmax);

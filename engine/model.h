@@ -141,6 +141,9 @@ class Model {
   // What the forward pass needs besides the metadata already on the device.
   struct ForwardShape {
     int n = 0, r = 0, nf = 0, num_fresh = 0, max_fresh_len = 0;
+    // Each paged row is the only row of its sequence (AttentionDecodeArgs::
+    // one_row_per_seq); decode graphs are captured so and replayed only so.
+    bool one_row_per_seq = false;
     const int32_t* host_fresh_starts = nullptr;
     StepKind kind;
   };

@@ -120,10 +120,12 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
   };
   auto decode = [&] {  // the paged rows: after the nf fresh rows
     const size_t skip = static_cast<size_t>(nf) * Q * act_bytes_;
-    return kernels::AttentionDecodeArgs{static_cast<char*>(in(0)) + skip, static_cast<char*>(out(0)) + skip,
-                                        M(meta_.slots) + nf, M(meta_.ctx_lens) + nf, cache, n - nf,
-                                        limits_.max_context, cfg_.num_q_heads, Q, scale,
-                                        host_ctx_lens() + nf};
+    kernels::AttentionDecodeArgs d{static_cast<char*>(in(0)) + skip, static_cast<char*>(out(0)) + skip,
+                                   M(meta_.slots) + nf, M(meta_.ctx_lens) + nf, cache, n - nf,
+                                   limits_.max_context, cfg_.num_q_heads, Q, scale,
+                                   host_ctx_lens() + nf};
+    d.one_row_per_seq = s.one_row_per_seq;
+    return d;
   };
   auto gemm = [&](const void* w, int rows, int cols, int inner) {
     op(o, kernels::GemmArgs{in(0), w, out(0), rows, cols, inner});

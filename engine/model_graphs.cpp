@@ -133,6 +133,7 @@ void Model::capture_set(int first, int count) {
     s.r = g.shape.logit_rows;
     if (g.shape.fresh_seqs == 0) {  // decode: graphs_ index 2 * bucket + sampling
       s.kind = StepKind{StepKind::decode, index % 2 ? StepKind::sample : StepKind::argmax};
+      s.one_row_per_seq = true;  // replayed only for such steps (graph_index)
     } else {
       // One sequence of every row, the others empty: what the launch checks on
       // the host; replays read the real bounds from step_meta.
@@ -183,7 +184,10 @@ void Model::capture(Graph& g, const ForwardShape& s) {
 // smallest bucket that holds them; logits copied to the host (score mode,
 // on_logits) are the real rows', which come first.
 int Model::graph_index(const ForwardShape& s) const {
-  if (buckets_.empty() || s.kind.attention != StepKind::decode || s.r != s.n || s.n > buckets_.back())
+  // Score mode's and continuing chunks' steps (rows of one sequence) run
+  // eagerly: the graphs are captured for one row per sequence.
+  if (buckets_.empty() || s.kind.attention != StepKind::decode || s.r != s.n || s.n > buckets_.back() ||
+      !s.one_row_per_seq)
     return -1;
   const auto bucket = std::lower_bound(buckets_.begin(), buckets_.end(), s.n) - buckets_.begin();
   return static_cast<int>(2 * bucket) + (s.kind.head == StepKind::sample ? 1 : 0);

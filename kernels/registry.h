@@ -151,6 +151,12 @@ struct AttentionDecodeArgs {
   // step_meta mirror), for the cost only; kernels never read it. nullptr: the
   // CUDA cost counts every sequence at max_context.
   const int32_t* host_context_lens = nullptr;
+  // Every row is its sequence's only row in the step (a pure decode step; not
+  // a prompt chunk continuing as paged rows, nor score mode's row per
+  // position), so of a row's context only position ctx - 1 is written by this
+  // step's earlier kernels: variant 9 then loads the rest before its PDL
+  // dependency wait. false: every variant waits before reading the cache.
+  bool one_row_per_seq = false;
 };
 
 struct SwigluArgs {

@@ -407,8 +407,13 @@ void decode_auto(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 }
 
 // Variant 9: variant 8 with both kernels in their early-load form (variant 5's
-// below kAutoPipeFrom sequences, attention_decode.cu; variant 6's from there).
+// below kAutoPipeFrom sequences, attention_decode.cu; variant 6's from there)
+// when every row is its sequence's only row (AttentionDecodeArgs::
+// one_row_per_seq), else variant 8: with several rows of one sequence in the
+// step (a continuing prompt chunk, score mode) rows before ctx - 1 are written
+// by this step too, and an early load would read them stale.
 void decode_auto_early(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (!a.one_row_per_seq) return decode_auto(a, ctx);  // rows of one sequence: wait first
   if (a.b < kAutoPipeFrom) return decode_split_early(a, ctx);
   decode_pipe<false, true>(a, ctx);
 }
@@ -436,9 +441,10 @@ void register_attention_decode_pipe_cuda(Registry& r) {
       kPreferred, decode_split_workspace));
   r.add(make_entry<AttentionDecodeArgs, decode_auto_early, attention_decode_cost<2>>(
       9, "split_k_early", Backend::cuda,
-      "split_k_auto whose short-batch kernel loads the step metadata, block-table entries and first "
-      "K/V rows (all but the newest row) before the PDL dependency wait",
-      kPreferred, decode_split_workspace));
+      "split_k_auto whose kernels load the step metadata, block-table entries and first K/V rows "
+      "(all but the newest row) before the PDL dependency wait; experimental: not deterministic "
+      "in the engine (lantern rerun differs), a race not yet found",
+      kTestedOnly, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

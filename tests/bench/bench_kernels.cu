@@ -282,7 +282,7 @@ void register_all() {
                           AttentionDecodeArgs{q.p, out.p, d_slots.as<int32_t>(), d_lens.as<int32_t>(),
                                               KvCacheRef{pool.p, d_t.as<int32_t>(), kBlock, max_blocks,
                                                          kKv, kHd},
-                                              b, ctx, kQ, kQ * kHd, 0.125f, lens.data()},
+                                              b, ctx, kQ, kQ * kHd, 0.125f, lens.data(), true},
                           ws, vname(e) + " b=" + std::to_string(b) + " ctx=" + std::to_string(ctx));
             });
     }

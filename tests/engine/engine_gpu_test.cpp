@@ -126,10 +126,11 @@ TEST(EngineGpu, FusedAndUnfusedOpTablesAgree) {
 // and splits (64 keys); batches 1-10.
 TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
   LANTERN_REQUIRE_GPU();
-  auto make = [](const char* attention, const char* rope) {
+  auto make = [](const char* attention, const char* rope, EngineLimits lim = {}) {
     ModelConfig cfg = ModelConfig::load(tiny_model());
     EngineOptions opt;
     opt.backend = kernels::Backend::cuda;
+    opt.limits = lim;
     opt.limits.kv_num_blocks = 16384;
     opt.kernels = {{"attention_decode", attention}, {"rope_kv_write", rope}};
     return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), opt.backend), opt);
@@ -168,6 +169,19 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
     differ += it->second != row;
   }
   EXPECT_EQ(differ, 0u) << "of " << b.size() << " positions";
+  // Score mode with a prompt longer than a step (32 rows): a continuing
+  // chunk's rows are paged rows of ONE sequence whose earlier positions this
+  // step writes too; variant 9 must wait first there (one_row_per_seq false).
+  EngineLimits lim;
+  lim.max_batch_tokens = 32;
+  lim.logits_rows = 32;
+  auto early_chunked = make("9", "2", lim), plain_chunked = make("5", "1", lim);
+  const std::vector<int32_t> ids = test::random_token_ids(100);
+  const auto sa = test::score_positions(*early_chunked, ids, 70), sb = test::score_positions(*plain_chunked, ids, 70);
+  ASSERT_EQ(sa.size(), sb.size());
+  size_t chunked_differ = 0;
+  for (size_t p = 0; p < sa.size(); ++p) chunked_differ += sa[p] != sb[p];
+  EXPECT_EQ(chunked_differ, 0u) << "of " << sa.size() << " scored positions (chunked prompt, score mode)";
   std::printf("[engine-gpu] attention_decode 9 + rope_kv_write 2 vs 5 + 1 in graphs: %zu of %zu positions differ\n",
               differ, b.size());
 }

@@ -41,11 +41,16 @@ double bf16_ulp(float v) {  // spacing of bf16 values at |v| (8 significant bits
 
 // The definition with the gemm output rounded to bf16 before swiglu, and per
 // element how far an output may honestly be from it: the GPU's fp32 sums are
-// in another order than the CPU's, so its rounding of g or u may land one
-// bf16 ulp away -- the worst of the 9 neighbours (g, u each -1/0/+1 ulp) --
-// plus the rounding of the output itself (one ulp). silu's log-derivative
-// grows without bound for negative g (at g = -8 one ulp of g moves silu(g) by
-// ~7 ulps' worth), so a fixed relative tolerance cannot be honest here.
+// in another order than the CPU's (and above m = 16 cuBLASLt's plan may split
+// k), so g and u may differ by the fp32 summation error -- bounded here by
+// 8 unit roundoffs of sum |w a| (the typical error is ~1 roundoff of
+// sqrt(k) rms |w a|, ~30x smaller) -- and then round one bf16 ulp away: the
+// worst of the 9 neighbours (g, u each -1/0/+1 times ulp + that error), plus
+// the rounding of the output itself (one ulp). silu's log-derivative grows
+// without bound for negative g (at g = -8 one ulp of g moves silu(g) by ~7
+// ulps' worth), so a fixed relative tolerance cannot be honest here. (An
+// H200 run had one element of 139,264 at m = 17 4.4e-6 off with a bound of
+// 3.8e-6 from the ulps alone: a tiny g whose sum error exceeded its ulp.)
 struct RoundedReference {
   std::vector<float> out, bound;
 };
@@ -54,17 +59,26 @@ RoundedReference rounded_reference(const Bf16Data& a, const Bf16Data& w, int m, 
   RoundedReference r{std::vector<float>(size_t(m) * inter), std::vector<float>(size_t(m) * inter)};
   launch(cpu_reference(Family::gemm), GemmArgs{a.values.data(), w.bits.data(), gate_up.data(), m, 2 * inter, k},
          cpu_ctx());
+  std::vector<float> abs_a(a.values.size()), abs_sum(gate_up.size());  // sum over k of |w a|
+  std::vector<bf16_bits> abs_w(w.bits.size());
+  for (size_t i = 0; i < abs_a.size(); ++i) abs_a[i] = std::abs(a.values[i]);
+  for (size_t i = 0; i < abs_w.size(); ++i) abs_w[i] = static_cast<bf16_bits>(w.bits[i] & 0x7fff);
+  launch(cpu_reference(Family::gemm), GemmArgs{abs_a.data(), abs_w.data(), abs_sum.data(), m, 2 * inter, k},
+         cpu_ctx());
   for (float& v : gate_up) v = bf16_to_float(float_to_bf16(v));
   launch(cpu_reference(Family::swiglu),
          SwigluArgs{gate_up.data(), gate_up.data() + inter, r.out.data(), m, inter, 2 * inter}, cpu_ctx());
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < inter; ++j) {
-      const float g = gate_up[size_t(i) * 2 * inter + j], u = gate_up[size_t(i) * 2 * inter + inter + j];
+      const size_t gi = size_t(i) * 2 * inter + j, ui = gi + inter;
+      const float g = gate_up[gi], u = gate_up[ui];
+      const double sum_err = 8.0 * std::ldexp(1.0, -24);  // x sum |w a|
+      const double eg = bf16_ulp(g) + sum_err * abs_sum[gi], eu = bf16_ulp(u) + sum_err * abs_sum[ui];
       const double base = silu_mul(g, u);
       double worst = 0;
       for (int dg = -1; dg <= 1; ++dg)
         for (int du = -1; du <= 1; ++du)
-          worst = std::max(worst, std::abs(silu_mul(g + dg * bf16_ulp(g), u + du * bf16_ulp(u)) - base));
+          worst = std::max(worst, std::abs(silu_mul(g + dg * eg, u + du * eu) - base));
       r.bound[size_t(i) * inter + j] = static_cast<float>(worst + bf16_ulp(static_cast<float>(base)) + 1e-6);
     }
   return r;
