@@ -31,6 +31,7 @@
 //   variant 2, to max_context, which sizes the splits); an unallocated block
 //   entry (< 0) is skipped. The CPU reference throws on both instead.
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/costs.h"
 #include "kernels/cuda/attention_decode_split.cuh"
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(kSplitThreads, kEarly ? 3 : 1)
                         const int32_t* __restrict__ context_lens, const bf16* __restrict__ pool,
                         const int32_t* __restrict__ block_tables, int block_size,
                         int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
-                        int max_context, int split_len, float scale_log2) {
+                        int max_context, int split_len, float scale_log2, bool early_kv = true) {
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerWarp = kWarp / kLanesPerKey;
   constexpr int kKeysPerStep = kKeysPerWarp * kSplitWarps;
@@ -225,8 +226,9 @@ __global__ void __launch_bounds__(kSplitThreads, kEarly ? 3 : 1)
 #pragma unroll
   for (int u = 0; u < U; ++u) blk_next[u] = table_entry(first + slot + u * kKeysPerStep);
   if constexpr (kEarly) {
-    if (first < end) load_trip(first, true);
+    if (first < end && early_kv) load_trip(first, true);
     grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
+    if (first < end && !early_kv) load_trip(first, false);  // diagnosis: metadata early, K/V after
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int t = first + slot + u * kKeysPerStep;
@@ -396,6 +398,17 @@ size_t decode_split_workspace(const WorkspaceShape& s) {
 
 namespace {
 
+// LANTERN_EARLY_KV=0 (read once; a diagnosis knob for variant 9's
+// nondeterminism, docs/performance.md session 7): the early kernel still reads
+// the metadata and block-table entries before the wait, the K/V rows after.
+bool early_kv_loads() {
+  static const bool on = [] {
+    const char* env = std::getenv("LANTERN_EARLY_KV");
+    return !(env && env[0] == '0');
+  }();
+  return on;
+}
+
 // How a split launch runs: `fused` combine in the last block, `pdl` launch,
 // `early` loads before the dependency wait (variant 9; needs fused).
 struct SplitMode {
@@ -416,7 +429,7 @@ void launch_split(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits
                 static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
                 a.seq_slots, a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables,
                 c.block_size, c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads,
-                a.q_stride, a.max_context, split_len, a.scale * 1.4426950408889634f);
+                a.q_stride, a.max_context, split_len, a.scale * 1.4426950408889634f, early_kv_loads());
   CUDA_CHECK_LAST("decode_split_kernel");
 }
 
