@@ -205,6 +205,12 @@ __global__ void __launch_bounds__(kSplitThreads, kEarly ? 3 : 1)
   int blk_next[U], blk_cur[U];
   uint4 kr[U], vr[U];
   bool valid[U];
+  // Key t's K and V pieces (cache block blk) into slot u.
+  auto load_row = [&](int u, int t, int blk) {
+    const bf16* row = kv_base + size_t(blk) * 2 * half_block + size_t(t % block_size) * row_elems;
+    kr[u] = *reinterpret_cast<const uint4*>(row);
+    vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
+  };
   // One trip's K/V rows into kr/vr (`skip_newest`: not the row at ctx - 1).
   auto load_trip = [&](int base, bool skip_newest) {
 #pragma unroll
@@ -213,11 +219,7 @@ __global__ void __launch_bounds__(kSplitThreads, kEarly ? 3 : 1)
       blk_cur[u] = blk_next[u];
       valid[u] = t < end && blk_cur[u] >= 0;
       kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-      if (valid[u] && !(skip_newest && t == ctx - 1)) {
-        const bf16* row = kv_base + size_t(blk_cur[u]) * 2 * half_block + size_t(t % block_size) * row_elems;
-        kr[u] = *reinterpret_cast<const uint4*>(row);
-        vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
-      }
+      if (valid[u] && !(skip_newest && t == ctx - 1)) load_row(u, t, blk_cur[u]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) blk_next[u] = table_entry(base + kKeysPerStep * U + slot + u * kKeysPerStep);
@@ -232,11 +234,7 @@ __global__ void __launch_bounds__(kSplitThreads, kEarly ? 3 : 1)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int t = first + slot + u * kKeysPerStep;
-      if (first < end && valid[u] && t == ctx - 1) {
-        const bf16* row = kv_base + size_t(blk_cur[u]) * 2 * half_block + size_t(t % block_size) * row_elems;
-        kr[u] = *reinterpret_cast<const uint4*>(row);
-        vr[u] = *reinterpret_cast<const uint4*>(row + half_block);
-      }
+      if (first < end && valid[u] && t == ctx - 1) load_row(u, t, blk_cur[u]);
     }
   }
 

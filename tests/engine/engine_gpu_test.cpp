@@ -43,6 +43,29 @@ std::unique_ptr<Engine> make_engine(kernels::Backend b, EngineLimits lim = {}, b
 
 
 
+// Teacher-forced requests (prompt, forced tokens): every decoded position's
+// logits row, keyed by (request, position).
+using ForcedWork = std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>;
+using LogitRows = std::map<std::pair<int64_t, int>, std::vector<float>>;
+// Runs `work` on `e` into `rows`; returns how many requests finished.
+size_t run_forced(Engine& e, const ForcedWork& work, LogitRows& rows) {
+  const int vocab = e.config().vocab_size;
+  for (size_t i = 0; i < work.size(); ++i) {
+    Request r;
+    r.prompt = work[i].first;
+    r.forced_tokens = work[i].second;
+    r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
+    r.stop_at_eos = false;
+    const int64_t tag = static_cast<int64_t>(i);
+    r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
+      rows[{tag, pos}].assign(row, row + vocab);
+    };
+    e.submit(r);
+  }
+  e.run_until_idle();
+  return e.take_finished().size();
+}
+
 TEST(EngineGpu, LogitsMatchTheCpuReferenceThroughPrefillAndDecode) {
   LANTERN_REQUIRE_GPU();
   EngineLimits lim;
@@ -135,32 +158,17 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
     opt.kernels = {{"attention_decode", attention}, {"rope_kv_write", rope}};
     return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), opt.backend), opt);
   };
-  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> work;  // prompt, forced tokens
+  ForcedWork work;
   for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 7 * i), test::random_token_ids(20 + 4 * i));
-  using Rows = std::map<std::pair<int64_t, int>, std::vector<float>>;
   auto run = [&work](Engine& e) {
-    Rows rows;
-    const int vocab = e.config().vocab_size;
-    for (size_t i = 0; i < work.size(); ++i) {
-      Request r;
-      r.prompt = work[i].first;
-      r.forced_tokens = work[i].second;
-      r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
-      r.stop_at_eos = false;
-      const int64_t tag = static_cast<int64_t>(i);
-      r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
-        rows[{tag, pos}].assign(row, row + vocab);
-      };
-      e.submit(r);
-    }
-    e.run_until_idle();
-    EXPECT_EQ(e.take_finished().size(), work.size());
+    LogitRows rows;
+    EXPECT_EQ(run_forced(e, work, rows), work.size());
     return rows;
   };
   auto early = make("9", "2"), plain = make("5", "1");
   ASSERT_EQ(early->kernel_set().entry(kernels::Family::attention_decode).variant, 9);
   ASSERT_EQ(early->kernel_set().entry(kernels::Family::rope_kv_write).variant, 2);
-  const Rows a = run(*early), b = run(*plain);
+  const LogitRows a = run(*early), b = run(*plain);
   ASSERT_EQ(a.size(), b.size());
   size_t differ = 0;
   for (const auto& [key, row] : b) {
@@ -276,27 +284,10 @@ TEST(EngineGpu, PaddedGraphReplaysMatchEagerLogits) {
       padded += (1 << (g.graph / 2)) > tokens;  // buckets 1, 2, 4, 8, 16 (max_seqs 16)
     }
   } obs;
-  using Rows = std::map<std::pair<int64_t, int>, std::vector<float>>;
-  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> work;  // prompt, forced tokens
+  ForcedWork work;
   for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 9 * i), test::random_token_ids(10 + 3 * i));
-  auto run = [&work](Engine& e, Rows& rows) {
-    const int vocab = e.config().vocab_size;
-    for (size_t i = 0; i < work.size(); ++i) {
-      Request r;
-      r.prompt = work[i].first;
-      r.forced_tokens = work[i].second;
-      r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
-      r.stop_at_eos = false;
-      const int64_t tag = static_cast<int64_t>(i);
-      r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
-        rows[{tag, pos}].assign(row, row + vocab);
-      };
-      e.submit(r);
-    }
-    e.run_until_idle();
-    return e.take_finished().size();
-  };
-  Rows eager_rows, graph_rows;
+  auto run = [&work](Engine& e, LogitRows& rows) { return run_forced(e, work, rows); };
+  LogitRows eager_rows, graph_rows;
   auto eager = make_engine(kernels::Backend::cuda, {}, false);
   ASSERT_EQ(run(*eager, eager_rows), 10u);
   auto graphs = make_engine(kernels::Backend::cuda, {}, true, &obs);
