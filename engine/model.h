@@ -181,7 +181,7 @@ class Model {
   std::vector<int32_t> capture_starts_;   // host sequence bounds while capturing a prefill graph
   bool capturing_ = false;
   bool preparing_ = false;                // prepare_kernels: op() prepares, launches nothing
-  std::set<std::tuple<int, int, bool>> gemm_shapes_;  // (n, k, c_f32) seen by prepare_kernels
+  std::set<std::tuple<int, int, bool>> gemm_shapes_;  // (n, k, c_f32) planned by prepare_kernels (gemm and the fused families)
   std::vector<OpInfo> captured_;          // during a capture: the ops so far (kCapture)
   std::vector<cudaGraphNode_t> leaves_;   // ... and the capture's last node after each
   void capture_graphs();

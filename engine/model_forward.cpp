@@ -3,6 +3,8 @@
 // declares for it (reads in order, then writes), so what the alias tracker
 // checks is what the kernels touch.
 #include <cmath>
+#include <optional>
+#include <tuple>
 #include <type_traits>
 
 #include "kernels/base/errors.h"
@@ -28,6 +30,25 @@ OpInfo op_info(const OpSpec& o, const kernels::KernelEntry* e, kernels::Cost cos
   return info;
 }
 
+// The GEMM shape (n, k, c_f32) a family's cuBLASLt path plans: gemm's own, and
+// the fused families that run a GEMM first (gate_up_swiglu, proj_residual_norm).
+// prepare_kernels collects them so that the manifest records -- and `lantern
+// rerun` pins -- every plan a step may use; a shape left out is re-timed by the
+// rerun, whose pick may differ and flip near-tie tokens.
+std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const kernels::GemmArgs& a) {
+  return std::make_tuple(a.n, a.k, a.c_f32);
+}
+std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const kernels::GateUpSwigluArgs& a) {
+  return std::make_tuple(2 * a.inter, a.k, false);
+}
+std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const kernels::ProjResidualNormArgs& a) {
+  return std::make_tuple(a.hidden, a.k, false);
+}
+template <class Args>
+std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const Args&) {
+  return std::nullopt;
+}
+
 }  // namespace
 
 template <class Args>
@@ -37,7 +58,7 @@ void Model::op(const OpSpec& o, const Args& args) {
   kernels::LaunchCtx ctx = dev_.ctx(workspace_, workspace_bytes_);
   if (preparing_) {  // prepare_kernels: no launch, no op hooks
     if (const kernels::PrepareHook hook = kernels::Registry::global().prepare(e)) hook(&args, ctx);
-    if constexpr (std::is_same_v<Args, kernels::GemmArgs>) gemm_shapes_.insert({args.n, args.k, args.c_f32});
+    if (const auto shape = planned_gemm_shape(args)) gemm_shapes_.insert(*shape);
     return;
   }
 #if LANTERN_INSTRUMENTATION
@@ -169,6 +190,11 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
       return op(o, kernels::GateUpSwigluArgs{in(0), lw->w_gate_up, out(0), out(1), n, I, H});
     case OpKind::mlp_residual_norm:  // the next layer's attn_norm
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), w_.layers[o.layer + 1].attn_norm, out(1), n, H, eps});
+    case OpKind::o_proj_residual_norm:  // reads attn_out, x; writes x, xn, o_out
+      return op(o, kernels::ProjResidualNormArgs{in(0), lw->wo, out(2), out(0), lw->mlp_norm, out(1), n, H, Q, eps});
+    case OpKind::down_proj_residual_norm:  // the next layer's attn_norm
+      return op(o, kernels::ProjResidualNormArgs{in(0), lw->w_down, out(2), out(0),
+                                                 w_.layers[o.layer + 1].attn_norm, out(1), n, H, I, eps});
     case OpKind::all_reduce: return all_reduce(o, n);
     case OpKind::all_gather: return all_gather(o, r);
     case OpKind::final_norm:

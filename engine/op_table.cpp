@@ -179,15 +179,26 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
                          {v.attn_out}));
       break;
   }
-  ops.push_back(spec(K::o_proj, "o_proj", F::gemm, l, {v.attn_out}, {v.o_out}));
-  if (tensor_parallel) ops.push_back(all_reduce_op(l, v.o_out));
-  ops.push_back(spec(K::attn_residual_norm, "attn_residual_norm", F::add_rmsnorm, l, {v.x, v.o_out},
-                     {v.x, v.xn}));
+  if (tensor_parallel) {  // the sum of the ranks' partial projections comes before the residual
+    ops.push_back(spec(K::o_proj, "o_proj", F::gemm, l, {v.attn_out}, {v.o_out}));
+    ops.push_back(all_reduce_op(l, v.o_out));
+    ops.push_back(spec(K::attn_residual_norm, "attn_residual_norm", F::add_rmsnorm, l, {v.x, v.o_out},
+                       {v.x, v.xn}));
+  } else {
+    ops.push_back(spec(K::o_proj_residual_norm, "o_proj_residual_norm", F::proj_residual_norm, l,
+                       {v.attn_out, v.x}, {v.x, v.xn, v.o_out}));
+  }
   ops.push_back(spec(K::gate_up_swiglu, "gate_up_swiglu", F::gate_up_swiglu, l, {v.xn},
                      {v.mlp_act, v.gate_up}));
+  const bool last = l + 1 == num_layers;
+  if (!tensor_parallel && !last) {
+    ops.push_back(spec(K::down_proj_residual_norm, "down_proj_residual_norm", F::proj_residual_norm, l,
+                       {v.mlp_act, v.x}, {v.x, v.xn, v.mlp_down}));
+    return;
+  }
   ops.push_back(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down}));
   if (tensor_parallel) ops.push_back(all_reduce_op(l, v.mlp_down));
-  if (l + 1 < num_layers)
+  if (!last)
     ops.push_back(spec(K::mlp_residual_norm, "mlp_residual_norm", F::add_rmsnorm, l, {v.x, v.mlp_down},
                        {v.x, v.xn}));
   else

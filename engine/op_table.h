@@ -66,6 +66,9 @@ enum class OpKind : uint8_t {
   // The fused table's ops (step_ops with fused views).
   qkv_proj, rope_kv_write, attn_residual_norm, gate_up_proj, mlp_residual_norm,
   gate_up_swiglu,  // gate/up projection + swiglu (the fused table since session 6)
+  // o_proj + attn_residual_norm, down_proj + mlp_residual_norm (the fused table
+  // without tensor parallelism, since session 8)
+  o_proj_residual_norm, down_proj_residual_norm,
   all_reduce,  // tensor parallelism: sum of the ranks' partial o_proj / down_proj outputs
   all_gather,  // split LM head: every rank's logits columns into the full logits rows
 };
@@ -80,7 +83,7 @@ struct OpSpec {
   int layer = -1;         // -1 outside the layer loop
   std::array<ViewId, 3> reads{};
   int num_reads = 0;
-  std::array<ViewId, 2> writes{};
+  std::array<ViewId, 3> writes{};
   int num_writes = 0;
 };
 
@@ -94,17 +97,22 @@ struct StepKind {
 // The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
 // ops, then (head != none) final_norm, lm_head, argmax or sample.
 //
-// With a fused layout (v.fused()), a layer is 8 ops: qkv_proj (one GEMM over
-// the fused q/k/v weights), rope_kv_write, attention, o_proj,
-// attn_residual_norm (attn_residual + mlp_norm), gate_up_swiglu (the GEMM over
-// the fused gate/up weights and swiglu as one op; it declares the [n, 2 inter]
-// gate_up buffer as a write too -- the scratch its unfused variant and large
-// batches use), down_proj, mlp_residual_norm (mlp_residual + the NEXT layer's
+// With a fused layout (v.fused()), a layer is 6 ops: qkv_proj (one GEMM over
+// the fused q/k/v weights), rope_kv_write, attention, o_proj_residual_norm
+// (o_proj + attn_residual + mlp_norm: family proj_residual_norm; it writes
+// o_out, the projection its unfused variant and large batches keep, as
+// well as x and xn), gate_up_swiglu (the GEMM over the fused gate/up weights
+// and swiglu as one op; it declares the [n, 2 inter] gate_up buffer as a write
+// too -- the scratch its unfused variant and large batches use),
+// down_proj_residual_norm (down_proj + mlp_residual + the NEXT layer's
 // attn_norm; attributed to this layer). Layer 0 starts with attn_norm; the
-// last layer ends with a plain mlp_residual (final_norm gathers logit rows and
-// stays separate).
+// last layer ends with down_proj and a plain mlp_residual (final_norm gathers
+// logit rows and stays separate).
 // `tensor_parallel`: an all_reduce op (reads and writes o_out / mlp_down, in
-// place; no registry family) right after each o_proj and down_proj.
+// place; no registry family) right after each o_proj and down_proj -- so with
+// tensor parallelism the projections stay separate from the residual norms
+// (o_proj, all_reduce, attn_residual_norm; down_proj, all_reduce,
+// mlp_residual_norm).
 // A split LM head (v.split_lm_head()): lm_head writes logits_part and an
 // all_gather op (reads logits_part, writes logits_gather and logits) follows it.
 std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind,

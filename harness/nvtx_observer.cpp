@@ -15,7 +15,7 @@ namespace {
 constexpr uint32_t kFamilyColors[kernels::kNumFamilies] = {
     0xff4e79a7, 0xfff28e2b, 0xffe15759, 0xff76b7b2, 0xff59a14f, 0xffedc948,
     0xffb07aa1, 0xffff9da7, 0xff9c755f, 0xffbab0ac, 0xff86bcb6, 0xffd37295, 0xff8cd17d,
-    0xffb6992d};
+    0xffb6992d, 0xff499894};
 constexpr uint32_t kStepColor = 0xff606060, kPhaseColor = 0xff909090, kLayerColor = 0xffc0c0c0;
 
 nvtxEventAttributes_t attributes(nvtxStringHandle_t message, uint32_t category, uint32_t color) {

@@ -158,6 +158,19 @@ Cost gate_up_swiglu_cost(const GateUpSwigluArgs& a) {
   return {bytes, 2.0 * a.m * rows * a.k + 4.0 * a.m * a.inter};
 }
 
+// projection + residual add + RMSNorm: a and the [hidden, k] weight read
+// once, y written (the definition's intermediate, which every variant writes),
+// then add_rmsnorm's traffic with y read back. FLOPs: the GEMM's plus
+// add_rmsnorm's.
+template <int ActBytes>
+Cost proj_residual_norm_cost(const ProjResidualNormArgs& a) {
+  using namespace cost_detail;
+  const double elems = double(a.m) * a.hidden;
+  const double bytes = double(a.m) * a.k * ActBytes + double(a.hidden) * a.k * kBf16 + elems * ActBytes +
+                       elems * ActBytes * 4 + a.hidden * kBf16;
+  return {bytes, 2.0 * elems * a.k + elems * 5 + a.m};
+}
+
 template <int ActBytes>
 Cost argmax_cost(const ArgmaxArgs& a) {
   using namespace cost_detail;

@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kFamilyNames[kNumFamilies] = {
     "embedding", "rmsnorm", "rope",   "kv_write", "attention_prefill", "attention_decode",
     "swiglu",    "residual", "gemm", "argmax",   "sample", "add_rmsnorm", "rope_kv_write",
-    "gate_up_swiglu"};
+    "gate_up_swiglu", "proj_residual_norm"};
 }
 
 const char* backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }

@@ -46,6 +46,7 @@ enum class Family : uint8_t {
   add_rmsnorm,
   rope_kv_write,
   gate_up_swiglu,
+  proj_residual_norm,
   count
 };
 constexpr int kNumFamilies = static_cast<int>(Family::count);
@@ -232,6 +233,24 @@ struct GateUpSwigluArgs {
   int m, inter, k;
 };
 
+// A projection followed by the residual add + RMSNorm it feeds (o_proj then
+// attn_residual + mlp_norm; down_proj then mlp_residual + the next layer's
+// attn_norm): y = a @ w^T (rounded to act), then add_rmsnorm (x += y, out =
+// rmsnorm(x) * norm_weight). The definition is gemm into `y` followed by
+// add_rmsnorm; the CPU reference runs exactly those two. `y` is the
+// definition's intermediate, written by every variant (the fused kernel's
+// blocks write their rows of it and the last block to finish reads them back).
+struct ProjResidualNormArgs {
+  const void* a;            // act [m, k]
+  const void* w;            // bf16 [hidden, k]
+  void* y;                  // act [m, hidden] scratch: the projection
+  void* x;                  // act [m, hidden], the residual stream, updated in place
+  const void* norm_weight;  // bf16 [hidden]
+  void* out;                // act [m, hidden]: rmsnorm(x) * norm_weight
+  int m, hidden, k;
+  float eps;
+};
+
 struct ArgmaxArgs {
   const float* logits;  // [b, vocab]
   int32_t* out;         // [b] device (cuda) / host (cpu)
@@ -274,6 +293,7 @@ LANTERN_FAMILY_ARGS(sample, SampleArgs);
 LANTERN_FAMILY_ARGS(add_rmsnorm, AddRmsnormArgs);
 LANTERN_FAMILY_ARGS(rope_kv_write, RopeKvWriteArgs);
 LANTERN_FAMILY_ARGS(gate_up_swiglu, GateUpSwigluArgs);
+LANTERN_FAMILY_ARGS(proj_residual_norm, ProjResidualNormArgs);
 #undef LANTERN_FAMILY_ARGS
 
 // Upper bounds the engine sizes the shared device workspace from (once, at

@@ -5,6 +5,7 @@
 //   add_rmsnorm   = residual (x += y), then rmsnorm (x -> out)
 //   rope_kv_write = copy q rows to q_out, rope (q_out, k in qkv), kv_write (k, v)
 //   gate_up_swiglu = gemm (a @ [w_gate; w_up]^T into gate_up), swiglu (stride 2 inter)
+//   proj_residual_norm = gemm (a @ w^T into y), add_rmsnorm (x += y, out = rmsnorm(x))
 #include <cstring>
 
 #include "kernels/base/errors.h"
@@ -48,6 +49,11 @@ void gate_up_swiglu_cpu(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   launch(reference(Family::swiglu), SwigluArgs{gate, gate + a.inter, a.out, a.m, a.inter, 2 * a.inter}, ctx);
 }
 
+void proj_residual_norm_cpu(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  launch(reference(Family::gemm), GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
+  add_rmsnorm_cpu(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
+}
+
 }  // namespace
 
 void register_fused_cpu(Registry& r) {
@@ -59,6 +65,9 @@ void register_fused_cpu(Registry& r) {
   r.add(make_entry<GateUpSwigluArgs, gate_up_swiglu_cpu, gate_up_swiglu_cost<4>>(
       0, "cpu_ref", Backend::cpu,
       "CPU fp32 reference: the gemm reference into the [m, 2 inter] scratch, then the swiglu reference"));
+  r.add(make_entry<ProjResidualNormArgs, proj_residual_norm_cpu, proj_residual_norm_cost<4>>(
+      0, "cpu_ref", Backend::cpu,
+      "CPU fp32 reference: the gemm reference into y, then the add_rmsnorm reference (residual, rmsnorm)"));
 }
 
 }  // namespace lantern::kernels

@@ -97,7 +97,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
     o[j] = __float2bfloat16(__bfloat162float(xr[j]) * inv_rms * __bfloat162float(weight[j]));
 }
 
-void add_rmsnorm_warp_vec_pdl(const AddRmsnormArgs& a, const LaunchCtx& ctx) {
+}  // namespace
+
+void add_rmsnorm_launch(const AddRmsnormArgs& a, const LaunchCtx& ctx) {
   LANTERN_CHECK(a.n >= 0 && a.hidden > 0, "add_rmsnorm.warp_vec_pdl: bad shape n=%d hidden=%d", a.n,
                 a.hidden);
   LANTERN_CHECK(a.out != a.x && a.out != a.y, "add_rmsnorm.warp_vec_pdl: out must not alias x or y");
@@ -125,10 +127,8 @@ void add_rmsnorm_warp_vec_pdl(const AddRmsnormArgs& a, const LaunchCtx& ctx) {
   CUDA_CHECK_LAST("add_rmsnorm kernel");
 }
 
-}  // namespace
-
 void register_add_rmsnorm_cuda(Registry& r) {
-  r.add(make_entry<AddRmsnormArgs, add_rmsnorm_warp_vec_pdl, add_rmsnorm_cost<2>>(
+  r.add(make_entry<AddRmsnormArgs, add_rmsnorm_launch, add_rmsnorm_cost<2>>(
       1, "warp_vec_pdl", Backend::cuda,
       "x += y and rmsnorm in one pass: one warp per row, x, y and the weight loaded together, the "
       "rounded sum kept in registers for the norm; PDL",

@@ -418,6 +418,20 @@ void decode_auto_early(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_pipe<false, true>(a, ctx);
 }
 
+// Variant 10: variant 8 with the crossover measured where variant 8 never was
+// (session 8, H200, `lantern bench --batch 12,...,256 --prompt-len 128
+// --decode-steps 96`, two processes each): 6 against 5 was 1.710-1.715 vs
+// 1.191-1.195 ms per step at b = 12 and 1.712-1.715 vs 1.191-1.207 at b = 16
+// (+43 %), equal within 1 % at 24 and 32, and faster from 48 rows (1.451-1.455
+// vs 1.459-1.466; at 64 1.518-1.560 vs 1.587-1.596; at 256 2.202-2.227 vs
+// 2.294-2.363). Graph buckets are powers of two, so in graphs this is 5 up to
+// 32 rows and 6 from 64.
+constexpr int kAutoPipeFromMeasured = 48;
+void decode_auto_measured(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (a.b < kAutoPipeFromMeasured) return decode_split_wave(a, ctx);
+  decode_pipe<false>(a, ctx);
+}
+
 }  // namespace
 
 // Both kTestedOnly: 6 measured faster than 5 in bench_kernels and in the engine
@@ -445,6 +459,11 @@ void register_attention_decode_pipe_cuda(Registry& r) {
       "(all but the newest row) before the PDL dependency wait; experimental: not deterministic "
       "in the engine (lantern rerun differs), a race not yet found",
       kTestedOnly, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_auto_measured, attention_decode_cost<2>>(
+      10, "split_k_auto48", Backend::cuda,
+      "split_k_wave below 48 sequences, split_k_pipe from 48 up (variant 8's rule with the crossover "
+      "measured on the H200: the pipe was 43 % slower per step at 12-16 sequences)",
+      kPreferred, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

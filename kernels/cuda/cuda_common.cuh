@@ -3,6 +3,7 @@
 // 16-byte access), warp reductions, alignment tests for the launchers.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -187,12 +188,24 @@ __device__ __forceinline__ void trigger_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// LANTERN_PDL=0 (read once): launch every kernel without programmatic
+// dependent launch (griddepcontrol.wait / launch_dependents are then no-ops):
+// a diagnosis knob for races between overlapping kernels, not a setting.
+inline bool pdl_allowed() {
+  static const bool on = [] {
+    const char* env = std::getenv("LANTERN_PDL");
+    return !(env && env[0] == '0');
+  }();
+  return on;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent
 // launch when `pdl` is set: the kernel must call grid_dependency_wait() before it
 // reads anything an earlier kernel writes (or writes anything one reads).
 template <class... KArgs, class... Args>
 void launch_kernel(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Args&&... args) {
+  pdl = pdl && pdl_allowed();
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;

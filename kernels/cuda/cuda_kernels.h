@@ -26,6 +26,10 @@ void register_rope_kv_write_cuda(Registry& r);
 void register_sample_cluster_cuda(Registry& r);
 void register_sample_gather_cuda(Registry& r);  // variant 4: sample_gather.cu
 void register_gate_up_swiglu_cuda(Registry& r);
+void register_proj_residual_norm_cuda(Registry& r);
+
+// add_rmsnorm.1's launcher (PDL), which proj_residual_norm's unfused path runs.
+void add_rmsnorm_launch(const AddRmsnormArgs& a, const LaunchCtx& ctx);
 
 // swiglu.1/2's launcher (`pdl`: variant 2), which gate_up_swiglu's unfused path runs.
 void swiglu_launch(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl);

@@ -27,4 +27,11 @@ size_t gemm_lt_workspace_bytes(const WorkspaceShape& shape);
 // the caller then runs the unfused path. a.m must be > 0.
 bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
 
+// proj_residual_norm.2 (gemm_skinny.cu): variant 5's GEMV into y with the
+// residual + RMSNorm tail in its last block, PDL-launched. Returns false
+// (launches nothing) when the GEMV or the tail does not fit (m > 16,
+// k % 32 != 0, hidden > 2048 or % 8 != 0, unaligned pointers); the caller
+// then runs the unfused path. a.m must be > 0.
+bool proj_residual_norm_skinny_launch(const ProjResidualNormArgs& a, const LaunchCtx& ctx);
+
 }  // namespace lantern::kernels

@@ -37,6 +37,18 @@
 // rows j..j+7 directly. g and u are rounded to bf16 first (what swiglu reads in
 // the unfused path), and each row's fp32 sum is the unfused GEMV's (same k
 // split, same order), so the output is bit-identical when the split count is.
+//
+// proj_residual_norm.2 (gemv_fused) runs it with a residual + RMSNorm tail
+// (SkOut::residual_norm): the blocks that store output rows (every block, or
+// a cluster's rank 0) store y as the plain GEMV does, fence, and count
+// themselves on a device counter; the last of them adds y into the residual
+// stream x and normalises it (add_rmsnorm.1's arithmetic and element order:
+// one warp per row, the lane's 16-byte vectors idx = c * 32 + lane, so the
+// result is bit-identical to gemm.5 + add_rmsnorm.1) and resets the counter.
+// That saves the separate add_rmsnorm launch and its kernel boundary. The
+// counter is one per device: launches of the fused kernel are ordered (each
+// counts only after griddepcontrol.wait, i.e. after its predecessor grid --
+// and so every earlier kernel of the PDL chain -- completed).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -57,8 +69,87 @@ constexpr int kSkMaxSplits = 8;      // blocks per cluster (portable cluster siz
 constexpr int kSkDefaultSplits = 2;  // measured: larger clusters cost more than they add
 
 // What the epilogue writes: c as bf16 or fp32 [m, n], or (swiglu) silu(g) * u
-// as bf16 [m, n] where w holds 2n rows, gate rows then up rows.
-enum class SkOut { bf16, f32, swiglu };
+// as bf16 [m, n] where w holds 2n rows, gate rows then up rows, or
+// (residual_norm) c as bf16 and then, in the last block, x += c and
+// out = rmsnorm(x) * norm_weight.
+enum class SkOut { bf16, f32, swiglu, residual_norm };
+
+// The residual_norm tail's operands (unused by the other outputs).
+struct SkTail {
+  bf16* x;                  // [m, n] residual stream, updated in place
+  const bf16* norm_weight;  // [n]
+  bf16* out;                // [m, n]
+  float eps;
+};
+
+constexpr int kTailVecs = 8;  // 16-byte vectors per lane: rows up to 8 * 32 * 8 = 2048 wide
+__device__ unsigned int g_tail_arrivals;  // storing blocks of the running launch that are done
+
+// One row of the tail: x += y (rounded), out = rmsnorm(x) * weight, with
+// add_rmsnorm.1's lane layout and order (its add_rmsnorm_reg_kernel<8>). All
+// loads go out together; y is read through L2 (other blocks wrote it).
+__device__ __forceinline__ void tail_row(const SkTail& t, const bf16* y, int row, int hidden, int lane) {
+  const int vecs = hidden / 8;
+  uint4* xr = reinterpret_cast<uint4*>(t.x + size_t(row) * hidden);
+  const uint4* yr = reinterpret_cast<const uint4*>(y + size_t(row) * hidden);
+  const uint4* wr = reinterpret_cast<const uint4*>(t.norm_weight);
+  uint4 xv[kTailVecs], yv[kTailVecs], wv[kTailVecs];
+#pragma unroll
+  for (int c = 0; c < kTailVecs; ++c) {
+    const int idx = c * kWarp + lane;
+    xv[c] = yv[c] = wv[c] = make_uint4(0, 0, 0, 0);
+    if (idx < vecs) {
+      xv[c] = xr[idx];
+      yv[c] = __ldcg(yr + idx);
+      wv[c] = __ldg(wr + idx);
+    }
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kTailVecs; ++c) {
+    float v[8], b[8];
+    unpack8(xv[c], v);
+    unpack8(yv[c], b);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] += b[e];
+    xv[c] = pack8(v);   // the residual stream, rounded as residual.* rounds it
+    unpack8(xv[c], v);  // ... and the norm reads the rounded values
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
+    const int idx = c * kWarp + lane;
+    if (idx < vecs) xr[idx] = xv[c];
+  }
+  ss = warp_sum(ss);
+  const float inv_rms = 1.0f / sqrtf(ss / hidden + t.eps);
+  uint4* o = reinterpret_cast<uint4*>(t.out + size_t(row) * hidden);
+#pragma unroll
+  for (int c = 0; c < kTailVecs; ++c) {
+    const int idx = c * kWarp + lane;
+    if (idx < vecs) {
+      float v[8], wf[8];
+      unpack8(xv[c], v);
+      unpack8(wv[c], wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = v[e] * inv_rms * wf[e];
+      o[idx] = pack8(v);
+    }
+  }
+}
+
+// Called by every thread of a block that stored rows of y: the last of the
+// `storers` such blocks runs the tail over all m rows (one warp per row).
+__device__ void residual_norm_tail(const SkTail& t, const bf16* y, int m, int hidden, int storers) {
+  __shared__ bool last;
+  __threadfence();  // this thread's y stores are visible device-wide before the block counts
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&g_tail_arrivals, 1u) == unsigned(storers - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // order the reads of y after the other blocks' counted stores
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int row = warp; row < m; row += kSkWarps) tail_row(t, y, row, hidden, lane);
+  if (threadIdx.x == 0) g_tail_arrivals = 0;  // ready for the next launch (graph replays too)
+}
 
 // NT mma n-tiles (batch rows 8 * NT); U chunks of 32 k per register group.
 // kSingle: the launcher guarantees every warp has at most U chunks, so all of a
@@ -68,7 +159,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     gemv_skinny_kernel(const bf16* __restrict__ a,  // [m, k]
                        const bf16* __restrict__ w,  // [n, k] ([2n, k] for swiglu)
                        void* __restrict__ c,        // [m, n]
-                       int m, int n, int k, int splits) {
+                       int m, int n, int k, int splits, SkTail tail) {
   __shared__ float4 partial[kSkWarps][kWarp][NT];
   __shared__ float tile_sum[kSkRows][8 * NT];  // this block's partial tile (split-k)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -201,8 +292,10 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
         static_cast<bf16*>(c)[size_t(batch) * n + row] = __float2bfloat16(v);
     }
   };
+  constexpr bool kTail = kOut == SkOut::residual_norm;
   if (splits == 1) {
     if (has_item) store(sum);
+    if constexpr (kTail) residual_norm_tail(tail, static_cast<const bf16*>(c), m, n, gridDim.x);
     return;
   }
   // Split-k: rank 0 of the cluster adds the other blocks' tiles (in rank order:
@@ -216,6 +309,10 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
       total += cluster.map_shared_rank(&tile_sum[0][0], rank)[row_in_tile * 8 * NT + batch];
     store(total);
   }
+  if constexpr (kTail) {
+    if (cluster.block_rank() == 0)
+      residual_norm_tail(tail, static_cast<const bf16*>(c), m, n, gridDim.x / splits);
+  }
   cluster.sync();  // no block exits while rank 0 may still read its shared memory
 }
 
@@ -226,6 +323,7 @@ struct SkinnyCall {
   void* c;
   int m, n, k;  // n: output columns
   SkOut out;
+  SkTail tail = {};  // residual_norm only
 };
 
 template <int NT, int U, bool kSingle>
@@ -237,7 +335,7 @@ void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int spl
   cfg.stream = ctx.stream;
   cudaLaunchAttribute attrs[2];
   int n_attrs = 0;
-  if (pdl) {
+  if (pdl && pdl_allowed()) {
     attrs[n_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n_attrs].val.programmaticStreamSerializationAllowed = 1;
     ++n_attrs;
@@ -252,12 +350,13 @@ void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int spl
   cfg.attrs = attrs;
   cfg.numAttrs = n_attrs;
   auto go = [&](auto kernel) {
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, s.a, s.w, s.c, s.m, s.n, s.k, splits));
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail));
   };
   switch (s.out) {
     case SkOut::bf16: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::bf16>); break;
     case SkOut::f32: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::f32>); break;
     case SkOut::swiglu: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::swiglu>); break;
+    case SkOut::residual_norm: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::residual_norm>); break;
   }
   CUDA_CHECK_LAST("gemv_skinny_kernel");
 }
@@ -337,6 +436,19 @@ bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ct
   const SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.out, a.m, a.inter, a.k,
                      SkOut::swiglu};
   skinny_dispatch(s, 2 * a.inter, ctx, /*pdl=*/true);
+  return true;
+}
+
+bool proj_residual_norm_skinny_launch(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  const int vecs = a.hidden / 8;
+  const bool tail_fits = a.hidden % 8 == 0 && vecs <= kTailVecs * kWarp && aligned(a.x, 16) &&
+                         aligned(a.y, 16) && aligned(a.norm_weight, 16) && aligned(a.out, 16);
+  if (!tail_fits || !skinny_fits(a.a, a.w, a.m, a.k)) return false;
+  SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.y, a.m, a.hidden, a.k,
+               SkOut::residual_norm};
+  s.tail = SkTail{static_cast<bf16*>(a.x), static_cast<const bf16*>(a.norm_weight), static_cast<bf16*>(a.out),
+                  a.eps};
+  skinny_dispatch(s, a.hidden, ctx, /*pdl=*/true);
   return true;
 }
 

@@ -22,6 +22,7 @@ void register_cuda_kernels(Registry& r) {
   register_rope_kv_write_cuda(r);
   register_sample_cluster_cuda(r);
   register_gate_up_swiglu_cuda(r);
+  register_proj_residual_norm_cuda(r);
   register_sample_gather_cuda(r);
 }
 

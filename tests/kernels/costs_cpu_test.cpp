@@ -99,5 +99,14 @@ TEST(CostsCpu, GateUpSwigluCountsTheFusedTraffic) {
   EXPECT_EQ(c.flops, 2.0 * 2 * 20 * 32 + 4.0 * 2 * 10);
 }
 
+// proj_residual_norm: a and the weight once, y written, then add_rmsnorm's
+// traffic (x, y read; x, out written; the norm weight); GEMM + add_rmsnorm FLOPs.
+TEST(CostsCpu, ProjResidualNormCountsTheProjectionAndTheNorm) {
+  ProjResidualNormArgs p{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 2, 10, 32, 1e-5f};
+  const Cost c = cpu_cost(Family::proj_residual_norm, &p);
+  EXPECT_EQ(c.bytes, 2.0 * 32 * 4 + 10.0 * 32 * 2 + 20.0 * 4 + 20.0 * 4 * 4 + 10.0 * 2);
+  EXPECT_EQ(c.flops, 2.0 * 20 * 32 + 20.0 * 5 + 2);
+}
+
 }  // namespace
 }  // namespace lantern::kernels

@@ -1,0 +1,70 @@
+// proj_residual_norm: a projection and the residual add + RMSNorm it feeds as
+// one op (o_proj + attn_residual_norm, down_proj + mlp_residual_norm).
+//
+// Variant 1 (unfused): the definition on the GPU -- gemm.6's path (the
+//   split-k tensor-core GEMV for m <= 16, planned cuBLASLt above) into y,
+//   then add_rmsnorm.1; both PDL. Exactly the fused op table's two ops before
+//   this family existed, kept so `--kernels proj_residual_norm=1` swaps the
+//   old path back. (Like gate_up_swiglu, the family runs its own launcher,
+//   whatever `--kernels gemm=` says; its prepare hook plans gemm.6's shapes.)
+// Variant 2 (gemv_fused): for m <= 16 and hidden <= 2048 one launch of the
+//   skinny GEMV whose last block to finish runs the residual add + RMSNorm
+//   (gemm_skinny.cu, SkOut::residual_norm): one launch and one kernel
+//   boundary fewer per projection, bit-identical to variant 1. Other shapes:
+//   variant 1.
+#include "kernels/base/errors.h"
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_cuda.h"
+
+namespace lantern::kernels {
+namespace {
+
+void check_shape(const ProjResidualNormArgs& a, const char* who) {
+  LANTERN_CHECK(a.m >= 0 && a.hidden > 0 && a.k > 0, "%s: bad shape m=%d hidden=%d k=%d", who, a.m, a.hidden,
+                a.k);
+  LANTERN_CHECK(a.y != nullptr && a.out != a.x && a.out != a.y && a.y != a.x,
+                "%s: y, x and out must be three distinct buffers", who);
+}
+
+void proj_residual_norm_unfused(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "proj_residual_norm.unfused");
+  if (a.m == 0) return;
+  const GemmArgs g{a.a, a.w, a.y, a.m, a.hidden, a.k};
+  if (gemm_skinny_fits(g))
+    gemm_skinny_launch(g, ctx, /*pdl=*/true);
+  else
+    gemm_lt_launch(g, ctx);
+  add_rmsnorm_launch(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
+}
+
+void proj_residual_norm_fused(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "proj_residual_norm.gemv_fused");
+  if (a.m == 0) return;
+  if (!proj_residual_norm_skinny_launch(a, ctx)) proj_residual_norm_unfused(a, ctx);
+}
+
+// Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
+void proj_residual_norm_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  const GemmArgs g{a.a, a.w, a.y, a.m, a.hidden, a.k};
+  if (a.m > 0 && !gemm_skinny_fits(g)) gemm_lt_prepare(g, ctx);
+}
+
+}  // namespace
+
+void register_proj_residual_norm_cuda(Registry& r) {
+  r.add(make_entry<ProjResidualNormArgs, proj_residual_norm_unfused, proj_residual_norm_cost<2>>(
+      1, "unfused", Backend::cuda,
+      "the definition on the GPU: gemm.6's path (GEMV for m <= 16, planned cuBLASLt above) into y, then "
+      "add_rmsnorm.1; both PDL",
+      kPreferred, gemm_lt_workspace_bytes));
+  r.add(make_entry<ProjResidualNormArgs, proj_residual_norm_fused, proj_residual_norm_cost<2>>(
+      2, "gemv_fused", Backend::cuda,
+      "m <= 16, hidden <= 2048: gemm.5's GEMV whose last block to finish adds y into x and normalises "
+      "(add_rmsnorm.1's arithmetic; one launch); else variant 1",
+      kTestedOnly, gemm_lt_workspace_bytes));
+  for (int v : {1, 2})
+    r.add_prepare(Family::proj_residual_norm, v, make_prepare<ProjResidualNormArgs, proj_residual_norm_prepare>());
+}
+
+}  // namespace lantern::kernels
