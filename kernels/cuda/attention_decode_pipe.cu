@@ -432,6 +432,17 @@ void decode_auto_measured(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_pipe<false>(a, ctx);
 }
 
+// Variant 11: variant 10 whose register kernel (below 48 rows) is variant 9's
+// early-load form when every row is its sequence's only row. From 48 rows it
+// runs variant 10's (and 6's) wait-first pipe: the early pipe measured slower
+// there (session 8, H200, prompt 128 x 128 decode steps, two rounds each: b = 256
+// 2.415 / 2.413 ms with the early pipe vs 2.323 / 2.376 with variant 10; b = 1
+// 0.987 / 0.976 vs 1.012 / 1.005 with the early register kernel).
+void decode_auto_early_measured(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (a.b >= kAutoPipeFromMeasured || !a.one_row_per_seq) return decode_auto_measured(a, ctx);
+  decode_split_early(a, ctx);
+}
+
 }  // namespace
 
 // Both kTestedOnly: 6 measured faster than 5 in bench_kernels and in the engine
@@ -456,13 +467,19 @@ void register_attention_decode_pipe_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_auto_early, attention_decode_cost<2>>(
       9, "split_k_early", Backend::cuda,
       "split_k_auto whose kernels load the step metadata, block-table entries and first K/V rows "
-      "(all but the newest row) before the PDL dependency wait; experimental: not deterministic "
-      "in the engine (lantern rerun differs), a race not yet found",
+      "(all but the newest row) before the PDL dependency wait (the rerun differences once blamed "
+      "on it were GEMM plans re-timed by lantern rerun, fixed in session 8)",
       kTestedOnly, decode_split_workspace));
   r.add(make_entry<AttentionDecodeArgs, decode_auto_measured, attention_decode_cost<2>>(
       10, "split_k_auto48", Backend::cuda,
       "split_k_wave below 48 sequences, split_k_pipe from 48 up (variant 8's rule with the crossover "
       "measured on the H200: the pipe was 43 % slower per step at 12-16 sequences)",
+      kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_auto_early_measured, attention_decode_cost<2>>(
+      11, "split_k_early48", Backend::cuda,
+      "split_k_auto48 whose register kernel (below 48 rows) is split_k_early's: step metadata, "
+      "block-table entries and the first K/V rows (all but the newest) loaded before the PDL "
+      "wait, when each row is its sequence's only one",
       kPreferred, decode_split_workspace));
 }
 

@@ -417,11 +417,17 @@ PlanKey key_of(const GemmArgs& g, const LaunchCtx& ctx) {
 }
 
 // The plan for g's shape: made now (timed) when missing or untimed outside a
-// capture; inside one, the untimed heuristic pick when missing.
+// capture; inside one, the untimed heuristic pick when missing. A pinned plan
+// (`lantern rerun`: the recorded run's choice) is as final as a timed one: the
+// run it came from used its timed plan for every m of the bucket, so the rerun
+// must too -- re-making it at another m re-timed the candidates whenever the
+// pinned configuration was not among that m's heuristic candidates, and the
+// rerun could then launch another kernel than the run (different rounding,
+// flipped near-tie tokens in `lantern rerun --check`).
 std::optional<Plan> plan_for(const GemmArgs& g, const LaunchCtx& ctx, const PlanKey& key) {
   Planner& planner = Planner::get();
   std::optional<Plan> plan = planner.find(key);
-  if (plan && plan->record.timed) return plan;
+  if (plan && (plan->record.timed || plan->record.pinned)) return plan;
   const bool in_capture = capturing(ctx.stream);
   if (plan && in_capture) return plan;
   return planner.make(g, ctx, key, !in_capture);

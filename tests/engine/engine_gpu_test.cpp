@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -139,7 +140,8 @@ TEST(EngineGpu, FusedAndUnfusedOpTablesAgree) {
   }
 }
 
-// The early-load variants -- attention_decode.9 (split_k_early) and
+// The early-load variants -- attention_decode.9 (split_k_early), .11
+// (split_k_early48) and
 // rope_kv_write.2 (vec_early) -- read what no earlier kernel writes (step
 // metadata, block-table entries, sin/cos; attention: the K/V rows before the
 // newest) BEFORE their PDL dependency wait, and only the rest after. In
@@ -166,8 +168,12 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
     EXPECT_EQ(run_forced(e, work, rows), work.size());
     return rows;
   };
-  auto early = make("9", "2"), plain = make("5", "1");
-  ASSERT_EQ(early->kernel_set().entry(kernels::Family::attention_decode).variant, 9);
+  // Variant 9 against 5, and 11 (variant 10's crossover, the early kernels)
+  // against 10 (below 48 rows both are variant 5's arithmetic).
+  for (const auto& [early_v, plain_v] : {std::pair<const char*, const char*>{"9", "5"}, {"11", "10"}}) {
+  SCOPED_TRACE(std::string("attention_decode ") + early_v + " vs " + plain_v);
+  auto early = make(early_v, "2"), plain = make(plain_v, "1");
+  ASSERT_EQ(early->kernel_set().entry(kernels::Family::attention_decode).variant, std::atoi(early_v));
   ASSERT_EQ(early->kernel_set().entry(kernels::Family::rope_kv_write).variant, 2);
   const LogitRows a = run(*early), b = run(*plain);
   ASSERT_EQ(a.size(), b.size());
@@ -184,15 +190,16 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
   EngineLimits lim;
   lim.max_batch_tokens = 32;
   lim.logits_rows = 32;
-  auto early_chunked = make("9", "2", lim), plain_chunked = make("5", "1", lim);
+  auto early_chunked = make(early_v, "2", lim), plain_chunked = make(plain_v, "1", lim);
   const std::vector<int32_t> ids = test::random_token_ids(100);
   const auto sa = test::score_positions(*early_chunked, ids, 70), sb = test::score_positions(*plain_chunked, ids, 70);
   ASSERT_EQ(sa.size(), sb.size());
   size_t chunked_differ = 0;
   for (size_t p = 0; p < sa.size(); ++p) chunked_differ += sa[p] != sb[p];
   EXPECT_EQ(chunked_differ, 0u) << "of " << sa.size() << " scored positions (chunked prompt, score mode)";
-  std::printf("[engine-gpu] attention_decode 9 + rope_kv_write 2 vs 5 + 1 in graphs: %zu of %zu positions differ\n",
-              differ, b.size());
+  std::printf("[engine-gpu] attention_decode %s + rope_kv_write 2 vs %s + 1 in graphs: %zu of %zu positions differ\n",
+              early_v, plain_v, differ, b.size());
+  }
 }
 
 // gemm.6 (cuBLASLt with per-shape measured algorithms above m = 16) against
