@@ -8,11 +8,7 @@
 #   LANTERN=... MODEL=models/llama-3.2-1b ROUNDS=4 bash scripts/gpu-determinism.sh OUT_DIR
 set -u
 cd "$(dirname "$0")/.."
-L=${LANTERN:-build/default/bin/lantern}
-M=${MODEL:-models/llama-3.2-1b}
-LOGS=$1
-mkdir -p "$LOGS"
-source scripts/gpu-step.sh
+source scripts/lib/gpu-bins.sh "$1"
 SETS=${SETS:-"kernels.fusion=on|kernels.proj_residual_norm=2|kernels.proj_residual_norm=2,cuda_graphs=false|kernels.proj_residual_norm=2,limits.max_seqs=16,limits.max_batch_tokens=2048|kernels.attention_decode=9"}
 IFS='|' read -ra SET_LIST <<<"$SETS"
 for set in "${SET_LIST[@]}"; do

@@ -9,12 +9,7 @@
 #   LANTERN=... TESTS=... MODEL=models/llama-3.2-1b ROUNDS=2 bash scripts/gpu-early.sh OUT_DIR
 set -u
 cd "$(dirname "$0")/.."
-L=${LANTERN:-build/default/bin/lantern}
-T=${TESTS:-build/default/tests/lantern_gpu_tests}
-M=${MODEL:-models/llama-3.2-1b}
-LOGS=$1
-mkdir -p "$LOGS"
-source scripts/gpu-step.sh
+source scripts/lib/gpu-bins.sh "$1"
 step tests 240 "$T" --gtest_filter='AttentionDecodeGpu.*:RopeKvWriteGpu.*:EngineGpu.EarlyLoad*'
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|engine-gpu\] attention" "$LOGS/tests.log" | head -20
 SETS=${SETS:-"attention_decode=8,rope_kv_write=1 attention_decode=9,rope_kv_write=1 attention_decode=9,rope_kv_write=2"}

@@ -7,12 +7,7 @@
 #   LANTERN=... TESTS=... MODEL=models/llama-3.2-1b ROUNDS=2 bash scripts/gpu-fuse2.sh OUT_DIR
 set -u
 cd "$(dirname "$0")/.."
-L=${LANTERN:-build/default/bin/lantern}
-T=${TESTS:-build/default/tests/lantern_gpu_tests}
-M=${MODEL:-models/llama-3.2-1b}
-LOGS=$1
-mkdir -p "$LOGS"
-source scripts/gpu-step.sh
+source scripts/lib/gpu-bins.sh "$1"
 step tests_kernels 120 "$T" --gtest_filter='ProjResidualNormGpu.*:AddRmsnormGpu.*:GateUpSwigluGpu.*:GemmGpu.DecodeShapes:GemmGpu.EdgeTailsAndFallbacks:GemmGpu.ChainedLaunchesSeeTheirInputs'
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure|Which is|proj_residual_norm\] .*m=(1|16) " "$LOGS/tests_kernels.log" | head -30
 for round in $(seq 1 "${ROUNDS:-2}"); do

@@ -6,13 +6,8 @@
 #   LANTERN=... TESTS=... MODEL=models/llama-3.2-1b ROUNDS=2 bash scripts/gpu-rerun-check.sh OUT_DIR K...
 set -u
 cd "$(dirname "$0")/.."
-L=${LANTERN:-build/default/bin/lantern}
-T=${TESTS:-build/default/tests/lantern_gpu_tests}
-M=${MODEL:-models/llama-3.2-1b}
-LOGS=$1
+source scripts/lib/gpu-bins.sh "$1"
 shift
-mkdir -p "$LOGS"
-source scripts/gpu-step.sh
 for k in "$@"; do
   for round in $(seq 1 "${ROUNDS:-2}"); do
     d="$LOGS/run_${k//[=,]/_}_$round"

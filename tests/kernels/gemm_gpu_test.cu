@@ -146,6 +146,15 @@ TEST(GemmGpu, PlannedLtTakesAPinnedPlan) {
   EXPECT_TRUE(got->pinned) << "the pinned configuration was not among the candidates: " << got->describe();
   EXPECT_TRUE(got->config() == timed->config()) << got->describe() << " vs " << timed->describe();
   EXPECT_EQ(got->us, timed->us) << "a pinned plan keeps the recorded time";
+  // A pinned plan is final for its whole bucket, as a timed one is: another m
+  // of the bucket (40, bucket 64 as 48) launches it again instead of re-timing
+  // the candidates (session 8: `lantern rerun` launched other kernels than the
+  // run it repeated, flipping near-tie tokens).
+  check_gemm({40, n_pinned, k, false}, random_bf16_bits_fast(size_t(n_pinned) * k), {&e});
+  const std::optional<GemmPlan> again = plan_of(40, n_pinned, k, false);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->pinned && again->config() == timed->config()) << again->describe();
+  EXPECT_EQ(again->m_timed, got->m_timed) << "the bucket's plan was re-made at m = 40";
 }
 
 // A shape first launched inside a graph capture takes the heuristic's pick,
