@@ -30,11 +30,7 @@ void gate_up_swiglu_unfused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "gate_up_swiglu.unfused");
   if (a.m == 0) return;
   LANTERN_CHECK(a.gate_up != nullptr, "gate_up_swiglu.unfused: needs the [m, 2 inter] scratch");
-  const GemmArgs g{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k};
-  if (gemm_skinny_fits(g))
-    gemm_skinny_launch(g, ctx, /*pdl=*/true);
-  else
-    gemm_lt_launch(g, ctx);
+  gemm_lt_planned(GemmArgs{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k}, ctx);
   const auto* gate = static_cast<const cuda_detail::bf16*>(a.gate_up);
   swiglu_launch(SwigluArgs{gate, gate + a.inter, a.out, a.m, a.inter, 2 * a.inter}, ctx, /*pdl=*/true);
 }
@@ -47,8 +43,7 @@ void gate_up_swiglu_fused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
 
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void gate_up_swiglu_prepare(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
-  const GemmArgs g{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k};
-  if (a.m > 0 && !gemm_skinny_fits(g)) gemm_lt_prepare(g, ctx);
+  gemm_lt_planned_prepare(GemmArgs{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k}, ctx);
 }
 
 }  // namespace

@@ -254,6 +254,8 @@ void gemm_gemv_pdl(const GemmArgs& a, const LaunchCtx& ctx) {
   gemm_skinny_launch(a, ctx, true);
 }
 
+}  // namespace
+
 // ------------------------------------------------------------------ variant 6
 // Variant 5's GEMV where it serves (m <= 16), planned cuBLASLt (gemm_lt.cpp)
 // everywhere else.
@@ -265,8 +267,6 @@ void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
   if (a.m > 0 && gemm_skinny_fits(a)) return;  // the GEMV has nothing to plan
   gemm_lt_prepare(a, ctx);
 }
-
-}  // namespace
 
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {
   gemm_cublas(a, ctx);

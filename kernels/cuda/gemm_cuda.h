@@ -21,6 +21,12 @@ void gemm_lt_launch(const GemmArgs& a, const LaunchCtx& ctx);
 void gemm_lt_prepare(const GemmArgs& a, const LaunchCtx& ctx);
 size_t gemm_lt_workspace_bytes(const WorkspaceShape& shape);
 
+// Variant 6 itself (gemm.cu): the GEMV where it fits, planned cuBLASLt
+// elsewhere, and its prepare hook -- what the fused families' unfused paths
+// run for their GEMM.
+void gemm_lt_planned(const GemmArgs& a, const LaunchCtx& ctx);
+void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
+
 // gate_up_swiglu.2 (gemm_skinny.cu): variant 5's GEMV over the fused gate/up
 // weight with the SwiGLU epilogue, PDL-launched. Returns false (launches
 // nothing) when the shape does not fit (m > 16, k % 32 != 0, unaligned a / w);

@@ -30,11 +30,7 @@ void check_shape(const ProjResidualNormArgs& a, const char* who) {
 void proj_residual_norm_unfused(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "proj_residual_norm.unfused");
   if (a.m == 0) return;
-  const GemmArgs g{a.a, a.w, a.y, a.m, a.hidden, a.k};
-  if (gemm_skinny_fits(g))
-    gemm_skinny_launch(g, ctx, /*pdl=*/true);
-  else
-    gemm_lt_launch(g, ctx);
+  gemm_lt_planned(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
   add_rmsnorm_launch(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
 }
 
@@ -46,8 +42,7 @@ void proj_residual_norm_fused(const ProjResidualNormArgs& a, const LaunchCtx& ct
 
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void proj_residual_norm_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
-  const GemmArgs g{a.a, a.w, a.y, a.m, a.hidden, a.k};
-  if (a.m > 0 && !gemm_skinny_fits(g)) gemm_lt_prepare(g, ctx);
+  gemm_lt_planned_prepare(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
 }
 
 }  // namespace
