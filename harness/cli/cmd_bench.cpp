@@ -186,8 +186,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
     std::printf("lantern bench: %s, %d decode steps (%s, %s); copy %.0f GB/s, GEMM %.0f TFLOP/s measured\n",
                 le.model_dir.c_str(), steps, cuda ? "cuda" : "cpu", sampling_label(sampling).c_str(), bw_gbs,
                 roof.gemm_tflop_per_s);
-    std::printf("%6s %7s | %11s %11s %6s | %10s %10s %6s %11s\n", "batch", "prompt", "prefill ms",
-                "floor ms", "roof%", "step ms", "floor ms", "roof%", "tokens/s");
+    std::printf("%6s %7s | %11s %11s %6s | %10s %10s %6s %11s | %8s %8s\n", "batch", "prompt", "prefill ms",
+                "floor ms", "roof%", "step ms", "floor ms", "roof%", "tokens/s", "host ms", "run ms");
   }
   for (int batch : batches)
     for (int prompt_len : prompts) {
@@ -195,10 +195,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
       const Point pt = measure(batch, prompt_len);
       points.push_back(pt);
       if (!sweep) continue;
-      std::printf("%6d %7d | %11.3f %11.3f %5.1f%% | %10.3f %10.3f %5.1f%% %11.1f\n", batch, prompt_len,
+      std::printf("%6d %7d | %11.3f %11.3f %5.1f%% | %10.3f %10.3f %5.1f%% %11.1f | %8.3f %8.3f\n", batch, prompt_len,
                   pt.prefill_ms, pt.prefill_floor_ms, pt.prefill_ms > 0 ? 100 * pt.prefill_floor_ms / pt.prefill_ms : 0,
                   pt.step_ms, pt.decode_floor_ms, pt.step_ms > 0 ? 100 * pt.decode_floor_ms / pt.step_ms : 0,
-                  batch / (pt.step_ms / 1e3));
+                  batch / (pt.step_ms / 1e3), pt.host_ms, pt.model_ms);
     }
   const Point& pt = points.front();
   const double tok_s = pt.batch / (pt.step_ms / 1e3);
@@ -238,7 +238,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
       for (const Point& q : points)
         rows.push_back({{"batch", q.batch}, {"prompt_len", q.prompt_len}, {"prefill_ms", q.prefill_ms},
                         {"prefill_floor_ms", q.prefill_floor_ms}, {"decode_step_ms", q.step_ms},
-                        {"decode_floor_ms", q.decode_floor_ms}});
+                        {"decode_floor_ms", q.decode_floor_ms}, {"decode_host_ms", q.host_ms},
+                        {"decode_model_run_ms", q.model_ms}});
       j["points"] = rows;
     }
     std::ofstream(*path) << j.dump(2) << "\n";

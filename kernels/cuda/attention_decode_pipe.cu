@@ -33,170 +33,18 @@
 // different blocks fetch at different times. H is the largest that still gives
 // >= 3/4 of the SMs a block (b = 1 at 32 k: H = 4); H * group <= 32.
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/costs.h"
-#include "kernels/cuda/attention_decode_split.cuh"
+#include "kernels/cuda/attention_decode_pipe.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 
-constexpr int kWarpKeys = 16;  // keys per warp and tile: the k extent of one p.v mma
-constexpr int kRows = 16;       // q heads of a group, padded to the mma's rows
-constexpr int kBlockRows = 32;  // q heads of a block (H kv heads x group) in the merge buffers
-constexpr int kTableCap = 512;  // block-table entries of one split held in shared memory
-constexpr int kStages = 3;
-
 // Own counters (a second array: variant 3-5's live in attention_decode.cu).
 __device__ unsigned g_pipe_counters[kMaxSplitCounters];
-
-// A block of W warps serves H adjacent kv heads (their K/V rows are adjacent
-// in the cache: H * HD contiguous elements per key); warp w takes kv head
-// w % H and the w / H-th 16 keys of each tile.
-template <int HD, int H, int W>
-struct PipeShape {
-  static constexpr int kThreads = W * kWarp;
-  static constexpr int kKeyGroups = W / H;  // warps per kv head
-  static constexpr int kTileKeys = kKeyGroups * kWarpKeys;
-  // Shared-memory row of one key (elements): 16 bytes of padding make the 8
-  // rows an ldmatrix reads fall into distinct banks.
-  static constexpr int kStride = H * HD + 8;
-  static constexpr size_t kTileBytes = size_t(2) * kTileKeys * kStride * sizeof(bf16);  // K and V
-  static constexpr size_t kSmem = kStages * kTileBytes + kTableCap * sizeof(int);
-  // The warps' merge buffer reuses the stages once the loop is done.
-  static_assert(size_t(kKeyGroups) * kBlockRows * HD * sizeof(float) <= kStages * kTileBytes);
-  static_assert(W % H == 0);
-};
-
-// One warp's 16 keys of a tile: S = Q K^T, online softmax, O += P V.
-// ok[j * 2 + e]: key 8j + 2 * (lane % 4) + e is valid. m, l, o[..][2h..2h+1]
-// belong to row (lane / 4) + 8h.
-template <int HD, int kStride>
-__device__ __forceinline__ void pipe_warp_tile(const uint32_t (&qa)[HD / 16][4], const bf16* k_s,
-                                               const bf16* v_s, const bool (&ok)[4], float scale_log2,
-                                               float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
-  const int lane = threadIdx.x % kWarp, mtx = lane / 8, r8 = lane % 8;
-  float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    // Matrices: keys 0-7 / 8-15 (mtx >> 1) x dims kk*16 + 0-7 / 8-15 (mtx & 1).
-    uint32_t kb[4];
-    ldmatrix_x4(kb, k_s + ((mtx >> 1) * 8 + r8) * kStride + kk * 16 + (mtx & 1) * 8);
-    mma_bf16_16816(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[0], kb[1]);
-    mma_bf16_16816(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[2], kb[3]);
-  }
-  uint32_t pa[4];  // P as the A operand: rows g / g + 8, keys 2t.. / 2t + 8..
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float x[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) x[k] = ok[k] ? s[k / 2][h * 2 + k % 2] * scale_log2 : -INFINITY;
-    float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-    const float m_new = fmaxf(m[h], mx);
-    const float corr = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
-    const float base = m_new == -INFINITY ? 0.0f : m_new;  // nothing valid yet: p = 0
-    float p[4], psum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      p[k] = __bfloat162float(__float2bfloat16(exp2f(x[k] - base)));
-      psum += p[k];
-    }
-    l[h] = l[h] * corr + psum;
-    m[h] = m_new;
-#pragma unroll
-    for (int nd = 0; nd < HD / 8; ++nd) {
-      o[nd][h * 2] *= corr;
-      o[nd][h * 2 + 1] *= corr;
-    }
-    pa[h] = pack_bf16x2(p[0], p[1]);
-    pa[2 + h] = pack_bf16x2(p[2], p[3]);
-  }
-#pragma unroll
-  for (int nd = 0; nd < HD / 8; nd += 2) {
-    // Transposed matrices: keys 0-7 / 8-15 (mtx & 1) x dims of tile nd / nd + 1 (mtx >> 1).
-    uint32_t vb[4];
-    ldmatrix_x4_trans(vb, v_s + ((mtx & 1) * 8 + r8) * kStride + (nd + (mtx >> 1)) * 8);
-    mma_bf16_16816(o[nd], pa[0], pa[1], pa[2], pa[3], vb[0], vb[1]);
-    mma_bf16_16816(o[nd + 1], pa[0], pa[1], pa[2], pa[3], vb[2], vb[3]);
-  }
-}
-
-// What a block needs to address its split.
-struct PipeSplit {
-  const bf16* head_base;  // pool + first kv head * HD
-  const int* table_s;     // the split's block-table entries, from first_blk
-  int first_blk, begin, end, block_size;
-  size_t row_elems, half_block;
-  __device__ bool key_ok(int t) const { return t < end && table_s[t / block_size - first_blk] >= 0; }
-};
-
-// Issue the cp.async copies of tile `tile` (K and V rows) into stage buffer
-// `k_s` (V follows K); invalid keys are zero-filled. Key `skip_t` is left
-// alone (variant 9: the newest row, stored after the dependency wait).
-template <class S>
-__device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf16* k_s, int skip_t = -1) {
-  constexpr int kChunks = (S::kStride - 8) / 8, kStride = S::kStride, kTileKeys = S::kTileKeys;
-  static_assert(kTileKeys * kChunks % S::kThreads == 0);
-  bf16* v_s = k_s + kTileKeys * kStride;
-#pragma unroll
-  for (int j = 0; j < kTileKeys * kChunks / S::kThreads; ++j) {
-    const int c = threadIdx.x + j * S::kThreads, key = c / kChunks, piece = c % kChunks;
-    const int t = p.begin + tile * kTileKeys + key;
-    if (t == skip_t) continue;
-    const int blk = t < p.end ? p.table_s[t / p.block_size - p.first_blk] : -1;
-    const bool valid = blk >= 0;
-    const bf16* src = valid ? p.head_base + size_t(blk) * 2 * p.half_block +
-                                  size_t(t % p.block_size) * p.row_elems + piece * 8
-                            : p.head_base;
-    cp_async16(k_s + key * kStride + piece * 8, src, valid);
-    cp_async16(v_s + key * kStride + piece * 8, valid ? src + p.half_block : src, valid);
-  }
-}
-
-// Variant 9: key t's K and V rows into its slot of the tile buffer `k_s`
-// with plain loads and shared stores (the block's first threads, one 16-byte
-// piece each); visible to the tile's compute after the loop's barrier.
-template <class S>
-__device__ __forceinline__ void pipe_store_row(const PipeSplit& p, int t, int key, bf16* k_s) {
-  constexpr int kChunks = (S::kStride - 8) / 8;
-  static_assert(kChunks <= S::kThreads);
-  const int piece = threadIdx.x;
-  const int blk = p.table_s[t / p.block_size - p.first_blk];
-  if (piece >= kChunks || blk < 0) return;
-  const bf16* src = p.head_base + size_t(blk) * 2 * p.half_block + size_t(t % p.block_size) * p.row_elems + piece * 8;
-  bf16* v_s = k_s + S::kTileKeys * S::kStride;
-  *reinterpret_cast<uint4*>(k_s + key * S::kStride + piece * 8) = *reinterpret_cast<const uint4*>(src);
-  *reinterpret_cast<uint4*>(v_s + key * S::kStride + piece * 8) = *reinterpret_cast<const uint4*>(src + p.half_block);
-}
-
-// A warp's final state into the merge buffers (rows < group only) as state
-// `state`, rows from row0: the row sums are completed over the quad first.
-template <int HD>
-__device__ __forceinline__ void pipe_store_state(const float (&o)[HD / 8][4], const float (&m)[2], float (&l)[2],
-                                                 int group, int state, int row0, float* sm_m, float* sm_l,
-                                                 float* sm_o) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 1);
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
-    const int row = g + 8 * h;
-    if (row >= group) continue;
-#pragma unroll
-    for (int nd = 0; nd < HD / 8; ++nd) {
-      float* dst = sm_o + (state * kBlockRows + row0 + row) * HD + nd * 8 + 2 * tq;
-      dst[0] = o[nd][h * 2];
-      dst[1] = o[nd][h * 2 + 1];
-    }
-    if (tq == 0) {
-      sm_m[state * kBlockRows + row0 + row] = m[h];
-      sm_l[state * kBlockRows + row0 + row] = l[h];
-    }
-  }
-}
 
 // kEarly (variant 9): the metadata, block-table copy and the first stages'
 // K/V copies are issued before griddepcontrol.wait, all but the newest row
@@ -320,9 +168,21 @@ int pipe_resident_per_sm() {
 // it, capped by max_context (>= 64 keys a split) and the workspace; 0 when a
 // split's block-table entries could exceed kTableCap (the longest split is
 // max(64, ceil(max_context / splits)) keys, one block more when unaligned).
+// LANTERN_PIPE_MAX_SPLITS (>= 1; read once) caps the count: an experiment knob
+// for docs/performance.md's measurements, not a setting.
+int pipe_max_splits() {
+  static const int cap = [] {
+    const char* env = std::getenv("LANTERN_PIPE_MAX_SPLITS");
+    const int v = env ? std::atoi(env) : 0;
+    return v >= 1 ? v : kMaxSplits;
+  }();
+  return cap;
+}
+
 int pipe_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long work, long resident) {
   const int max_context = std::max(a.max_context, 1);
   int splits = std::min(wave_splits(work, resident, ceil_div(2 * resident, work)), max_splits_for(max_context));
+  splits = std::min(splits, pipe_max_splits());
   const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, a.cache.head_dim, 1);
   if (splits > 1) splits = int(std::min<size_t>(splits, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
   splits = std::max(splits, 1);
@@ -353,13 +213,6 @@ bool launch_pipe(const AttentionDecodeArgs& a, const LaunchCtx& ctx, long min_bl
                 a.scale * 1.4426950408889634f);
   CUDA_CHECK_LAST("decode_pipe_kernel");
   return true;
-}
-
-bool pipe_supports(const AttentionDecodeArgs& a) {
-  const int hd = a.cache.head_dim;
-  return (hd == 64 || hd == 128) && a.n_q_heads / a.cache.n_kv_heads <= kRows && a.q_stride % 8 == 0 &&
-         aligned(a.q, 16) && aligned(a.out, 16) && aligned(a.cache.pool, 16) &&
-         long(a.b) * a.cache.n_kv_heads <= kMaxSplitCounters;
 }
 
 // Variant 6: one kv head per block of 4 warps.
@@ -444,6 +297,10 @@ void decode_auto_early_measured(const AttentionDecodeArgs& a, const LaunchCtx& c
 }
 
 }  // namespace
+
+namespace cuda_detail {
+void decode_split_early48(const AttentionDecodeArgs& a, const LaunchCtx& ctx) { decode_auto_early_measured(a, ctx); }
+}  // namespace cuda_detail
 
 // Both kTestedOnly: 6 measured faster than 5 in bench_kernels and in the engine
 // at b = 64/256, but not consistently at b = 1 (docs/performance.md, session 6);

@@ -12,6 +12,7 @@
 // combine's arrival counters must reset).
 #include <algorithm>
 #include <numeric>
+#include <random>
 
 #include "tests/kernels/gpu_test_helpers.cuh"
 
@@ -118,6 +119,29 @@ TEST(AttentionDecodeGpu, PipeTilesHeadDimsAndGroups) {
   check_decode({{63, 64, 65, 127, 1000, 2049}, 32, 8, 128, false, 4096});
   check_decode({{300, 5}, 16, 1, 64, true, 512});
   check_decode({{700, 1}, 8, 8, 64, false, 8192});
+}
+
+// Shapes aimed at variant 12 (batched_ring) from 48 rows: random contexts
+// around its 64-key tiles and 2-tile ring (1 .. 600 keys) at batch 64;
+// head_dim 128 at batch 48; one 9000-key context among short ones with
+// max_context 12000 (750 table entries: two splits, the last block combines)
+// and out aliasing q.
+std::vector<int> random_contexts(int n, int lo, int hi) {
+  std::uniform_int_distribution<int> len(lo, hi);
+  std::vector<int> ctx(n);
+  for (int& c : ctx) c = len(rng());
+  return ctx;
+}
+
+TEST(AttentionDecodeGpu, BatchedRingShapes) {
+  LANTERN_REQUIRE_GPU();
+  std::vector<int> mixed = random_contexts(54, 1, 600);
+  for (int c : {1, 16, 17, 64, 65, 127, 128, 129, 192, 193}) mixed.push_back(c);
+  check_decode({mixed, 32, 8, 64, false, 1024});
+  check_decode({random_contexts(48, 1, 300), 32, 8, 128, false, 512});
+  std::vector<int> one_long = random_contexts(49, 1, 200);
+  one_long.push_back(9000);
+  check_decode({one_long, 32, 8, 64, true, 12000});
 }
 
 }  // namespace

@@ -1,0 +1,203 @@
+// attention_decode variant 12 (batched_ring): decode attention for batches of
+// >= 48 sequences, each with one row (the decode steps of a large batch).
+//
+// What it changes against variant 11's pipe kernel (variant 6, from 48 rows),
+// measured on the H200 in session 9 (docs/performance.md): at these batches
+// there are already >= 384 (sequence, kv head) pairs, about one wave of blocks,
+// so splitting a short context only adds blocks, waves and the combine
+// (LANTERN_PIPE_MAX_SPLITS=1 made the batch-64 step 121 us faster); and each
+// block streams only ~40 KB (a 128-200-token context), so its fixed chain
+// (metadata -> block table -> first K/V, then q) is most of its life. Here:
+// - one split per (sequence, kv head) unless the block table of a context of
+//   max_context keys would not fit the shared-memory copy (then the fewest
+//   splits that fit, combined by the last block as variant 6 does);
+// - everything except q and the newest K/V row (written by this step's
+//   rope_kv_write) is issued before griddepcontrol.wait: step metadata, the
+//   block-table copy and every stage of the ring (variant 9's early pipe only
+//   issued kStages - 1 tiles), so a context of up to kStages tiles is wholly in
+//   flight while the kernels before it run;
+// - the ring is refilled after the tile is computed (two barriers per tile),
+//   so all kStages buffers are in flight at once;
+// - a 2-stage ring and __launch_bounds__ for 5 blocks per SM at head_dim 64
+//   (LANTERN_PIPE_STAGES=3 selects the 3-stage ring at variant 6's occupancy:
+//   an experiment knob).
+#include <cstdlib>
+
+#include "kernels/costs.h"
+#include "kernels/cuda/attention_decode_pipe.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+__device__ unsigned g_batched_counters[kMaxSplitCounters];
+
+constexpr int kBatchedFrom = 48;  // rows: below, variant 11 (its register kernel measured faster)
+
+template <int HD, int St, bool kFused, int kMinBlocks>
+__global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
+    decode_batched_kernel(const bf16* q, bf16* out, float* part_o, float2* part_ml,
+                          const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
+                          const bf16* __restrict__ pool, const int32_t* __restrict__ block_tables, int block_size,
+                          int max_blocks_per_seq, int n_kv_heads, int group, int q_stride, int max_context,
+                          float scale_log2) {
+  using S = PipeShape<HD, 1, 4, St>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float sm_m[S::kKeyGroups * kBlockRows], sm_l[S::kKeyGroups * kBlockRows];
+  bf16* stages = reinterpret_cast<bf16*>(smem);
+  int* table_s = reinterpret_cast<int*>(smem + St * S::kTileBytes);
+  auto stage = [&](int tile) { return stages + size_t(tile % St) * 2 * S::kTileKeys * S::kStride; };
+
+  trigger_dependents();  // the o_proj GEMV may start streaming its weights now
+  // Metadata and block tables are uploaded before the step's kernels; older
+  // K/V rows were written by earlier steps: all safe to read before the wait.
+  const int split = blockIdx.x, kv0 = blockIdx.y, i = blockIdx.z, n_splits = gridDim.x;
+  const int slot = seq_slots[i];
+  const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
+  const int len = max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
+  const int n_eff = max(1, (ctx + len - 1) / len);
+  if (split >= n_eff) {
+    grid_dependency_wait();  // nothing to do, but exit no earlier than a waiting block would
+    return;
+  }
+  PipeSplit p;
+  p.begin = split * len;
+  p.end = min(ctx, p.begin + len);
+  p.block_size = block_size;
+  p.first_blk = p.begin / block_size;
+  p.row_elems = size_t(n_kv_heads) * HD;
+  p.half_block = size_t(block_size) * p.row_elems;
+  p.head_base = pool + size_t(kv0) * HD;
+  p.table_s = table_s;
+  const int32_t* table = block_tables + size_t(slot) * max_blocks_per_seq;
+  const int n_blk = p.end > p.begin ? (p.end - 1) / block_size - p.first_blk + 1 : 0;
+  for (int b = threadIdx.x; b < n_blk; b += S::kThreads) table_s[b] = table[p.first_blk + b];
+  __syncthreads();
+  const int n_tiles = p.end > p.begin ? (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys : 0;
+  const int newest = ctx - 1;
+#pragma unroll
+  for (int st = 0; st < St; ++st) {
+    if (st < n_tiles) pipe_load_tile<S>(p, st, stage(st), newest);
+    cp_async_commit();
+  }
+  grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
+  {
+    const int tile = (newest - p.begin) / S::kTileKeys;
+    if (newest >= p.begin && newest < p.end && tile < St)
+      pipe_store_row<S>(p, newest, newest - p.begin - tile * S::kTileKeys, stage(tile));
+  }
+
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+  const bf16* qh = q + size_t(i) * q_stride + size_t(kv0) * group * HD;
+  auto q_pair = [&](int row, int dim) {
+    return row < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(row) * HD + dim) : 0u;
+  };
+  uint32_t qa[HD / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    qa[kk][0] = q_pair(g, kk * 16 + 2 * tq);
+    qa[kk][1] = q_pair(g + 8, kk * 16 + 2 * tq);
+    qa[kk][2] = q_pair(g, kk * 16 + 2 * tq + 8);
+    qa[kk][3] = q_pair(g + 8, kk * 16 + 2 * tq + 8);
+  }
+  float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int nd = 0; nd < HD / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+
+  // Tile t is group t (one commit per tile issued or not): St - 1 newer groups may stay pending.
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait<St - 1>();
+    __syncthreads();  // every thread's copies (and the newest row's stores) of this tile are visible
+    const bf16* k_s = stage(tile) + warp * kWarpKeys * S::kStride;
+    const int key0 = p.begin + tile * S::kTileKeys + warp * kWarpKeys + 2 * tq;
+    const bool ok[4] = {p.key_ok(key0), p.key_ok(key0 + 1), p.key_ok(key0 + 8), p.key_ok(key0 + 9)};
+    pipe_warp_tile<HD, S::kStride>(qa, k_s, k_s + S::kTileKeys * S::kStride, ok, scale_log2, o, m, l);
+    __syncthreads();  // the stage is read: refill it
+    if (tile + St < n_tiles) pipe_load_tile<S>(p, tile + St, stage(tile));
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages become the warps' merge buffer
+
+  float* sm_o = reinterpret_cast<float*>(smem);
+  pipe_store_state<HD>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
+  __syncthreads();
+  finish_split<HD, kBlockRows, S::kKeyGroups, S::kThreads, kFused>(
+      sm_m, sm_l, sm_o,
+      SplitDest{out, part_o, part_ml, g_batched_counters, i, kv0, n_kv_heads, group, q_stride, split, n_splits,
+                n_eff});
+}
+
+// LANTERN_PIPE_STAGES=3 (read once): the 3-stage ring (experiment knob).
+bool three_stages() {
+  static const bool on = [] {
+    const char* env = std::getenv("LANTERN_PIPE_STAGES");
+    return env && std::atoi(env) == 3;
+  }();
+  return on;
+}
+
+// The fewest splits whose longest split's block-table entries fit kTableCap
+// (0: none up to kMaxSplits, or the workspace cannot hold their partials).
+int batched_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const int max_context = std::max(a.max_context, 1);
+  for (int s = 1; s <= kMaxSplits; ++s) {
+    const int longest = std::max(kMinSplitKeys, ceil_div(max_context, s));
+    if (ceil_div(longest, a.cache.block_size) + 1 > kTableCap) continue;
+    if (s > 1 && (!ctx.workspace ||
+                  ctx.workspace_bytes < split_partial_bytes(a.b, a.n_q_heads, a.cache.head_dim, s)))
+      return 0;
+    return s;
+  }
+  return 0;
+}
+
+template <int HD, int St, bool kFused, int kMinBlocks>
+void launch_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
+  using S = PipeShape<HD, 1, 4, St>;
+  auto* kernel = decode_batched_kernel<HD, St, kFused, kMinBlocks>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
+  const KvCacheRef& c = a.cache;
+  auto* part_o = static_cast<float*>(ctx.workspace);
+  auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * HD);
+  launch_kernel(true, kernel, dim3(splits, c.n_kv_heads, a.b), dim3(S::kThreads), S::kSmem, ctx.stream,
+                static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml, a.seq_slots,
+                a.context_lens, static_cast<const bf16*>(c.pool), c.block_tables, c.block_size,
+                c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads, a.q_stride,
+                std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_batched_kernel");
+}
+
+template <int HD>
+void batched_for(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
+  if (three_stages())
+    return splits > 1 ? launch_batched<HD, 3, true, 1>(a, ctx, splits) : launch_batched<HD, 3, false, 1>(a, ctx, 1);
+  // 5 blocks per SM at head_dim 64 (96 registers, no spills); at 128 the ring's
+  // 70 KB of shared memory allows 3, which need no register cap.
+  constexpr int kMin = HD == 64 ? 5 : 1;
+  splits > 1 ? launch_batched<HD, 2, true, kMin>(a, ctx, splits) : launch_batched<HD, 2, false, kMin>(a, ctx, 1);
+}
+
+// Variant 12: variant 11 below kBatchedFrom rows, with several rows of one
+// sequence, or for shapes the pipe does not serve; this kernel otherwise.
+void decode_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  check_decode(a, "attention_decode.batched_ring");
+  if (a.b == 0) return;
+  const int splits = a.b >= kBatchedFrom && a.one_row_per_seq && pipe_supports(a) ? batched_splits(a, ctx) : 0;
+  if (splits == 0) return decode_split_early48(a, ctx);
+  a.cache.head_dim == 64 ? batched_for<64>(a, ctx, splits) : batched_for<128>(a, ctx, splits);
+}
+
+}  // namespace
+
+void register_attention_decode_batched_cuda(Registry& r) {
+  r.add(make_entry<AttentionDecodeArgs, decode_batched, attention_decode_cost<2>>(
+      12, "batched_ring", Backend::cuda,
+      "split_k_early48 below 48 rows; from 48 one-row sequences one block per (sequence, kv head) "
+      "(splits only where the block table needs them) whose whole 2-stage ring, metadata and "
+      "block-table copy are issued before the PDL wait, at 5 blocks per SM",
+      kPreferred, decode_split_workspace));
+}
+
+}  // namespace lantern::kernels
