@@ -4,6 +4,7 @@
 // the host (a step ends with a device sync, so host time is GPU time plus
 // launch gaps). Prints a table and, with --json FILE, writes the numbers.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -49,6 +50,7 @@ struct Point {
   double prefill_ms = 0, step_ms = 0;
   double decode_floor_ms = 0, prefill_floor_ms = 0;
   double host_ms = 0, model_ms = 0;  // decode medians: host work per step, time inside Model::run
+  std::vector<double> decode_each_ms;  // every decode step in order (JSON: decode_steps_ms)
   size_t decode_steps = 0;  // steps the median is taken over
 };
 
@@ -170,6 +172,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     pt.prompt_len = prompt_len;
     // Steady state: the median drops the tail where sequences finish apart.
     pt.step_ms = median(decode_s) * 1e3;
+    for (double s : decode_s) pt.decode_each_ms.push_back(std::round(s * 1e6) / 1e3);
     pt.decode_steps = decode_s.size();
     pt.host_ms = median(decode_host_s) * 1e3;
     pt.model_ms = median(decode_model_s) * 1e3;
@@ -227,6 +230,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"roofline_floor_ms", pt.decode_floor_ms}, {"copy_bandwidth_gbs", bw_gbs},
                         {"fraction_of_roofline", pt.decode_floor_ms > 0 ? pt.decode_floor_ms / pt.step_ms : 0},
                         {"decode_host_ms", pt.host_ms}, {"decode_model_run_ms", pt.model_ms},
+                        {"decode_steps_ms", pt.decode_each_ms},
                         {"sampling", {{"temperature", sampling.temperature}, {"top_k", sampling.top_k},
                                       {"top_p", sampling.top_p}}},
                         {"fusion", engine.describe()["fusion"]},
@@ -239,7 +243,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         rows.push_back({{"batch", q.batch}, {"prompt_len", q.prompt_len}, {"prefill_ms", q.prefill_ms},
                         {"prefill_floor_ms", q.prefill_floor_ms}, {"decode_step_ms", q.step_ms},
                         {"decode_floor_ms", q.decode_floor_ms}, {"decode_host_ms", q.host_ms},
-                        {"decode_model_run_ms", q.model_ms}});
+                        {"decode_model_run_ms", q.model_ms}, {"decode_steps_ms", q.decode_each_ms}});
       j["points"] = rows;
     }
     std::ofstream(*path) << j.dump(2) << "\n";
