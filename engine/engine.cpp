@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -247,6 +248,11 @@ class EngineImpl {
     for (const auto& c : plan.fresh)  // admission wait ends when the prefill begins
       if (c.seq->admit_s < 0) c.seq->admit_s = step_start;
     StepInput in = build_input(plan);
+    // Single-token decodes past the prompt (StepTiming), counted before postprocess appends the tokens.
+    const int rows = plan.rows();
+    const int decode_rows = static_cast<int>(std::count_if(plan.paged.begin(), plan.paged.end(), [](const ScheduledChunk& c) {
+      return c.count == 1 && c.start >= c.seq->num_prompt && c.produces_token();
+    }));
     [[maybe_unused]] const StepInfo info = describe_step(plan, in);  // hooks only
     LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
     if (opt_.profile_first_step == steps_) profiler(true);
@@ -274,6 +280,8 @@ class EngineImpl {
     auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     timing_.model_s = secs(t_ran - t_run);
     timing_.host_s = secs(Clock::now() - t_begin) - timing_.model_s;
+    timing_.rows = rows;
+    timing_.decode_rows = decode_rows;
     return true;
   }
 

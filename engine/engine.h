@@ -132,9 +132,16 @@ struct EngineOptions {
 // Model::run (metadata upload, the launches or graph replay, the wait for the
 // GPU's results). Steps are synchronous, so host_s adds to every step: a large
 // share says preparing step N+1 while the GPU runs step N would pay.
+// `rows` / `decode_rows`: the step's rows and, of them, single-token decodes
+// of a sequence past its prompt (the others are prompt chunks, first or
+// continuing, and re-prefills after preemption), so a benchmark can tell a
+// pure decode step of its whole batch from a mixed one (the scheduler puts
+// decode rows and prompt chunks in one step).
 struct StepTiming {
   double host_s = 0;
   double model_s = 0;
+  int rows = 0;
+  int decode_rows = 0;
 };
 
 class EngineImpl;

@@ -51,7 +51,10 @@ struct Point {
   double decode_floor_ms = 0, prefill_floor_ms = 0;
   double host_ms = 0, model_ms = 0;  // decode medians: host work per step, time inside Model::run
   std::vector<double> decode_each_ms;  // every decode step in order (JSON: decode_steps_ms)
-  size_t decode_steps = 0;  // steps the median is taken over
+  size_t decode_steps = 0;   // steps the median is taken over (decode_each_ms)
+  size_t prefill_steps = 0;  // steps that carried prompt rows (their times sum to prefill_ms)
+  size_t partial_steps = 0;  // decode steps with part of the batch (ramp-down)
+  bool whole_batch = true;   // false: no step decoded the whole batch; step_ms is over partial steps
 };
 
 // The prefill floor: the larger of the FLOPs at the measured GEMM peak (every
@@ -128,7 +131,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
   sampling.top_k = static_cast<int>(args.get_int("--top-k", 0, 0));
   sampling.top_p = static_cast<float>(args.get_double("--top-p", 1.0, 1e-9, 1.0));
   std::mt19937_64 rng(static_cast<uint64_t>(args.get_int("--seed", 1, 0, LONG_MAX)));
-  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 300);
+  // Random ids below Llama 3's special tokens (the top 256 of 128,256); all of a small test vocabulary.
+  std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size > 1000 ? cfg.vocab_size - 300 : cfg.vocab_size - 1);
   auto submit_all = [&](int batch, int prompt_len, int new_tokens) {
     for (int b = 0; b < batch; ++b) {
       Request r;
@@ -149,34 +153,56 @@ int cmd_bench(const std::vector<std::string>& argv) {
   const double weight_bytes = static_cast<double>(le.load_stats.bytes);
   auto measure = [&](int batch, int prompt_len) {
     submit_all(batch, prompt_len, steps);
-    std::vector<double> prefill_s, decode_s, decode_host_s, decode_model_s;
-    const size_t prefill_steps =
-        static_cast<size_t>((double(batch) * prompt_len + lim.max_batch_tokens - 1) / lim.max_batch_tokens);
+    // The scheduler puts the running sequences' decode rows first and fills
+    // the rest of a step with prompt chunks, so with batch * prompt_len >
+    // max_batch_tokens the early sequences decode while later ones prefill
+    // (mixed steps), and the first finish before the last: the batch is whole
+    // only between the last prefill and the first finish. The decode step is
+    // the median over the steps that decode the WHOLE batch (no prompt rows,
+    // `batch` rows); when there are none (too few --decode-steps for the
+    // prefill's length) over every step without prompt rows, with a warning.
+    // Prefill: the sum over the steps that carry prompt rows.
+    std::vector<double> prefill_s, full_s, partial_s, full_host_s, full_model_s, part_host_s, part_model_s;
     while (true) {
       double t0 = engine.now_s();
       if (!engine.step()) break;
-      double dt = engine.now_s() - t0;
-      // The first steps prefill (the whole batch fits when batch * prompt_len
-      // <= max_batch_tokens); every later step decodes all running sequences.
-      if (prefill_s.size() < prefill_steps)
+      const double dt = engine.now_s() - t0;
+      const StepTiming& t = engine.last_step_timing();
+      if (t.decode_rows < t.rows) {
         prefill_s.push_back(dt);
-      else {
-        decode_s.push_back(dt);
-        decode_host_s.push_back(engine.last_step_timing().host_s);
-        decode_model_s.push_back(engine.last_step_timing().model_s);
+      } else if (t.rows == batch) {
+        full_s.push_back(dt);
+        full_host_s.push_back(t.host_s);
+        full_model_s.push_back(t.model_s);
+      } else {
+        partial_s.push_back(dt);
+        part_host_s.push_back(t.host_s);
+        part_model_s.push_back(t.model_s);
       }
     }
     engine.take_finished();
     Point pt;
     pt.batch = batch;
     pt.prompt_len = prompt_len;
-    // Steady state: the median drops the tail where sequences finish apart.
-    pt.step_ms = median(decode_s) * 1e3;
-    for (double s : decode_s) pt.decode_each_ms.push_back(std::round(s * 1e6) / 1e3);
-    pt.decode_steps = decode_s.size();
-    pt.host_ms = median(decode_host_s) * 1e3;
-    pt.model_ms = median(decode_model_s) * 1e3;
+    pt.partial_steps = partial_s.size();
+    pt.whole_batch = !full_s.empty();
+    if (!pt.whole_batch) {
+      std::fprintf(stderr,
+                   "bench: batch %d, prompt %d: no step decoded all %d sequences at once (the first finished "
+                   "before the last prefilled); the decode step is the median of %zu partial-batch steps -- "
+                   "raise --decode-steps\n",
+                   batch, prompt_len, batch, partial_s.size());
+      full_s = partial_s;
+      full_host_s = part_host_s;
+      full_model_s = part_model_s;
+    }
+    pt.step_ms = median(full_s) * 1e3;
+    for (double s : full_s) pt.decode_each_ms.push_back(std::round(s * 1e6) / 1e3);
+    pt.decode_steps = full_s.size();
+    pt.host_ms = median(full_host_s) * 1e3;
+    pt.model_ms = median(full_model_s) * 1e3;
     for (double s : prefill_s) pt.prefill_ms += s * 1e3;
+    pt.prefill_steps = prefill_s.size();
     const double kv_bytes = 2.0 * cfg.num_layers * cfg.kv_dim() * (cuda ? 2 : 4) * batch * (prompt_len + steps / 2.0);
     pt.decode_floor_ms = bw_gbs > 0 ? (weight_bytes + kv_bytes) / (bw_gbs * 1e9) * 1e3 : 0;
     pt.prefill_floor_ms = prefill_floor_ms(cfg, weight_bytes, batch, prompt_len, bw_gbs, roof.gemm_tflop_per_s);
@@ -202,6 +228,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                   pt.prefill_ms, pt.prefill_floor_ms, pt.prefill_ms > 0 ? 100 * pt.prefill_floor_ms / pt.prefill_ms : 0,
                   pt.step_ms, pt.decode_floor_ms, pt.step_ms > 0 ? 100 * pt.decode_floor_ms / pt.step_ms : 0,
                   batch / (pt.step_ms / 1e3), pt.host_ms, pt.model_ms);
+      if (!pt.whole_batch) std::printf("%6s %7s   (decode step of a partial batch: raise --decode-steps)\n", "", "");
     }
   const Point& pt = points.front();
   const double tok_s = pt.batch / (pt.step_ms / 1e3);
@@ -211,7 +238,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
                 pt.batch, pt.prompt_len, steps, cuda ? "cuda" : "cpu", sampling_label(sampling).c_str());
     std::printf("  prefill          %10.3f ms  (%.0f tokens/s)\n", pt.prefill_ms,
                 pt.batch * pt.prompt_len / (pt.prefill_ms / 1e3));
-    std::printf("  decode step      %10.3f ms  (median of %zu)\n", pt.step_ms, pt.decode_steps);
+    std::printf("  decode step      %10.3f ms  (median of %zu steps %s; %zu prefill steps, %zu ramp-down steps)\n",
+                pt.step_ms, pt.decode_steps, pt.whole_batch ? "decoding the whole batch" : "of a PARTIAL batch",
+                pt.prefill_steps, pt.whole_batch ? pt.partial_steps : 0);
     std::printf("  decode tokens/s  %10.1f\n", tok_s);
     std::printf("  host per step    %10.3f ms  (scheduling, inputs, postprocess; Model::run: %.3f ms, "
                 "medians; steps are synchronous, so the host time adds to each)\n",
@@ -230,7 +259,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"roofline_floor_ms", pt.decode_floor_ms}, {"copy_bandwidth_gbs", bw_gbs},
                         {"fraction_of_roofline", pt.decode_floor_ms > 0 ? pt.decode_floor_ms / pt.step_ms : 0},
                         {"decode_host_ms", pt.host_ms}, {"decode_model_run_ms", pt.model_ms},
-                        {"decode_steps_ms", pt.decode_each_ms},
+                        {"decode_steps_ms", pt.decode_each_ms}, {"decode_whole_batch", pt.whole_batch},
+                        {"decode_median_over_steps", pt.decode_steps}, {"prefill_steps", pt.prefill_steps},
                         {"sampling", {{"temperature", sampling.temperature}, {"top_k", sampling.top_k},
                                       {"top_p", sampling.top_p}}},
                         {"fusion", engine.describe()["fusion"]},
@@ -243,7 +273,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
         rows.push_back({{"batch", q.batch}, {"prompt_len", q.prompt_len}, {"prefill_ms", q.prefill_ms},
                         {"prefill_floor_ms", q.prefill_floor_ms}, {"decode_step_ms", q.step_ms},
                         {"decode_floor_ms", q.decode_floor_ms}, {"decode_host_ms", q.host_ms},
-                        {"decode_model_run_ms", q.model_ms}, {"decode_steps_ms", q.decode_each_ms}});
+                        {"decode_model_run_ms", q.model_ms}, {"decode_steps_ms", q.decode_each_ms},
+                        {"decode_whole_batch", q.whole_batch}, {"decode_median_over_steps", q.decode_steps},
+                        {"prefill_steps", q.prefill_steps}});
       j["points"] = rows;
     }
     std::ofstream(*path) << j.dump(2) << "\n";

@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Outcome {
   int status = -1;      // exit status; -1 when killed by a signal
@@ -289,6 +290,40 @@ TEST(ErrorsCli, EveryBadInputExitsOneWithOneLine) {
       table << "| " << c.name << " | " << o.status << " | `" << shown << "` |\n";
     }
   }
+}
+
+// Not an error case, but the same binary and micro model: `lantern bench`'s
+// decode step counts only the steps that decode the whole batch. With
+// batch x prompt > --max-batch-tokens the scheduler mixes decode rows of the
+// early sequences with later prompts' chunks, and the first sequences finish
+// before the last ones prefill when --decode-steps is short: then it warns
+// and takes the partial-batch steps (the batch-256 numbers before session 9
+// mixed all three kinds of step).
+TEST(BenchCli, DecodeStepIsTheMedianOverWholeBatchSteps) {
+  const fs::path model = fresh_model("bench");
+  const fs::path dir = test::scratch_dir("bench-cli");
+  const std::string common = "bench --device cpu --quiet --batch 4 --prompt-len 20 --max-batch-tokens 32 --model " +
+                             model.string() + " --json ";
+  Outcome whole = run_lantern(common + (dir / "whole.json").string() + " --decode-steps 16");
+  ASSERT_EQ(whole.status, 0) << whole.output;
+  EXPECT_THAT(whole.output, Not(HasSubstr("no step decoded all")));
+  const nlohmann::json w = read_json(dir / "whole.json");
+  EXPECT_TRUE(w["decode_whole_batch"].get<bool>());
+  // 80 prompt tokens at <= 32 rows a step (less the decode rows): >= 3 steps carry prompt rows.
+  EXPECT_GE(w["prefill_steps"].get<int>(), 3);
+  // Every whole-batch step lies between the last prefill and the first finish (16 tokens each).
+  const int n = w["decode_median_over_steps"].get<int>();
+  EXPECT_GE(n, 8);
+  EXPECT_LE(n, 16);
+  EXPECT_EQ(w["decode_steps_ms"].size(), size_t(n));
+
+  Outcome partial = run_lantern(common + (dir / "partial.json").string() + " --decode-steps 2");
+  ASSERT_EQ(partial.status, 0) << partial.output;
+  EXPECT_THAT(partial.output, HasSubstr("no step decoded all 4 sequences at once"));
+  EXPECT_THAT(partial.output, HasSubstr("raise --decode-steps"));
+  const nlohmann::json p = read_json(dir / "partial.json");
+  EXPECT_FALSE(p["decode_whole_batch"].get<bool>());
+  EXPECT_GE(p["decode_median_over_steps"].get<int>(), 1);
 }
 
 }  // namespace
