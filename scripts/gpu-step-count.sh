@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Why does the batch-256 decode step depend on the run's length? (session 9: 2.19 ms per step with
-# 128 decode steps, 1.55-1.67 ms with 32-64, and flat in the prompt from 128 to 384 tokens.) Runs
-# `lantern bench` once per (batch, prompt, decode steps) point, each in its own process, and prints
-# the median step and the medians of each quarter of the decode steps (JSON decode_steps_ms: every
-# step in order), so a drift over the run (clocks, KV layout, scheduling) shows.
+# Decode-step times over a run, per (batch, prompt, decode steps) point, each in its own process:
+# the median over the steps that decode the whole batch (what `lantern bench` reports since session
+# 9), how many there were, and the medians of each quarter of them (JSON decode_steps_ms), so a drift
+# over the run (clocks, KV layout) shows. Session 9 found the old bench's batch-256 median mixed
+# prompt-chunk, whole-batch and ramp-down steps (scripts/bench_step_mix.py); this measures the clean
+# step at the points it had measured.
 #   LANTERN=... MODEL=... bash scripts/gpu-step-count.sh OUT_DIR ["B P S" ...]
 set -u
 cd "$(dirname "$0")/.."
@@ -22,8 +23,9 @@ j = json.load(open(sys.argv[1]))
 d = j["decode_steps_ms"]
 q = max(1, len(d) // 4)
 quarters = [round(statistics.median(d[i * q:(i + 1) * q]), 3) for i in range(min(4, len(d) // q))]
-print(f"{sys.argv[1].split('/')[-1]}: median {j['decode_step_ms']:.3f} ms, quarter medians {quarters}, "
-      f"min {min(d):.3f}, max {max(d):.3f}, {len(d)} steps")
+print(f"{sys.argv[1].split('/')[-1]}: median {j['decode_step_ms']:.3f} ms over {len(d)} "
+      f"{'whole-batch' if j['decode_whole_batch'] else 'PARTIAL-batch'} steps ({j['prefill_steps']} prefill steps), "
+      f"quarter medians {quarters}, min {min(d):.3f}, max {max(d):.3f}")
 PY
 done
 echo "==== summary"; cat "$LOGS/summary.txt"
