@@ -22,7 +22,9 @@ run() {  # run NAME LIMIT_S args...
   echo "== $name: rc=$? $(( $(date +%s) - t0 ))s"
   cat "$O/$name.txt"
 }
-run batch 120 --batch 1,2,4,8,16,32,64,128,256 --prompt-len 128 --decode-steps 16
+# --max-batch-tokens 8192: the batch prefills in a few steps, so every point has whole-batch decode
+# steps (with the default 512 and 16 steps, batches of 64 and more had none: scripts/bench_step_mix.py).
+run batch 150 --batch 1,2,4,8,16,32,64,128,256 --prompt-len 128 --decode-steps 32 --max-batch-tokens 8192
 run context 150 --batch 1 --prompt-len 128,256,512,1024,2048,4096,8192,16384,32768 --decode-steps 16
 P=16,32,64,128,256,512,1024,2048,4096,8192
 run prefill 120 --batch 1 --prompt-len $P,$P --decode-steps 2
