@@ -55,25 +55,13 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
   const int split = blockIdx.x, kv0 = blockIdx.y, i = blockIdx.z, n_splits = gridDim.x;
   const int slot = seq_slots[i];
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
-  const int len = max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
-  const int n_eff = max(1, (ctx + len - 1) / len);
-  if (split >= n_eff) {
+  PipeSplit p;
+  int n_eff;
+  if (!pipe_split_setup<S::kThreads, HD>(p, n_eff, split, n_splits, ctx, block_tables + size_t(slot) * max_blocks_per_seq,
+                                         block_size, n_kv_heads, pool + size_t(kv0) * HD, table_s)) {
     grid_dependency_wait();  // nothing to do, but exit no earlier than a waiting block would
     return;
   }
-  PipeSplit p;
-  p.begin = split * len;
-  p.end = min(ctx, p.begin + len);
-  p.block_size = block_size;
-  p.first_blk = p.begin / block_size;
-  p.row_elems = size_t(n_kv_heads) * HD;
-  p.half_block = size_t(block_size) * p.row_elems;
-  p.head_base = pool + size_t(kv0) * HD;
-  p.table_s = table_s;
-  const int32_t* table = block_tables + size_t(slot) * max_blocks_per_seq;
-  const int n_blk = p.end > p.begin ? (p.end - 1) / block_size - p.first_blk + 1 : 0;
-  for (int b = threadIdx.x; b < n_blk; b += S::kThreads) table_s[b] = table[p.first_blk + b];
-  __syncthreads();
   const int n_tiles = p.end > p.begin ? (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys : 0;
   const int newest = ctx - 1;
 #pragma unroll
@@ -88,22 +76,10 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
       pipe_store_row<S>(p, newest, newest - p.begin - tile * S::kTileKeys, stage(tile));
   }
 
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
-  const bf16* qh = q + size_t(i) * q_stride + size_t(kv0) * group * HD;
-  auto q_pair = [&](int row, int dim) {
-    return row < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(row) * HD + dim) : 0u;
-  };
+  const int warp = threadIdx.x / kWarp, tq = threadIdx.x % 4;  // tq: the lane's key pair in a quad
   uint32_t qa[HD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    qa[kk][0] = q_pair(g, kk * 16 + 2 * tq);
-    qa[kk][1] = q_pair(g + 8, kk * 16 + 2 * tq);
-    qa[kk][2] = q_pair(g, kk * 16 + 2 * tq + 8);
-    qa[kk][3] = q_pair(g + 8, kk * 16 + 2 * tq + 8);
-  }
-  float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int nd = 0; nd < HD / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+  float o[HD / 8][4], m[2], l[2];
+  pipe_q_and_state<HD>(q + size_t(i) * q_stride + size_t(kv0) * group * HD, group, qa, o, m, l);
 
   // Tile t is group t (one commit per tile issued or not): St - 1 newer groups may stay pending.
   for (int tile = 0; tile < n_tiles; ++tile) {

@@ -68,23 +68,11 @@ __global__ void __launch_bounds__(W * kWarp)
   const int split = blockIdx.x, kv0 = blockIdx.y * H, i = blockIdx.z, n_splits = gridDim.x;
   const int slot = seq_slots[i];  // loaded beside the context length: one round trip for both
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
-  // Splits sized from the real context; those past it exit (variant 4).
-  const int len = max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
-  const int n_eff = max(1, (ctx + len - 1) / len);
-  if (split >= n_eff) return;
   PipeSplit p;
-  p.begin = split * len;
-  p.end = min(ctx, p.begin + len);
-  p.block_size = block_size;
-  p.first_blk = p.begin / block_size;
-  p.row_elems = size_t(n_kv_heads) * HD;
-  p.half_block = size_t(block_size) * p.row_elems;
-  p.head_base = pool + size_t(kv0) * HD;
-  p.table_s = table_s;
-  const int32_t* table = block_tables + size_t(slot) * max_blocks_per_seq;
-  const int n_blk = p.end > p.begin ? (p.end - 1) / block_size - p.first_blk + 1 : 0;
-  for (int b = threadIdx.x; b < n_blk; b += S::kThreads) table_s[b] = table[p.first_blk + b];
-  __syncthreads();
+  int n_eff;
+  if (!pipe_split_setup<S::kThreads, HD>(p, n_eff, split, n_splits, ctx, block_tables + size_t(slot) * max_blocks_per_seq,
+                                         block_size, n_kv_heads, pool + size_t(kv0) * HD, table_s))
+    return;  // a split past the context (variant 4)
   const int n_tiles = p.end > p.begin ? (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys : 0;
   const int newest = kEarly ? ctx - 1 : -1;
 #pragma unroll
@@ -100,24 +88,12 @@ __global__ void __launch_bounds__(W * kWarp)
                         stages + size_t(tile) * 2 * S::kTileKeys * S::kStride);
   }
 
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+  const int warp = threadIdx.x / kWarp, tq = threadIdx.x % 4;  // tq: the lane's key pair in a quad
   const int hw = warp % H, kg = warp / H;  // this warp's kv head (of the block's) and key group
-  // Q as the A operand (rows = heads of the group, zero past it), kept for the whole split.
-  const bf16* qh = q + size_t(i) * q_stride + size_t(kv0 + hw) * group * HD;
-  auto q_pair = [&](int row, int dim) {
-    return row < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(row) * HD + dim) : 0u;
-  };
+  // Q as the A operand, kept for the whole split.
   uint32_t qa[HD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    qa[kk][0] = q_pair(g, kk * 16 + 2 * tq);
-    qa[kk][1] = q_pair(g + 8, kk * 16 + 2 * tq);
-    qa[kk][2] = q_pair(g, kk * 16 + 2 * tq + 8);
-    qa[kk][3] = q_pair(g + 8, kk * 16 + 2 * tq + 8);
-  }
-  float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int nd = 0; nd < HD / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+  float o[HD / 8][4], m[2], l[2];
+  pipe_q_and_state<HD>(q + size_t(i) * q_stride + size_t(kv0 + hw) * group * HD, group, qa, o, m, l);
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     cp_async_wait<kStages - 2>();  // this tile has landed (for this thread's copies) ...

@@ -97,6 +97,53 @@ struct PipeSplit {
   __device__ bool key_ok(int t) const { return t < end && table_s[t / block_size - first_blk] >= 0; }
 };
 
+// The split of [0, ctx) a block owns, with its block-table entries copied to
+// `table_s` (ends with a barrier). Splits are sized from the real context
+// (variant 4): max(kMinSplitKeys, ceil(ctx / n_splits)) keys; n_eff of them
+// hold keys. Returns false (nothing copied, no barrier) for a split past them.
+template <int kThreads, int HD>
+__device__ __forceinline__ bool pipe_split_setup(PipeSplit& p, int& n_eff, int split, int n_splits, int ctx,
+                                                 const int32_t* table, int block_size, int n_kv_heads,
+                                                 const bf16* head_base, int* table_s) {
+  const int len = max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
+  n_eff = max(1, (ctx + len - 1) / len);
+  if (split >= n_eff) return false;
+  p.begin = split * len;
+  p.end = min(ctx, p.begin + len);
+  p.block_size = block_size;
+  p.first_blk = p.begin / block_size;
+  p.row_elems = size_t(n_kv_heads) * HD;
+  p.half_block = size_t(block_size) * p.row_elems;
+  p.head_base = head_base;
+  p.table_s = table_s;
+  const int n_blk = p.end > p.begin ? (p.end - 1) / block_size - p.first_blk + 1 : 0;
+  for (int b = threadIdx.x; b < n_blk; b += kThreads) table_s[b] = table[p.first_blk + b];
+  __syncthreads();
+  return true;
+}
+
+// Q of one kv head's group as the mma A operand (rows = the group's heads,
+// zero past it), and the empty online-softmax state.
+template <int HD>
+__device__ __forceinline__ void pipe_q_and_state(const bf16* qh, int group, uint32_t (&qa)[HD / 16][4],
+                                                 float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+  auto q_pair = [&](int row, int dim) {
+    return row < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(row) * HD + dim) : 0u;
+  };
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    qa[kk][0] = q_pair(g, kk * 16 + 2 * tq);
+    qa[kk][1] = q_pair(g + 8, kk * 16 + 2 * tq);
+    qa[kk][2] = q_pair(g, kk * 16 + 2 * tq + 8);
+    qa[kk][3] = q_pair(g + 8, kk * 16 + 2 * tq + 8);
+  }
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
+#pragma unroll
+  for (int nd = 0; nd < HD / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+}
+
 // Issue the cp.async copies of tile `tile` (K and V rows) into stage buffer
 // `k_s` (V follows K); invalid keys are zero-filled. Key `skip_t` is left
 // alone (variant 9: the newest row, stored after the dependency wait).
