@@ -190,8 +190,14 @@ std::vector<runfmt::KernelRow> attribute_gpu_kernels(const GpuRecords& gpu, cons
     }
     op_instances[{rows[i].launch, rows[i].step}].push_back(i);
   }
-  for (const auto& [key, members] : op_instances)
-    apply_cost(rows, members, launches[key.first].bytes, launches[key.first].flops, roofline);
+  // A replayed op costs what its replay declared when that differs from the capture.
+  std::map<std::pair<int64_t, int64_t>, const ReplayCost*> replay_cost;  // (launch, step)
+  for (const ReplayCost& c : timeline.replay_costs()) replay_cost[{c.launch, c.step}] = &c;
+  for (const auto& [key, members] : op_instances) {
+    double bytes = launches[key.first].bytes, flops = launches[key.first].flops;
+    if (auto it = replay_cost.find(key); it != replay_cost.end()) bytes = it->second->bytes, flops = it->second->flops;
+    apply_cost(rows, members, bytes, flops, roofline);
+  }
   if (stats) *stats = local;
   return rows;
 }

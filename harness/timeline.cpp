@@ -107,6 +107,20 @@ void Timeline::on_graph_replay(const GraphReplay& g) {
   r.graph = g.graph;
   r.num_ops = g.num_ops;
   replays_.push_back(r);
+  // Ops whose cost differs from the capture's (the latest capture of the graph).
+  if (!g.ops) return;
+  for (auto c = captures_.rbegin(); c != captures_.rend(); ++c) {
+    if (c->graph != g.graph) continue;
+    const int n = std::min(g.num_ops, c->num_ops);
+    for (int k = 0; k < n; ++k) {
+      const OpLaunch& captured = launches_[c->first_launch + k];
+      const kernels::Cost& cost = g.ops[k].cost;
+      const bool declared = cost.bytes > 0 || cost.flops > 0;  // {0, 0}: no cost given, keep the capture's
+      if (declared && (cost.bytes != captured.bytes || cost.flops != captured.flops))
+        replay_costs_.push_back(ReplayCost{r.step, c->first_launch + static_cast<uint32_t>(k), cost.bytes, cost.flops});
+    }
+    break;
+  }
 }
 
 void Timeline::on_graph_captured(const GraphReplay& g) {

@@ -66,6 +66,16 @@ struct ReplayRecord {
 };
 static_assert(sizeof(ReplayRecord) == 32);
 
+// An op of a replay that declared another cost than its capture did
+// (attention_decode: the engine recomputes its cost from each step's context
+// lengths before the replay hook, Model::refresh_decode_costs): the op-log
+// entry of the captured op, the replay's step, and the replay's cost.
+struct ReplayCost {
+  int64_t step = -1;
+  uint32_t launch = 0;
+  double bytes = 0, flops = 0;
+};
+
 // One captured CUDA graph: its ops are the op-log entries [first_launch,
 // first_launch + num_ops), all kCapture.
 struct CaptureRecord {
@@ -97,6 +107,7 @@ class Timeline : public Observer {
   const std::vector<OpLaunch>& launches() const { return launches_; }
   const std::vector<ReplayRecord>& replays() const { return replays_; }
   const std::vector<CaptureRecord>& captures() const { return captures_; }
+  const std::vector<ReplayCost>& replay_costs() const { return replay_costs_; }
   // Problems in the hook sequence (unbalanced begin/end), one line each.
   const std::vector<std::string>& errors() const { return errors_; }
 
@@ -107,6 +118,7 @@ class Timeline : public Observer {
   std::vector<OpLaunch> launches_;
   std::vector<ReplayRecord> replays_;
   std::vector<CaptureRecord> captures_;
+  std::vector<ReplayCost> replay_costs_;
   std::vector<std::string> errors_;
   int64_t current_launch_ = -1;
   int64_t open_layer_ = -1;  // index into layers_

@@ -152,6 +152,55 @@ TEST(Attribution, GraphReplaysUseNodeOwnersAndTheReplayStep) {
   EXPECT_FALSE(rows[0].pct_roofline.has_value()) << "no roofline measured";
 }
 
+// attention_decode's cost follows each step's contexts: the engine
+// recomputes it before every replay hook, so a replay's kernel rows carry the
+// replay's cost, not the capture's (pad rows at context 0 or 1: a 30x
+// under-count of the batch-256 KV read before session 9). Ops whose cost did
+// not change record nothing.
+TEST(Attribution, ReplaysCarryTheCostTheirReplayDeclared) {
+  g_ns = 0;
+  Timeline t(fake_clock);
+  OpInfo replay_ops[2];
+  for (OpInfo& o : replay_ops) {
+    o.graph = OpInfo::kReplay;
+    o.graph_kernels = 1;
+  }
+  testing::seed_op(t, "attn_norm", 0, kernels::Family::rmsnorm, {}, {}, [] {}, 2e6, 0, OpInfo::kCapture);
+  testing::seed_op(t, "attention_decode", 0, kernels::Family::attention_decode, {}, {}, [] {}, 1e5, 1e6,
+                   OpInfo::kCapture);
+  replay_ops[0].cost = kernels::Cost{2e6, 0};
+  replay_ops[1].cost = kernels::Cost{1e5, 1e6};
+  t.on_graph_captured(GraphReplay{4, replay_ops, 2});
+  const double kv_bytes[2] = {3e7, 5e7};
+  for (int s : {5, 6}) {
+    replay_ops[1].cost = kernels::Cost{kv_bytes[s - 5], 2e7 * (s - 4)};  // what refresh_decode_costs does
+    t.on_step_begin(testing::step_info(s, "decode", 64, 64));
+    t.on_graph_replay(GraphReplay{4, replay_ops, 2});
+    t.on_step_end(testing::step_info(s, "decode", 64, 64));
+  }
+  ASSERT_EQ(t.replay_costs().size(), 2u) << "only the op whose cost changed";
+  EXPECT_EQ(t.replay_costs()[0].launch, 1u);
+  EXPECT_EQ(t.replay_costs()[1].step, 6);
+  GpuRecords g;
+  g.names = {"norm", "attention"};
+  g.launch_of_graph_node = {{501, 0}, {502, 1}};
+  g.step_of_correlation = {{90, 5}, {91, 6}};
+  g.activities = {kernel(1000, 2000, 90, 0, 501), kernel(2000, 12000, 90, 1, 502),
+                  kernel(13000, 14000, 91, 0, 601), kernel(14000, 24000, 91, 1, 602)};
+  Roofline roof;
+  roof.copy_gb_per_s = 4000;
+  auto rows = attribute_gpu_kernels(g, t, roof, 0);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_DOUBLE_EQ(rows[0].bytes, 2e6);
+  EXPECT_DOUBLE_EQ(rows[1].bytes, 3e7) << "step 5's contexts, not the capture's";
+  EXPECT_DOUBLE_EQ(rows[1].flops, 2e7);
+  EXPECT_DOUBLE_EQ(*rows[1].gb_per_s, 3e7 / 10e-6 / 1e9);
+  EXPECT_DOUBLE_EQ(*rows[1].pct_roofline, 3e7 / 4000e9 / 10e-6 * 100);
+  EXPECT_EQ(rows[3].step, 6);
+  EXPECT_DOUBLE_EQ(rows[3].bytes, 5e7);
+  EXPECT_DOUBLE_EQ(rows[2].bytes, 2e6);
+}
+
 TEST(Attribution, ReplaysWithUnknownNodesAreLabelledByPosition) {
   g_ns = 0;
   Timeline t(fake_clock);
