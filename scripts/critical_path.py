@@ -7,13 +7,24 @@ of one step sorted by start, kernel i is charged end_i - max(end of kernels befo
 the gap before the first kernel is charged to "(idle)". Summed per op over a step's layers, median
 over the steps of the phase.
 
-  python3 scripts/critical_path.py RUN_DIR [--phase decode] [--skip-steps 2]
+  python3 scripts/critical_path.py RUN_DIR [--phase decode] [--skip-steps 2] [--decode-seqs N]
 """
 import argparse
 import csv
+import json
 import collections
 import statistics
 import sys
+
+
+def whole_batch_steps(run_dir, seqs):
+    """Steps whose phase range in trace.json says: `seqs` decoding, none prefilling."""
+    with open(f"{run_dir}/trace.json") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return {e["args"]["step"] for e in events
+            if e.get("cat") == "phase" and e.get("args", {}).get("decode_seqs") == seqs
+            and e["args"].get("prefill_seqs", 0) == 0}
 
 
 def main():
@@ -21,17 +32,25 @@ def main():
     ap.add_argument("run_dir")
     ap.add_argument("--phase", default="decode")
     ap.add_argument("--skip-steps", type=int, default=2, help="first steps of the phase to ignore (warm-up)")
+    ap.add_argument("--decode-seqs", type=int, default=0,
+                    help="only steps that decode exactly this many sequences and prefill none (trace.json's "
+                         "phase ranges), e.g. the whole batch; 0: every step of the phase")
     args = ap.parse_args()
+    only = whole_batch_steps(args.run_dir, args.decode_seqs) if args.decode_seqs > 0 else None
     steps = collections.defaultdict(list)
     with open(f"{args.run_dir}/kernels.csv", newline="") as f:
         for row in csv.DictReader(f):
             if row["phase"] != args.phase or row["source"] != "cupti":
                 continue
+            if only is not None and int(row["step"]) not in only:
+                continue
             start, dur = float(row["start_us"]), float(row["dur_us"])
             steps[int(row["step"])].append((start, start + dur, row["op"] or "(unattributed)", dur))
     keys = sorted(steps)[args.skip_steps:]
     if not keys:
-        sys.exit(f"{args.run_dir}: no {args.phase} steps with CUPTI rows (record with --cupti-all-steps)")
+        sys.exit(f"{args.run_dir}: no {args.phase} steps with CUPTI rows"
+                 + (f" decoding {args.decode_seqs} sequences" if args.decode_seqs else "")
+                 + " (record with --cupti-all-steps)")
     charged = collections.defaultdict(list)
     durations = collections.defaultdict(list)
     spans = []
@@ -49,7 +68,8 @@ def main():
             charged[op].append(per_op.get(op, 0.0))
             durations[op].append(per_dur.get(op, 0.0))
     span = statistics.median(spans)
-    print(f"{len(keys)} {args.phase} steps; GPU span median {span:.1f} us (first kernel start to last end)")
+    which = f" decoding {args.decode_seqs} sequences" if args.decode_seqs else ""
+    print(f"{len(keys)} {args.phase} steps{which}; GPU span median {span:.1f} us (first kernel start to last end)")
     print(f"{'op':<22} {'on the path us':>15} {'share':>7} {'sum of durations us':>20}")
     for op in sorted(charged, key=lambda o: -statistics.median(charged[o])):
         c = statistics.median(charged[op])
