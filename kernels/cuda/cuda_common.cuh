@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
+#include <unordered_set>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -199,6 +201,35 @@ inline bool pdl_allowed() {
   return on;
 }
 
+// LANTERN_SMEM_CARVEOUT=P (0-100; read once): every kernel launched through
+// launch_kernel or the GEMV launcher (every decode kernel of ours but argmax
+// and the sampler; cuBLASLt's are not ours to set) prefers P % of
+// the unified L1 / shared memory as shared memory
+// (cudaFuncAttributePreferredSharedMemoryCarveout, set once per kernel).
+// Unset: the driver picks a carveout per kernel, and an SM that switches
+// carveouts between consecutive kernels cannot hold blocks of both at once,
+// which may cost the PDL overlap (session 8's unverified hypothesis for the
+// pipe kernel slowing the GEMVs around it). An experiment knob, not a setting.
+inline int smem_carveout() {
+  static const int v = [] {
+    const char* env = std::getenv("LANTERN_SMEM_CARVEOUT");
+    if (!env || !*env) return -1;
+    char* end = nullptr;
+    const long p = std::strtol(env, &end, 10);
+    return *end == 0 && p >= 0 && p <= 100 ? static_cast<int>(p) : -1;
+  }();
+  return v;
+}
+inline void apply_smem_carveout(const void* kernel) {
+  const int carveout = smem_carveout();
+  if (carveout < 0) return;
+  static std::mutex mu;
+  static std::unordered_set<const void*> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.insert(kernel).second)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent
 // launch when `pdl` is set: the kernel must call grid_dependency_wait() before it
 // reads anything an earlier kernel writes (or writes anything one reads).
@@ -216,6 +247,7 @@ void launch_kernel(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, si
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = pdl ? &attr : nullptr;
   cfg.numAttrs = pdl ? 1 : 0;
+  apply_smem_carveout(reinterpret_cast<const void*>(kernel));
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
 }
 

@@ -350,6 +350,7 @@ void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int spl
   cfg.attrs = attrs;
   cfg.numAttrs = n_attrs;
   auto go = [&](auto kernel) {
+    apply_smem_carveout(reinterpret_cast<const void*>(kernel));
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail));
   };
   switch (s.out) {
