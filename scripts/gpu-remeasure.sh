@@ -3,7 +3,8 @@
 # device tool after `scripts/gpu-issue14-verify.sh`: the decode step over a run's length with the
 # fixed `lantern bench` (scripts/gpu-step-count.sh), the carveout A/B (LANTERN_SMEM_CARVEOUT=100 vs
 # unset, interleaved, batch 1/16/64/256), the whole-batch per-op profile at 64 and 256
-# (scripts/gpu-batch-profile.sh, with the harness's per-replay attention cost) and the cost curves
+# (scripts/gpu-batch-profile.sh, with the harness's per-replay attention cost), the batched-decode
+# kernel-swap pair (experiments/batched-decode-*.json, lantern compare) and the cost curves
 # (scripts/perf-curves.sh). BUDGET_S (default 540) stops starting steps past it.
 #   LANTERN=... MODEL=... bash scripts/gpu-remeasure.sh OUT_DIR
 set -u
@@ -25,6 +26,12 @@ for round in 1 2; do
   done
 done
 BUDGET_S=$(( BUDGET_S - SECONDS )) BATCHES="64 256" bash scripts/gpu-batch-profile.sh "$LOGS/profile" 2>&1 | grep -v ": rc="
+for v in split_k_early48 batched_ring; do
+  step "swap_$v" 120 "$L" run "experiments/batched-decode-$v.json" --set model.path="$M" --set model.preset=auto \
+    --quiet --out "$LOGS/swap_$v"
+done
+step swap_compare 60 "$L" compare "$LOGS/swap_split_k_early48" "$LOGS/swap_batched_ring" --markdown
+head -40 "$LOGS/swap_compare.log"
 step curves 240 bash scripts/perf-curves.sh "$LOGS/curves"
 grep -vE "^$" "$LOGS/curves.log" | head -60
 echo "==== summary"; cat "$LOGS/summary.txt"
