@@ -26,6 +26,16 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Decode steps of one kind: wall time, and StepTiming's host / Model::run split.
+struct StepSamples {
+  std::vector<double> wall_s, host_s, model_s;
+  void add(double wall, const StepTiming& t) {
+    wall_s.push_back(wall);
+    host_s.push_back(t.host_s);
+    model_s.push_back(t.model_s);
+  }
+};
+
 // "1,2,4" -> {1, 2, 4}; each value >= lo.
 std::vector<int> int_list(const std::string& text, const char* option, int lo) {
   std::vector<int> out;
@@ -162,45 +172,36 @@ int cmd_bench(const std::vector<std::string>& argv) {
     // `batch` rows); when there are none (too few --decode-steps for the
     // prefill's length) over every step without prompt rows, with a warning.
     // Prefill: the sum over the steps that carry prompt rows.
-    std::vector<double> prefill_s, full_s, partial_s, full_host_s, full_model_s, part_host_s, part_model_s;
+    std::vector<double> prefill_s;
+    StepSamples whole, partial;
     while (true) {
       double t0 = engine.now_s();
       if (!engine.step()) break;
       const double dt = engine.now_s() - t0;
       const StepTiming& t = engine.last_step_timing();
-      if (t.decode_rows < t.rows) {
+      if (t.decode_rows < t.rows)
         prefill_s.push_back(dt);
-      } else if (t.rows == batch) {
-        full_s.push_back(dt);
-        full_host_s.push_back(t.host_s);
-        full_model_s.push_back(t.model_s);
-      } else {
-        partial_s.push_back(dt);
-        part_host_s.push_back(t.host_s);
-        part_model_s.push_back(t.model_s);
-      }
+      else
+        (t.rows == batch ? whole : partial).add(dt, t);
     }
     engine.take_finished();
     Point pt;
     pt.batch = batch;
     pt.prompt_len = prompt_len;
-    pt.partial_steps = partial_s.size();
-    pt.whole_batch = !full_s.empty();
-    if (!pt.whole_batch) {
+    pt.partial_steps = partial.wall_s.size();
+    pt.whole_batch = !whole.wall_s.empty();
+    if (!pt.whole_batch)
       std::fprintf(stderr,
                    "bench: batch %d, prompt %d: no step decoded all %d sequences at once (the first finished "
                    "before the last prefilled); the decode step is the median of %zu partial-batch steps -- "
                    "raise --decode-steps\n",
-                   batch, prompt_len, batch, partial_s.size());
-      full_s = partial_s;
-      full_host_s = part_host_s;
-      full_model_s = part_model_s;
-    }
-    pt.step_ms = median(full_s) * 1e3;
-    for (double s : full_s) pt.decode_each_ms.push_back(std::round(s * 1e6) / 1e3);
-    pt.decode_steps = full_s.size();
-    pt.host_ms = median(full_host_s) * 1e3;
-    pt.model_ms = median(full_model_s) * 1e3;
+                   batch, prompt_len, batch, partial.wall_s.size());
+    const StepSamples& counted = pt.whole_batch ? whole : partial;
+    pt.step_ms = median(counted.wall_s) * 1e3;
+    for (double s : counted.wall_s) pt.decode_each_ms.push_back(std::round(s * 1e6) / 1e3);
+    pt.decode_steps = counted.wall_s.size();
+    pt.host_ms = median(counted.host_s) * 1e3;
+    pt.model_ms = median(counted.model_s) * 1e3;
     for (double s : prefill_s) pt.prefill_ms += s * 1e3;
     pt.prefill_steps = prefill_s.size();
     const double kv_bytes = 2.0 * cfg.num_layers * cfg.kv_dim() * (cuda ? 2 : 4) * batch * (prompt_len + steps / 2.0);
