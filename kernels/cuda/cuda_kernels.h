@@ -26,6 +26,7 @@ void register_add_rmsnorm_cuda(Registry& r);
 void register_rope_kv_write_cuda(Registry& r);
 void register_sample_cluster_cuda(Registry& r);
 void register_sample_gather_cuda(Registry& r);  // variant 4: sample_gather.cu
+void register_sample_lean_cuda(Registry& r);    // variant 5: sample_lean.cu
 void register_gate_up_swiglu_cuda(Registry& r);
 void register_proj_residual_norm_cuda(Registry& r);
 

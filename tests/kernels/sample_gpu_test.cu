@@ -227,10 +227,11 @@ TEST(SampleGpu, MatchesReferenceOnRandomGridTiesAndFlatRows) {
               cuda_variants(Family::sample).size(), ties);
 }
 
-// sample.4 (cluster_gather) decides every crossing from the same bins, weights
-// and integer prefixes as sample.3 (cluster_select): the same token on every
-// row, not just up to rounding ties. Batches 1 and 8 (8 blocks per row) and 40
-// (4 blocks); normal, bf16-rounded (ties), near-flat (the bisection path) and
+// sample.4 (cluster_gather) and sample.5 (cluster_lean) decide every crossing
+// from the same bins, weights and integer prefixes as sample.3 (cluster_select):
+// the same token on every row, not just up to rounding ties. Batches 1 and 8
+// (8 blocks per row for sample.4, 16 for sample.5), 20 (8 blocks) and 40 (4
+// blocks); normal, bf16-rounded (ties), near-flat (the bisection path) and
 // peaked rows (a large top logit: the nucleus is one or two tokens), over a grid
 // that includes the engine's settings (T 0.8, top_k 50 + top_p 0.9, top_p 0.95).
 TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
@@ -238,14 +239,15 @@ TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
   const int vocab = 128256;
   const KernelEntry& select = Registry::global().find(Family::sample, "cluster_select");
   const KernelEntry& gather = Registry::global().find(Family::sample, "cluster_gather");
+  const KernelEntry& lean = Registry::global().find(Family::sample, "cluster_lean");
   const float temps[] = {0.0f, 1e-3f, 0.5f, 0.8f, 1.0f, 1.7f};
   const int32_t ks[] = {0, 1, 2, 40, 50, 700, 5000};
   const float ps[] = {1.0f, 0.95f, 0.9f, 0.6f, 0.1f, 0.0f};
   std::uniform_int_distribution<int> pick(0, 1 << 30);
   GpuEnv env;
   int rows_checked = 0;
-  for (int b : {1, 8, 40}) {
-    for (int rep = 0; rep < (b == 1 ? 12 : 2); ++rep) {
+  for (int b : {1, 8, 20, 40}) {
+    for (int rep = 0; rep < (b == 1 ? 12 : b == 20 ? 1 : 2); ++rep) {
       Batch in;
       in.logits.resize(size_t(b) * vocab);
       for (int r = 0; r < b; ++r) {
@@ -269,9 +271,9 @@ TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
       WorkspaceShape shape;
       shape.max_batch_tokens = shape.max_seqs = b;
       shape.vocab = vocab;
-      std::vector<int32_t> tokens[2];
+      std::vector<int32_t> tokens[3];
       int v = 0;
-      for (const KernelEntry* e : {&select, &gather}) {
+      for (const KernelEntry* e : {&select, &gather, &lean}) {
         d_out.poison();
         launch(*e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
                               d_steps.get(), d_out.get(), b, vocab},
@@ -280,13 +282,15 @@ TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
         tokens[v++] = d_out.download();
       }
       for (int r = 0; r < b; ++r)
-        EXPECT_EQ(tokens[1][r], tokens[0][r])
-            << "b=" << b << " row " << r << " (T " << in.params[r].temperature << ", top_k "
-            << in.params[r].top_k << ", top_p " << in.params[r].top_p << ", kind " << (r + rep) % 4 << ")";
+        for (int w = 1; w < 3; ++w)
+          EXPECT_EQ(tokens[w][r], tokens[0][r])
+              << (w == 1 ? "cluster_gather" : "cluster_lean") << " b=" << b << " row " << r << " (T "
+              << in.params[r].temperature << ", top_k " << in.params[r].top_k << ", top_p "
+              << in.params[r].top_p << ", kind " << (r + rep) % 4 << ")";
       rows_checked += b;
     }
   }
-  std::printf("[sample] cluster_gather == cluster_select on %d rows\n", rows_checked);
+  std::printf("[sample] cluster_gather == cluster_lean == cluster_select on %d rows\n", rows_checked);
 }
 
 // Upper quantile of chi-square(dof) at z standard deviations (Wilson-Hilferty).
