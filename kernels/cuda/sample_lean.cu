@@ -1,32 +1,33 @@
 // sample variant 5 (cluster_lean): sample.4's algorithm -- its bins, fixed-point
-// weights, crossing plan and resolution (sample_gather.cuh), so the same token on
-// every row -- with the phases that made up its time rebuilt for latency.
+// weights, crossing plan and integer prefixes (sample_gather.cuh), so the same
+// token on every row (tested) -- with the phases that made up its time rebuilt.
 //
-// Why: sample.4 takes 31-35 us at b = 1 though neither the SMs nor memory are
-// busy. Timestamps inside its kernel (docs/performance.md, session 10) put the
-// time in every phase, each a chain of dependent steps: the slice load (2.8 us,
-// two rounds of 4-byte loads), the local histogram (3.8 us: a returning shared
-// atomic per logit for the mass's carry), the histogram merge (4.6 us: every
-// block reads all 1024 bins of every peer, 96 KB of distributed shared memory
-// per block; 6.7k cycles alone in a microbenchmark, 22k at 16 blocks), the plan
-// (4.9 us, the row's parameters read only then), the gather (5.1 us: one shared
-// atomic counter for all of a block's tokens) and rank 0's merge (5.9 us: up to
-// 15 binary searches per token, one after the other). Here:
+// Why: sample.4 takes 31-35 us at b = 1 while neither the SMs nor memory are
+// busy. %globaltimer stamps between its phases (docs/performance.md, session
+// 10) put 2-6 us in every phase, and the phases are issue- and shared-memory-
+// bound on the one SM that runs them, not latency-bound: the local histogram
+// (3.8 us) costs the same for 8 as for 16 logits per thread because its cost is
+// the shared atomics per SM; the plan (4.9 us) is scalar work done by all 32
+// warps; the merge (5.9 us) is up to 15 binary searches per gathered token on
+// rank 0 alone; the histogram merge (4.6 us) reads all 1024 bins of every peer
+// (96 KB of distributed shared memory per block; 6.7k cycles alone at 8 blocks,
+// 22k at 16). Here:
 //   1. the row's parameters are read first and the slice with 16-byte loads, all
-//      in flight at once;
-//   2. a bin's mass is kept in three 32-bit limbs (14, 14 and 13 bits of the
-//      2^40 fixed-point weight) added with non-returning shared atomics, exact as
-//      sample.4's carry;
-//   3. the merge is a reduce-scatter: block q sums its kBins / kC bins over the
-//      peers (one 16-byte remote load per thread, a shuffle reduction), then every
-//      block reads the 1024 totals from their owners (one 16-byte load per
-//      thread): 32 KB of remote reads per block instead of 96-192 KB, and the
-//      same at 16 blocks as at 8 (16 blocks per row become worth it at b <= 8);
-//   4. a block's gathered tokens take their slots one warp at a time (ballot)
-//      and rank 0 gives each run its place with one remote atomic (the merge does
-//      not depend on the runs' order: the keys are unique);
-//   5. rank 0 places each gathered key by lower bounds in all runs at once (its
-//      own run included, where the bound is its index), four runs in lock step.
+//      in flight at once; the draw's uniform is made by one thread while the
+//      cluster barrier waits;
+//   2. 16 blocks per row up to 8 rows (8016 logits per block at 128256), so the
+//      histogram's shared atomics per SM halve;
+//   3. the histogram merge is a reduce-scatter: block q sums its kBins / kC bins
+//      over the peers (one 16-byte remote load per thread and a shuffle
+//      reduction), then every block reads the 1024 totals from their owners (one
+//      16-byte load per thread): 32 KB of remote reads per block at any kC;
+//   4. one thread makes the plan (sample.4's make_plan) for the block;
+//   5. a block's gathered tokens take slots a warp at a time (ballot) and go to
+//      rank 0 unsorted, at a range one remote atomic hands out;
+//   6. rank 0 sorts nothing: for each crossing it finds the bin from the global
+//      prefixes, builds a 1024-bin sub-histogram (by z) of that bin's gathered
+//      tokens, scans it, and ranks exactly only the few tokens of the crossing's
+//      sub-bin (more than kCand: slow path).
 // The slow path (bisection, flat rows) and the greedy path are sample.4's.
 #include <cooperative_groups.h>
 
@@ -44,33 +45,35 @@ using namespace cuda_detail;
 using namespace sample_bins;
 using namespace gather_detail;
 
-// A fixed-point weight (<= 2^40) as limbs of 14, 14 and 13 bits: a block's sums
-// stay below 2^32 for up to 2^18 tokens of one bin.
-constexpr int kLimb = 14;
-constexpr uint32_t kLimbMask = (1u << kLimb) - 1;
-__device__ __forceinline__ uint64_t limbs_mass(const uint4& h) {
-  return uint64_t(h.y) + (uint64_t(h.z) << kLimb) + (uint64_t(h.w) << (2 * kLimb));
-}
-
 struct alignas(16) BinTotal {  // one 16-byte remote load
   uint64_t mass;
   uint32_t count, pad;
 };
 
+constexpr int kCand = 64;  // tokens of one crossing sub-bin ranked exactly (more: slow path)
+
 template <int kC>
 struct alignas(16) Lean {
   static constexpr int kCap = kC >= 8 ? 4096 : 3072;  // 4 blocks: a 125 KB slice beside
-  static constexpr int kPerThread = kCap / kThreads;
   static constexpr int kOwned = kBins / kC;  // bins this block sums over the cluster
-  uint4 hist[kBins];                         // this block's: x count, y/z/w mass limbs
+  uint4 hist[kBins];  // this block's bins (x count, y/z mass lo/hi); rank 0: then sub-bins
   BinTotal owned[kOwned];                    // cluster totals of bins rank * kOwned + i
   uint32_t count_before[kBins + 1];          // global exclusive prefix of counts
   uint64_t mass_before[kBins + 1];           // global exclusive prefix of masses
-  uint64_t runs[kCap];        // rank 0: the blocks' sorted runs, then the merged masses
-  uint64_t keys[kCap];        // this block's gathered keys; rank 0: then all, merged
-  uint32_t count_incl[kCap];  // rank 0: inclusive global counts (rank + 1)
-  int run_start[kMaxC], run_end[kMaxC];  // rank 0: block q's run in runs[]
+  uint64_t runs[kCap];        // rank 0: every block's gathered keys (unsorted)
+  uint64_t keys[kCap];        // this block's gathered keys; rank 0: then their weights
+  uint32_t count_incl[kCap];  // rank 0: each gathered key's bin << 10 | sub-bin
   uint64_t scratch[kWarp];
+  Plan plan;  // made by thread 0, read by all
+  float u;
+  uint64_t fw_max;
+  // rank 0's crossing search (locate_sub): the crossing sub-bin and its exclusive
+  // prefixes within the bin, the gathered tokens of that sub-bin
+  int hit_sub, n_cand;
+  uint64_t hit_before_count, hit_before_mass;
+  uint64_t cand[kCand];
+  uint64_t found_key, found_mass;
+  int found;
   uint64_t pub_max;  // this block's argmax key (read by the peers)
   uint64_t bis[2];   // bisection partial (parity double buffer)
   uint64_t bcast;
@@ -78,7 +81,6 @@ struct alignas(16) Lean {
   int n_gathered;  // rank 0: slots handed out so far (a remote atomic per block)
   int run_base;
   int fail;
-  int32_t token;
 };
 
 __device__ __forceinline__ void cluster_arrive() {
@@ -136,19 +138,14 @@ __device__ void lean_histogram(Lean<kC>& s, const Row& c, cg::cluster_group& cl,
     const float l = c.slice[i];
     uint4& h = s.hist[c.bins.bin(l)];
     atomicAdd(&h.x, 1u);
-    const uint64_t w = c.bins.fixed_weight(l);
-    if (w) {
-      atomicAdd(&h.y, uint32_t(w) & kLimbMask);
-      atomicAdd(&h.z, uint32_t(w >> kLimb) & kLimbMask);
-      atomicAdd(&h.w, uint32_t(w >> (2 * kLimb)));
-    }
+    add_fixed_mass(&h.y, &h.z, c.bins.fixed_weight(l));  // 1.3 atomics per logit on average
   }
   cl.sync();  // every local histogram is complete
   constexpr int kOwned = Lean<kC>::kOwned;
   {  // reduce-scatter: the kC lanes of one owned bin are adjacent (kC divides 32)
     const int peer = int(threadIdx.x) % kC, local = int(threadIdx.x) / kC;
     const uint4 h = cl.map_shared_rank(&s.hist[0], peer)[rank * kOwned + local];
-    uint64_t mass = limbs_mass(h);
+    uint64_t mass = (uint64_t(h.z) << 32) + h.y;
     uint32_t count = h.x;
 #pragma unroll
     for (int o = kC / 2; o > 0; o >>= 1) {
@@ -171,19 +168,18 @@ __device__ void lean_histogram(Lean<kC>& s, const Row& c, cg::cluster_group& cl,
   __syncthreads();
 }
 
-// 4. This block's tokens in the planned bins: slots a warp at a time, sorted by
-// counting, stored as one run into rank 0's s.runs at a slot range rank 0 hands out.
+// 4. This block's tokens in the planned bins, slots a warp at a time, copied
+// unsorted into rank 0's s.runs at a range rank 0 hands out (one remote atomic).
 template <int kC>
-__device__ void lean_push(Lean<kC>& s, const Row& c, cg::cluster_group& cl, int rank, const Plan& pl) {
+__device__ void lean_push(Lean<kC>& s, const Row& c, cg::cluster_group& cl, const Plan& pl) {
   const int lane = int(threadIdx.x) % kWarp;
   for (int base = 0; base < c.n; base += kThreads) {  // whole warps: the ballot needs them
     const int i = base + int(threadIdx.x);
     bool take = false;
-    uint64_t key = 0;
+    float l = 0.0f;
     if (i < c.n) {
-      const float l = c.slice[i];
+      l = c.slice[i];
       take = pl.gathers(c.bins.bin(l));
-      key = sort_key(l, c.begin + i);
     }
     const unsigned mask = __ballot_sync(kFullMask, take);
     if (mask) {
@@ -191,68 +187,143 @@ __device__ void lean_push(Lean<kC>& s, const Row& c, cg::cluster_group& cl, int 
       int slot = 0;
       if (lane == leader) slot = atomicAdd(&s.n_local, __popc(mask));
       slot = __shfl_sync(kFullMask, slot, leader);
-      if (take) s.keys[slot + __popc(mask & ((1u << lane) - 1u))] = key;
+      if (take) s.keys[slot + __popc(mask & ((1u << lane) - 1u))] = sort_key(l, c.begin + i);
     }
   }
   __syncthreads();
   const int n = s.n_local;
-  if (threadIdx.x == 0) {
-    const int start = atomicAdd(cl.map_shared_rank(&s.n_gathered, 0), n);
-    *cl.map_shared_rank(&s.run_start[rank], 0) = start;
-    *cl.map_shared_rank(&s.run_end[rank], 0) = start + n;
-    s.run_base = start;
-  }
+  if (threadIdx.x == 0) s.run_base = atomicAdd(cl.map_shared_rank(&s.n_gathered, 0), n);
   __syncthreads();
   uint64_t* dst = cl.map_shared_rank(&s.runs[0], 0) + s.run_base;
-  for (int j = threadIdx.x; j < n; j += kThreads) {
-    const uint64_t key = s.keys[j];
-    int before = 0;
-#pragma unroll 8
-    for (int q = 0; q < n; ++q) before += s.keys[q] < key;
-    dst[before] = key;
-  }
+  for (int j = threadIdx.x; j < n; j += kThreads) dst[j] = s.keys[j];
 }
 
-// 5. Rank 0, once every run has landed: each key's merged position is the sum of
-// its lower bounds in all runs (in its own run, its index), four runs in lock step.
+// 5. Rank 0: each gathered token's bin, sub-bin (1024 per bin, by z) and weight,
+// into s.count_incl (bin << 10 | sub) and s.keys (weight). Keys stay in s.runs.
+constexpr int kSubBits = 10;
+constexpr int kSubBins = 1 << kSubBits;  // == kThreads
 template <int kC>
-__device__ void lean_merge(Lean<kC>& s, const ZBins& bins, int n) {
-  constexpr int kGroup = kC < 4 ? kC : 4;
+__device__ void lean_tag(Lean<kC>& s, const ZBins& bins, int n) {
   for (int j = threadIdx.x; j < n; j += kThreads) {
-    const uint64_t key = s.runs[j];
-    int pos = 0;
-#pragma unroll
-    for (int g = 0; g < kC; g += kGroup) {
-      int lo[kGroup], len[kGroup];
-#pragma unroll
-      for (int q = 0; q < kGroup; ++q) {
-        lo[q] = s.run_start[g + q];
-        len[q] = s.run_end[g + q] - lo[q];
-      }
-      bool more = true;
-      while (more) {
-        more = false;
-#pragma unroll
-        for (int q = 0; q < kGroup; ++q) {
-          if (len[q] > 0) {
-            const int half = len[q] / 2;
-            if (s.runs[lo[q] + half] < key) {
-              lo[q] += half + 1;
-              len[q] -= half + 1;
-            } else {
-              len[q] = half;
-            }
-            more |= len[q] > 0;
-          }
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < kGroup; ++q) pos += lo[q] - s.run_start[g + q];
+    const float l = logit_of_key(s.runs[j]);
+    const int b = bins.bin(l);
+    int sub = kSubBins - 1;
+    if (b < kBins - 1) {
+      const float frac = bins.z(l) * ZBins::kBinsPerNat - float(b);  // [0, 1): the bin's own
+      sub = min(max(int(frac * float(kSubBins)), 0), kSubBins - 1);
     }
-    s.keys[pos] = key;  // rank 0's own gathered keys were consumed before the barrier
+    s.count_incl[j] = (uint32_t(b) << kSubBits) | uint32_t(sub);
+    s.keys[j] = bins.fixed_weight(l);
   }
-  __syncthreads();  // the runs are read: s.runs takes the masses now
-  scan_merged<Lean<kC>::kPerThread>(s, bins, n);
+  __syncthreads();
+}
+
+// Rank 0, every thread: the first token in rank order whose inclusive global
+// count (by_count) or mass exceeds t -- resolve()'s locate() on the gathered
+// tokens without sorting them. The bin comes from the global prefixes; within it
+// a 1024-bin sub-histogram by z and its scan give the sub-bin, whose few tokens
+// are ranked exactly. False (every thread) when the bin was not gathered, no
+// token crosses, or the sub-bin holds more than kCand tokens: the slow path.
+template <int kC>
+__device__ bool locate_sub(Lean<kC>& s, const Plan& pl, int n, uint64_t t, bool by_count,
+                           uint64_t* key, uint64_t* mass_incl) {
+  const int b = by_count ? find_bin(s.count_before, t) : find_bin(s.mass_before, t);
+  if (!pl.gathers(b)) return false;
+  const uint64_t t_in = t - (by_count ? uint64_t(s.count_before[b]) : s.mass_before[b]);
+  s.hist[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // free since the reduce-scatter
+  if (threadIdx.x == 0) {
+    s.hit_sub = -1;
+    s.n_cand = 0;
+    s.found = 0;
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += kThreads) {
+    const uint32_t tag = s.count_incl[j];
+    if (int(tag >> kSubBits) != b) continue;
+    uint4& h = s.hist[tag & (kSubBins - 1)];
+    const uint64_t w = s.keys[j];
+    atomicAdd(&h.x, 1u);
+    add_fixed_mass(&h.y, &h.z, w);
+  }
+  __syncthreads();
+  const uint4 h = s.hist[threadIdx.x];
+  const uint64_t cnt = h.x, mass = (uint64_t(h.z) << 32) + h.y;
+  uint64_t total;
+  const uint64_t before_c = block_exclusive_scan_u64(cnt, s.scratch, &total);
+  const uint64_t before_m = block_exclusive_scan_u64(mass, s.scratch, &total);
+  const uint64_t before = by_count ? before_c : before_m, here = by_count ? cnt : mass;
+  if (before <= t_in && t_in < before + here) {  // one sub-bin at most
+    s.hit_sub = int(threadIdx.x);
+    s.hit_before_count = before_c;
+    s.hit_before_mass = before_m;
+  }
+  __syncthreads();
+  const int hit = s.hit_sub;
+  if (hit < 0) return false;
+  const uint32_t want = (uint32_t(b) << kSubBits) | uint32_t(hit);
+  for (int j = threadIdx.x; j < n; j += kThreads) {
+    if (s.count_incl[j] != want) continue;
+    const int slot = atomicAdd(&s.n_cand, 1);
+    if (slot < kCand) s.cand[slot] = uint64_t(j);
+  }
+  __syncthreads();
+  const int m = s.n_cand;
+  if (m > kCand) return false;
+  if (threadIdx.x == 0) {
+    // Rank the sub-bin's tokens by key (insertion sort of indices), then walk.
+    for (int i = 1; i < m; ++i) {
+      const uint64_t j = s.cand[i];
+      int q = i - 1;
+      while (q >= 0 && s.runs[s.cand[q]] > s.runs[j]) {
+        s.cand[q + 1] = s.cand[q];
+        --q;
+      }
+      s.cand[q + 1] = j;
+    }
+    uint64_t c = s.hit_before_count, w = s.hit_before_mass;
+    for (int i = 0; i < m; ++i) {
+      const uint64_t j = s.cand[i];
+      c += 1;
+      w += s.keys[j];
+      if ((by_count ? c : w) > t_in) {
+        s.found = 1;
+        s.found_key = s.runs[j];
+        s.found_mass = s.mass_before[b] + w;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  if (!s.found) return false;
+  *key = s.found_key;
+  *mass_incl = s.found_mass;
+  return true;
+}
+
+// Rank 0, every thread: resolve()'s three steps (sample_gather.cuh) through
+// locate_sub. False: the slow path.
+template <int kC>
+__device__ bool lean_resolve(Lean<kC>& s, const Plan& pl, int n, int vocab, float p, float u,
+                             uint64_t fw_max, int32_t* token) {
+  uint64_t key = 0, mass_k = s.mass_before[kBins];
+  if (pl.k < vocab) {
+    if (!pl.k_resolve) mass_k = s.mass_before[pl.kbin];
+    else if (!locate_sub(s, pl, n, uint64_t(pl.k - 1), true, &key, &mass_k)) return false;
+  }
+  uint64_t mass_n = mass_k;
+  if (sampling::top_p_active(p)) {
+    const double need = ceil(double(p) * double(mass_k));
+    if (need <= 0.0) {
+      mass_n = fw_max;
+    } else {
+      const uint64_t t = uint64_t(need) - 1;
+      if (t < mass_k && !locate_sub(s, pl, n, t, false, &key, &mass_n)) return false;
+    }
+  }
+  uint64_t mass_d;
+  if (!locate_sub(s, pl, n, target_of(u, mass_n), false, &key, &mass_d)) return false;
+  *token = id_of_key(key);
+  return true;
 }
 
 template <int kC>
@@ -283,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   best = block_max_u64(best, s.scratch);
   if (threadIdx.x == 0) s.pub_max = best;
   cluster_arrive();  // every block's max, zeroed histogram and counters are set
-  const float u = sampling::uniform01(seed, step);  // while the peers arrive
+  if (threadIdx.x == 0) s.u = sampling::uniform01(seed, step);  // while the peers arrive
   cluster_wait();
   if (threadIdx.x < kWarp) {
     uint64_t g = threadIdx.x < kC ? *cl.map_shared_rank(&s.pub_max, int(threadIdx.x)) : 0;
@@ -305,22 +376,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   c.bins.inv_temp = 1.0f / temp;
   // 2-3. The cluster's histogram and its prefixes.
   lean_histogram<kC>(s, c, cl, rank);
-  // 4. The plan (identical in every block) and how many tokens it gathers.
+  // 4. The plan (identical in every block; one thread makes it: scalar work in
+  // all 32 warps costs 32 times the issue slots) and how many tokens it gathers.
   const int k = sampling::candidate_count(top_k_row, vocab);
-  const uint64_t fw_max = c.bins.fixed_weight(c.bins.max_logit);
-  const Plan pl = make_plan(s, k, vocab, p, u, fw_max);
+  if (threadIdx.x == 0) {
+    s.fw_max = c.bins.fixed_weight(c.bins.max_logit);
+    s.plan = make_plan(s, k, vocab, p, s.u, s.fw_max);
+  }
+  __syncthreads();
+  const Plan pl = s.plan;
+  const float u = s.u;
+  const uint64_t fw_max = s.fw_max;
   const uint64_t mine = pl.gathers(threadIdx.x) ? s.count_before[threadIdx.x + 1] - s.count_before[threadIdx.x] : 0;
   const int n = int(block_sum_u64(mine, s.scratch));
   bool slow = !pl.ok || n > Lean<kC>::kCap;
   if (!slow) {
-    lean_push<kC>(s, c, cl, rank, pl);
-    cl.sync();  // every run has landed
+    lean_push<kC>(s, c, cl, pl);
+    cl.sync();  // every block's tokens have landed
     if (rank == 0) {
-      lean_merge<kC>(s, c.bins, n);
-      if (threadIdx.x == 0) s.fail = !resolve(s, pl, c.bins, n, vocab, p, u, fw_max);
-      __syncthreads();
-      if (threadIdx.x < kC) *cl.map_shared_rank(&s.fail, int(threadIdx.x)) = s.fail;
-      if (threadIdx.x == 0 && !s.fail) out[row] = s.token;
+      lean_tag<kC>(s, c.bins, n);
+      int32_t token = 0;
+      const bool ok = lean_resolve<kC>(s, pl, n, vocab, p, u, fw_max, &token);
+      if (threadIdx.x < kC) *cl.map_shared_rank(&s.fail, int(threadIdx.x)) = !ok;
+      if (threadIdx.x == 0 && ok) out[row] = token;
     }
     cl.sync();  // every block has rank 0's verdict; no remote access follows on success
     slow = s.fail;
@@ -368,11 +446,11 @@ void register_sample_lean_cuda(Registry& r) {
   r.add(make_entry<SampleArgs, sample_cluster_lean, sample_cost<2>>(
       5, "cluster_lean",
       Backend::cuda,
-      "cluster_gather's bins, plan and resolution (the same token) with its latency chain cut: "
-      "parameters first, 16-byte slice loads, bin masses in non-returning 32-bit limbs, the "
-      "histogram merged by a reduce-scatter (32 KB of remote reads per block, not 96-192), "
-      "warp-aggregated gather slots, rank 0's merge by lock-step lower bounds; 16 blocks per row "
-      "up to 8 rows; bisection for flat rows; bin_select from 128 rows",
+      "cluster_gather's bins, weights and plan (the same token), rebuilt for the SM's issue and "
+      "shared-memory limits: 16 blocks per row up to 8 rows, the histogram merged by a "
+      "reduce-scatter (32 KB of remote reads per block, not 96-192), the plan made once per "
+      "block, gathered tokens sent unsorted and each crossing found on rank 0 by a sub-histogram "
+      "of its bin; bisection for flat rows; bin_select from 128 rows",
       kTestedOnly));
 }
 
