@@ -45,6 +45,43 @@ using namespace cuda_detail;
 using namespace sample_bins;
 using namespace gather_detail;
 
+// Exclusive prefix of (count, mass) pairs over the block's threads in one pass
+// (one set of barriers for both); *total = the block's sums.
+struct CountMass {
+  uint64_t mass;
+  uint32_t count;
+};
+__device__ inline CountMass block_exclusive_scan_cm(uint32_t count, uint64_t mass, CountMass* scratch,
+                                                    CountMass* total) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  uint32_t ic = count;
+  uint64_t im = mass;
+#pragma unroll
+  for (int o = 1; o < kWarp; o <<= 1) {
+    const uint32_t nc = __shfl_up_sync(kFullMask, ic, o);
+    const uint64_t nm = __shfl_up_sync(kFullMask, im, o);
+    if (lane >= o) ic += nc, im += nm;
+  }
+  __syncthreads();
+  if (lane == kWarp - 1) scratch[warp] = CountMass{im, ic};
+  __syncthreads();
+  if (warp == 0) {
+    uint32_t wc = scratch[lane].count;
+    uint64_t wm = scratch[lane].mass;
+#pragma unroll
+    for (int o = 1; o < kWarp; o <<= 1) {
+      const uint32_t nc = __shfl_up_sync(kFullMask, wc, o);
+      const uint64_t nm = __shfl_up_sync(kFullMask, wm, o);
+      if (lane >= o) wc += nc, wm += nm;
+    }
+    scratch[lane] = CountMass{wm, wc};  // inclusive prefix of the warp totals
+  }
+  __syncthreads();
+  *total = scratch[kWarp - 1];
+  const CountMass before = warp > 0 ? scratch[warp - 1] : CountMass{0, 0};
+  return CountMass{before.mass + im - mass, before.count + ic - count};
+}
+
 struct alignas(16) BinTotal {  // one 16-byte remote load
   uint64_t mass;
   uint32_t count, pad;
@@ -64,6 +101,7 @@ struct alignas(16) Lean {
   uint64_t keys[kCap];        // this block's gathered keys; rank 0: then their weights
   uint32_t count_incl[kCap];  // rank 0: each gathered key's bin << 10 | sub-bin
   uint64_t scratch[kWarp];
+  CountMass cm_scratch[kWarp];
   Plan plan;  // made by thread 0, read by all
   float u;
   uint64_t fw_max;
@@ -156,14 +194,13 @@ __device__ void lean_histogram(Lean<kC>& s, const Row& c, cg::cluster_group& cl,
   }
   cl.sync();  // every owned total is published; no peer reads s.hist after this
   const BinTotal t = cl.map_shared_rank(&s.owned[0], int(threadIdx.x) / kOwned)[threadIdx.x % kOwned];
-  uint64_t total_count, total_mass;
-  const uint64_t cb = block_exclusive_scan_u64(t.count, s.scratch, &total_count);
-  const uint64_t mb = block_exclusive_scan_u64(t.mass, s.scratch, &total_mass);
-  s.count_before[threadIdx.x] = uint32_t(cb);
-  s.mass_before[threadIdx.x] = mb;
+  CountMass total;
+  const CountMass before = block_exclusive_scan_cm(t.count, t.mass, s.cm_scratch, &total);
+  s.count_before[threadIdx.x] = before.count;
+  s.mass_before[threadIdx.x] = before.mass;
   if (threadIdx.x == 0) {
-    s.count_before[kBins] = uint32_t(total_count);
-    s.mass_before[kBins] = total_mass;
+    s.count_before[kBins] = total.count;
+    s.mass_before[kBins] = total.mass;
   }
   __syncthreads();
 }
@@ -248,9 +285,9 @@ __device__ bool locate_sub(Lean<kC>& s, const Plan& pl, int n, uint64_t t, bool 
   __syncthreads();
   const uint4 h = s.hist[threadIdx.x];
   const uint64_t cnt = h.x, mass = (uint64_t(h.z) << 32) + h.y;
-  uint64_t total;
-  const uint64_t before_c = block_exclusive_scan_u64(cnt, s.scratch, &total);
-  const uint64_t before_m = block_exclusive_scan_u64(mass, s.scratch, &total);
+  CountMass total;
+  const CountMass pre = block_exclusive_scan_cm(h.x, mass, s.cm_scratch, &total);
+  const uint64_t before_c = pre.count, before_m = pre.mass;
   const uint64_t before = by_count ? before_c : before_m, here = by_count ? cnt : mass;
   if (before <= t_in && t_in < before + here) {  // one sub-bin at most
     s.hit_sub = int(threadIdx.x);
