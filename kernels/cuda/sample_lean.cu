@@ -15,7 +15,7 @@
 //   1. the row's parameters are read first and the slice with 16-byte loads, all
 //      in flight at once; the draw's uniform is made by one thread while the
 //      cluster barrier waits;
-//   2. 16 blocks per row up to 8 rows (8016 logits per block at 128256), so the
+//   2. 16 blocks per row up to 2 rows (8016 logits per block at 128256), so the
 //      histogram's shared atomics per SM halve;
 //   3. the histogram merge is a reduce-scatter: block q sums its kBins / kC bins
 //      over the peers (one 16-byte remote load per thread and a shuffle
@@ -447,33 +447,44 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Blocks per row: 16 up to 8 rows (one wave of 128 blocks), 8 up to 32, 4 up to
-// 127; from 128 rows sample.2's one block per row (as sample.3 and sample.4).
+// Blocks per row (measured, docs/performance.md session 10): 16 up to 2 rows, 8
+// up to 32, 4 up to 127; from 128 rows sample.2's one block per row (as sample.3
+// and sample.4). A vocabulary whose slice does not fit beside the shared state
+// takes more blocks per row (4 -> 8 -> 16), then bin_select.
 // LANTERN_SAMPLE_LEAN_CLUSTER = 4, 8 or 16 forces one size at every b.
 constexpr int kManyRows = 128;
 int lean_blocks(int rows) {
   static const int forced = forced_cluster_blocks("LANTERN_SAMPLE_LEAN_CLUSTER");
   if (forced) return forced;
-  return rows <= 8 ? 16 : rows <= 32 ? 8 : rows < kManyRows ? 4 : 0;
+  return rows <= 2 ? 16 : rows <= 32 ? 8 : rows < kManyRows ? 4 : 0;
+}
+
+template <int kC>
+size_t lean_smem(int vocab) {
+  return sizeof(Lean<kC>) + size_t((vocab + kC - 1) / kC) * sizeof(float);
 }
 
 template <int kC>
 void launch_lean(const SampleArgs& a, const LaunchCtx& ctx) {
   const int slice_len = (a.vocab + kC - 1) / kC;
   static size_t smem_allowed = 0;
-  launch_row_clusters<kC>(sample_lean_kernel<kC>, sizeof(Lean<kC>) + size_t(slice_len) * sizeof(float),
-                          &smem_allowed, a, slice_len, ctx.stream, "sample.cluster_lean");
+  launch_row_clusters<kC>(sample_lean_kernel<kC>, lean_smem<kC>(a.vocab), &smem_allowed, a, slice_len,
+                          ctx.stream, "sample.cluster_lean");
 }
 
 void sample_cluster_lean(const SampleArgs& a, const LaunchCtx& ctx) {
   LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "sample.cluster_lean: bad shape b=%d vocab=%d", a.b, a.vocab);
   LANTERN_CHECK(a.b <= 65535, "sample.cluster_lean: b=%d rows exceed the grid's 65535", a.b);
   if (a.b == 0) return;
-  switch (lean_blocks(a.b)) {
+  int blocks = lean_blocks(a.b);
+  if (blocks == 4 && lean_smem<4>(a.vocab) > kMaxDynamicSmem) blocks = 8;
+  if (blocks == 8 && lean_smem<8>(a.vocab) > kMaxDynamicSmem) blocks = 16;
+  if (blocks == 16 && lean_smem<16>(a.vocab) > kMaxDynamicSmem) blocks = 0;
+  switch (blocks) {
     case 16: return launch_lean<16>(a, ctx);
     case 8: return launch_lean<8>(a, ctx);
     case 4: return launch_lean<4>(a, ctx);
-    default: return sample_bin_select(a, ctx);  // many rows: one block per row
+    default: return sample_bin_select(a, ctx);  // many rows (or a huge vocabulary): a block per row
   }
 }
 
@@ -484,11 +495,11 @@ void register_sample_lean_cuda(Registry& r) {
       5, "cluster_lean",
       Backend::cuda,
       "cluster_gather's bins, weights and plan (the same token), rebuilt for the SM's issue and "
-      "shared-memory limits: 16 blocks per row up to 8 rows, the histogram merged by a "
+      "shared-memory limits: 16 blocks per row up to 2 rows, the histogram merged by a "
       "reduce-scatter (32 KB of remote reads per block, not 96-192), the plan made once per "
       "block, gathered tokens sent unsorted and each crossing found on rank 0 by a sub-histogram "
       "of its bin; bisection for flat rows; bin_select from 128 rows",
-      kTestedOnly));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels

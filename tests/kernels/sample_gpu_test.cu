@@ -229,8 +229,8 @@ TEST(SampleGpu, MatchesReferenceOnRandomGridTiesAndFlatRows) {
 
 // sample.4 (cluster_gather) and sample.5 (cluster_lean) decide every crossing
 // from the same bins, weights and integer prefixes as sample.3 (cluster_select):
-// the same token on every row, not just up to rounding ties. Batches 1 and 8
-// (8 blocks per row for sample.4, 16 for sample.5), 20 (8 blocks) and 40 (4
+// the same token on every row, not just up to rounding ties. Batches 1 (8
+// blocks per row for sample.4, 16 for sample.5), 8 and 20 (8 blocks) and 40 (4
 // blocks); normal, bf16-rounded (ties), near-flat (the bisection path) and
 // peaked rows (a large top logit: the nucleus is one or two tokens), over a grid
 // that includes the engine's settings (T 0.8, top_k 50 + top_p 0.9, top_p 0.95).
