@@ -267,6 +267,7 @@ __device__ bool locate_sub(Lean<kC>& s, const Plan& pl, int n, uint64_t t, bool 
   const int b = by_count ? find_bin(s.count_before, t) : find_bin(s.mass_before, t);
   if (!pl.gathers(b)) return false;
   const uint64_t t_in = t - (by_count ? uint64_t(s.count_before[b]) : s.mass_before[b]);
+  __syncthreads();  // every thread has read the previous search's s.found / s.found_*
   s.hist[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // free since the reduce-scatter
   if (threadIdx.x == 0) {
     s.hit_sub = -1;
