@@ -5,8 +5,9 @@
 # benchmark (default policy; then sample.5 forced to 8 blocks per row at b = 1/8
 # and to 8 / 16 at b = 64), sampled decode in the engine (T 0.8, top_p 0.95) with
 # each, and Nsight Compute's duration of one b = 1 launch of each. With PROBE=DIR
-# also the phase-timestamp probes there (untracked builds of the two kernels with
-# %globaltimer stamps between phases: DIR/probe, DIR/probe_lean). Logs in $OUT/logs.
+# also the phase probes there (scripts/probe/build-sample-probes.sh: the two
+# kernels with %globaltimer stamps between phases, DIR/probe and DIR/probe_lean).
+# Logs in $OUT/logs.
 #   B=build/default bash scripts/gpu-sample5.sh
 set -u
 cd "$(dirname "$0")/.."
