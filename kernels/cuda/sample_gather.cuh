@@ -196,6 +196,22 @@ __device__ bool locate(const S& s, const ZBins& bins, int n, uint64_t t, bool by
   return s.runs[lo] - bins.fixed_weight(logit_of_key(s.keys[lo])) <= t;
 }
 
+// The top-p step every resolver shares (sampling.h step 4, in integers): false
+// when the cut needs no search (*mass_n is final: C_k, or the top weight when
+// P * S rounds to 0); true when C_n is the inclusive mass of the first token
+// whose inclusive mass exceeds *t (the caller searches for it).
+__device__ __forceinline__ bool top_p_cut(float p, uint64_t mass_k, uint64_t fw_max, uint64_t* t, uint64_t* mass_n) {
+  *mass_n = mass_k;
+  if (!sampling::top_p_active(p)) return false;
+  const double need = ceil(double(p) * double(mass_k));
+  if (need <= 0.0) {
+    *mass_n = fw_max;
+    return false;
+  }
+  *t = uint64_t(need) - 1;
+  return *t < mass_k;
+}
+
 // Rank 0, thread 0: sample.3's three steps on the merged tokens. False: slow path.
 template <class S>
 __device__ bool resolve(S& s, const Plan& pl, const ZBins& bins, int n, int vocab, float p,
@@ -210,18 +226,10 @@ __device__ bool resolve(S& s, const Plan& pl, const ZBins& bins, int n, int voca
       mass_k = s.runs[j];
     }
   }
-  uint64_t mass_n = mass_k;
-  if (sampling::top_p_active(p)) {
-    const double need = ceil(double(p) * double(mass_k));
-    if (need <= 0.0) {
-      mass_n = fw_max;
-    } else {
-      const uint64_t t = uint64_t(need) - 1;
-      if (t < mass_k) {
-        if (!locate(s, bins, n, t, false, &j)) return false;
-        mass_n = s.runs[j];
-      }
-    }
+  uint64_t mass_n, t = 0;
+  if (top_p_cut(p, mass_k, fw_max, &t, &mass_n)) {
+    if (!locate(s, bins, n, t, false, &j)) return false;
+    mass_n = s.runs[j];
   }
   if (!locate(s, bins, n, target_of(u, mass_n), false, &j)) return false;
   s.token = id_of_key(s.keys[j]);

@@ -348,20 +348,29 @@ __device__ bool lean_resolve(Lean<kC>& s, const Plan& pl, int n, int vocab, floa
     if (!pl.k_resolve) mass_k = s.mass_before[pl.kbin];
     else if (!locate_sub(s, pl, n, uint64_t(pl.k - 1), true, &key, &mass_k)) return false;
   }
-  uint64_t mass_n = mass_k;
-  if (sampling::top_p_active(p)) {
-    const double need = ceil(double(p) * double(mass_k));
-    if (need <= 0.0) {
-      mass_n = fw_max;
-    } else {
-      const uint64_t t = uint64_t(need) - 1;
-      if (t < mass_k && !locate_sub(s, pl, n, t, false, &key, &mass_n)) return false;
-    }
-  }
+  uint64_t mass_n, t = 0;
+  if (top_p_cut(p, mass_k, fw_max, &t, &mass_n) && !locate_sub(s, pl, n, t, false, &key, &mass_n))
+    return false;
   uint64_t mass_d;
   if (!locate_sub(s, pl, n, target_of(u, mass_n), false, &key, &mass_d)) return false;
   *token = id_of_key(key);
   return true;
+}
+
+// The cluster's argmax key (after the barrier that published every pub_max) into
+// s.bcast: warp 0 reads the kC peers' keys at once and reduces them by shuffles.
+template <int kC>
+__device__ void cluster_argmax(Lean<kC>& s, cg::cluster_group& cl) {
+  if (threadIdx.x < kWarp) {
+    uint64_t g = threadIdx.x < kC ? *cl.map_shared_rank(&s.pub_max, int(threadIdx.x)) : 0;
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o >>= 1) {
+      const uint64_t v = __shfl_xor_sync(kFullMask, g, o);
+      g = v > g ? v : g;
+    }
+    if (threadIdx.x == 0) s.bcast = g;
+  }
+  __syncthreads();
 }
 
 template <int kC>
@@ -394,16 +403,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   cluster_arrive();  // every block's max, zeroed histogram and counters are set
   if (threadIdx.x == 0) s.u = sampling::uniform01(seed, step);  // while the peers arrive
   cluster_wait();
-  if (threadIdx.x < kWarp) {
-    uint64_t g = threadIdx.x < kC ? *cl.map_shared_rank(&s.pub_max, int(threadIdx.x)) : 0;
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) {
-      const uint64_t v = __shfl_xor_sync(kFullMask, g, o);
-      g = v > g ? v : g;
-    }
-    if (threadIdx.x == 0) s.bcast = g;
-  }
-  __syncthreads();
+  cluster_argmax<kC>(s, cl);
   const int32_t argmax = int32_t(~uint32_t(s.bcast));
   c.bins.max_logit = logit_of_orderable(uint32_t(s.bcast >> 32));
   if (sampling::is_greedy(temp) || !sampling::max_is_usable(c.bins.max_logit)) {
