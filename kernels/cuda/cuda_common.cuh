@@ -154,6 +154,18 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(src_bytes)
                : "memory");
 }
+// cp_async16 with a shared-memory address (cvta'd once by the caller) and a
+// source size (16, or 0: zero-fill without reading).
+__device__ __forceinline__ void cp_async16_s(unsigned smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+// 16-byte shared-memory load from a shared-space address.
+__device__ __forceinline__ uint4 lds128(unsigned smem) {
+  uint4 r;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(smem));
+  return r;
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {

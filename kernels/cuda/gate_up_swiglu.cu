@@ -13,6 +13,9 @@
 //   intermediate is never written or read back, one launch and one
 //   kernel-boundary round trip fewer per layer. Larger m (and k % 32 != 0,
 //   unaligned pointers): variant 1.
+// Variant 3 (mid_fused): variant 2 for m <= 16; for 17 <= m <= 128 one launch
+//   of gemm.7's batch kernel with the SwiGLU store (gemm_mid.cu: 64 gate rows
+//   and their 64 up rows per block); above, variant 1.
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -41,6 +44,12 @@ void gate_up_swiglu_fused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   if (!gate_up_swiglu_skinny_launch(a, ctx)) gate_up_swiglu_unfused(a, ctx);
 }
 
+void gate_up_swiglu_mid(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "gate_up_swiglu.mid_fused");
+  if (a.m == 0) return;
+  if (gate_up_swiglu_skinny_launch(a, ctx) || gate_up_swiglu_mid_launch(a, ctx)) return;
+  gate_up_swiglu_unfused(a, ctx);
+}
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void gate_up_swiglu_prepare(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   gemm_lt_planned_prepare(GemmArgs{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k}, ctx);
@@ -59,7 +68,12 @@ void register_gate_up_swiglu_cuda(Registry& r) {
       "m <= 16: gemm.5's GEMV with a SwiGLU epilogue (8 gate + the matching 8 up rows per 16-row "
       "tile), writes silu(g)*u directly; else variant 1",
       kPreferred, gemm_lt_workspace_bytes));
-  for (int v : {1, 2})
+  r.add(make_entry<GateUpSwigluArgs, gate_up_swiglu_mid, gate_up_swiglu_cost<2>>(
+      3, "mid_fused", Backend::cuda,
+      "m <= 16: variant 2; 17 <= m <= 128: gemm.7's batch kernel with the SwiGLU store (64 gate + the "
+      "matching 64 up rows per block); else variant 1",
+      kTestedOnly, gemm_lt_workspace_bytes));  // slower than variant 2 at m = 32-128 (gemm.7's note)
+  for (int v : {1, 2, 3})
     r.add_prepare(Family::gate_up_swiglu, v, make_prepare<GateUpSwigluArgs, gate_up_swiglu_prepare>());
 }
 

@@ -19,6 +19,9 @@
 // Variants 4 (gemv_split) and 5 (gemv_pdl): kernels/cuda/gemm_skinny.cu.
 // Variant 6 (lt_planned): variant 5 for m <= 16, cublasLtMatmul with a measured
 //   per-shape algorithm above (kernels/cuda/gemm_lt.cpp).
+// Variant 7 (mid_stream, tested only: slower than variant 6 on the H200):
+//   variant 5 for m <= 16, the batch kernel of kernels/cuda/gemm_mid.cu for
+//   17 <= m <= 128, variant 6's cuBLASLt above.
 #include <algorithm>
 
 #include "kernels/costs.h"
@@ -268,6 +271,17 @@ void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
   gemm_lt_prepare(a, ctx);
 }
 
+// ------------------------------------------------------------------ variant 7
+void gemm_mid_planned(const GemmArgs& a, const LaunchCtx& ctx) {
+  if (a.m > 0 && gemm_skinny_fits(a)) return gemm_skinny_launch(a, ctx, true);
+  if (gemm_mid_fits(a)) return gemm_mid_launch(a, ctx);
+  gemm_lt_launch(a, ctx);
+}
+void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
+  if (a.m > 0 && (gemm_skinny_fits(a) || gemm_mid_fits(a))) return;  // nothing to plan
+  gemm_lt_prepare(a, ctx);
+}
+
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {
   gemm_cublas(a, ctx);
 }
@@ -307,6 +321,14 @@ void register_gemm_cuda(Registry& r) {
       // and a single 512-token prefill unchanged: the default.
       kPreferred, gemm_lt_workspace_bytes));
   r.add_prepare(Family::gemm, 6, make_prepare<GemmArgs, gemm_lt_planned_prepare>());
+  r.add(make_entry<GemmArgs, gemm_mid_planned, gemm_cost<2>>(
+      7, "mid_stream", Backend::cuda,
+      "m <= 16: gemv_pdl; 17 <= m <= 128: weights and activations through a 4-stage cp.async ring "
+      "into mma.sync fragments (128 rows per block), split-k over a cluster; lt_planned above",
+      // H200 (docs/performance.md, "gemm.7 mid_stream"): passes its GPU tests, slower than
+      // gemm.6 at m = 32-128 (batch-64 step 1.59 vs 1.32 ms): tested only.
+      kTestedOnly, gemm_lt_workspace_bytes));
+  r.add_prepare(Family::gemm, 7, make_prepare<GemmArgs, gemm_mid_planned_prepare>());
 }
 
 }  // namespace lantern::kernels

@@ -27,6 +27,21 @@ size_t gemm_lt_workspace_bytes(const WorkspaceShape& shape);
 void gemm_lt_planned(const GemmArgs& a, const LaunchCtx& ctx);
 void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
 
+// Variant 7's batch kernel (gemm_mid.cu; tested only): 17 <= m <= 128,
+// k % 64 == 0, 16-byte aligned a and w; weights and activations through a
+// cp.async ring into mma.sync fragments, split-k over a cluster.
+bool gemm_mid_fits(const GemmArgs& a);
+void gemm_mid_launch(const GemmArgs& a, const LaunchCtx& ctx);
+// Variant 7 itself (gemm.cu): the GEMV for m <= 16, the batch kernel where it
+// fits, planned cuBLASLt elsewhere; and its prepare hook (plans only the
+// cuBLASLt shapes).
+void gemm_mid_planned(const GemmArgs& a, const LaunchCtx& ctx);
+void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
+// gate_up_swiglu.3's batch path (gemm_mid.cu): the batch kernel over the fused
+// gate/up weight with the SwiGLU store. Returns false (launches nothing) when
+// the shape does not fit; a.m must be > 0.
+bool gate_up_swiglu_mid_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
+
 // gate_up_swiglu.2 (gemm_skinny.cu): variant 5's GEMV over the fused gate/up
 // weight with the SwiGLU epilogue, PDL-launched. Returns false (launches
 // nothing) when the shape does not fit (m > 16, k % 32 != 0, unaligned a / w);

@@ -12,6 +12,9 @@
 //   (gemm_skinny.cu, SkOut::residual_norm): one launch and one kernel
 //   boundary fewer per projection, bit-identical to variant 1. Other shapes:
 //   variant 1.
+// Variant 3 (mid_unfused): variant 1 with gemm.7's GEMM (the batch kernel of
+//   gemm_mid.cu for 17 <= m <= 128), then add_rmsnorm.1. The same kernels as
+//   variant 1 at m <= 16.
 #include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -40,6 +43,15 @@ void proj_residual_norm_fused(const ProjResidualNormArgs& a, const LaunchCtx& ct
   if (!proj_residual_norm_skinny_launch(a, ctx)) proj_residual_norm_unfused(a, ctx);
 }
 
+void proj_residual_norm_mid(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "proj_residual_norm.mid_unfused");
+  if (a.m == 0) return;
+  gemm_mid_planned(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
+  add_rmsnorm_launch(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
+}
+void proj_residual_norm_mid_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  gemm_mid_planned_prepare(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
+}
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void proj_residual_norm_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   gemm_lt_planned_prepare(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
@@ -58,8 +70,14 @@ void register_proj_residual_norm_cuda(Registry& r) {
       "m <= 16, hidden <= 2048: gemm.5's GEMV whose last block to finish adds y into x and normalises "
       "(add_rmsnorm.1's arithmetic; one launch); else variant 1",
       kTestedOnly, gemm_lt_workspace_bytes));
+  r.add(make_entry<ProjResidualNormArgs, proj_residual_norm_mid, proj_residual_norm_cost<2>>(
+      3, "mid_unfused", Backend::cuda,
+      "variant 1 with gemm.7's GEMM (its batch kernel for 17 <= m <= 128) into y, then add_rmsnorm.1",
+      kTestedOnly, gemm_lt_workspace_bytes));  // slower than variant 1 at m = 32-128 (gemm.7's note)
   for (int v : {1, 2})
     r.add_prepare(Family::proj_residual_norm, v, make_prepare<ProjResidualNormArgs, proj_residual_norm_prepare>());
+  r.add_prepare(Family::proj_residual_norm, 3,
+                make_prepare<ProjResidualNormArgs, proj_residual_norm_mid_prepare>());
 }
 
 }  // namespace lantern::kernels

@@ -255,45 +255,61 @@ __device__ void lean_tag(Lean<kC>& s, const ZBins& bins, int n) {
   __syncthreads();
 }
 
+// Rank 0, one thread's sub-bin (threadIdx.x) of the bin whose sub-histogram was
+// built last: its count and mass, and the exclusive prefixes within the bin.
+// Consecutive crossings in one bin (often: the top-p cut and the draw) reuse it.
+struct SubBin {
+  int bin = -1;
+  uint64_t count = 0, mass = 0, before_count = 0, before_mass = 0;
+};
+
 // Rank 0, every thread: the first token in rank order whose inclusive global
 // count (by_count) or mass exceeds t -- resolve()'s locate() on the gathered
 // tokens without sorting them. The bin comes from the global prefixes; within it
-// a 1024-bin sub-histogram by z and its scan give the sub-bin, whose few tokens
-// are ranked exactly. False (every thread) when the bin was not gathered, no
-// token crosses, or the sub-bin holds more than kCand tokens: the slow path.
+// a 1024-bin sub-histogram by z and its scan give the sub-bin (built once per
+// bin: sb keeps it for the next crossing), whose few tokens are ranked exactly.
+// False (every thread) when the bin was not gathered, no token crosses, or the
+// sub-bin holds more than kCand tokens: the slow path.
 template <int kC>
-__device__ bool locate_sub(Lean<kC>& s, const Plan& pl, int n, uint64_t t, bool by_count,
+__device__ bool locate_sub(Lean<kC>& s, const Plan& pl, int n, uint64_t t, bool by_count, SubBin& sb,
                            uint64_t* key, uint64_t* mass_incl) {
   const int b = by_count ? find_bin(s.count_before, t) : find_bin(s.mass_before, t);
   if (!pl.gathers(b)) return false;
   const uint64_t t_in = t - (by_count ? uint64_t(s.count_before[b]) : s.mass_before[b]);
   __syncthreads();  // every thread has read the previous search's s.found / s.found_*
-  s.hist[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // free since the reduce-scatter
   if (threadIdx.x == 0) {
     s.hit_sub = -1;
     s.n_cand = 0;
     s.found = 0;
   }
-  __syncthreads();
-  for (int j = threadIdx.x; j < n; j += kThreads) {
-    const uint32_t tag = s.count_incl[j];
-    if (int(tag >> kSubBits) != b) continue;
-    uint4& h = s.hist[tag & (kSubBins - 1)];
-    const uint64_t w = s.keys[j];
-    atomicAdd(&h.x, 1u);
-    add_fixed_mass(&h.y, &h.z, w);
+  if (sb.bin != b) {  // build and scan bin b's sub-histogram
+    s.hist[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // free since the reduce-scatter
+    __syncthreads();
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const uint32_t tag = s.count_incl[j];
+      if (int(tag >> kSubBits) != b) continue;
+      uint4& h = s.hist[tag & (kSubBins - 1)];
+      atomicAdd(&h.x, 1u);
+      add_fixed_mass(&h.y, &h.z, s.keys[j]);
+    }
+    __syncthreads();
+    const uint4 h = s.hist[threadIdx.x];
+    sb.bin = b;
+    sb.count = h.x;
+    sb.mass = (uint64_t(h.z) << 32) + h.y;
+    CountMass total;
+    const CountMass pre = block_exclusive_scan_cm(h.x, sb.mass, s.cm_scratch, &total);
+    sb.before_count = pre.count;
+    sb.before_mass = pre.mass;
+  } else {
+    __syncthreads();  // thread 0's resets above are visible
   }
-  __syncthreads();
-  const uint4 h = s.hist[threadIdx.x];
-  const uint64_t cnt = h.x, mass = (uint64_t(h.z) << 32) + h.y;
-  CountMass total;
-  const CountMass pre = block_exclusive_scan_cm(h.x, mass, s.cm_scratch, &total);
-  const uint64_t before_c = pre.count, before_m = pre.mass;
-  const uint64_t before = by_count ? before_c : before_m, here = by_count ? cnt : mass;
+  const uint64_t before = by_count ? sb.before_count : sb.before_mass;
+  const uint64_t here = by_count ? sb.count : sb.mass;
   if (before <= t_in && t_in < before + here) {  // one sub-bin at most
     s.hit_sub = int(threadIdx.x);
-    s.hit_before_count = before_c;
-    s.hit_before_mass = before_m;
+    s.hit_before_count = sb.before_count;
+    s.hit_before_mass = sb.before_mass;
   }
   __syncthreads();
   const int hit = s.hit_sub;
@@ -344,15 +360,16 @@ template <int kC>
 __device__ bool lean_resolve(Lean<kC>& s, const Plan& pl, int n, int vocab, float p, float u,
                              uint64_t fw_max, int32_t* token) {
   uint64_t key = 0, mass_k = s.mass_before[kBins];
+  SubBin sb;  // the last bin's sub-histogram, shared by consecutive crossings in it
   if (pl.k < vocab) {
     if (!pl.k_resolve) mass_k = s.mass_before[pl.kbin];
-    else if (!locate_sub(s, pl, n, uint64_t(pl.k - 1), true, &key, &mass_k)) return false;
+    else if (!locate_sub(s, pl, n, uint64_t(pl.k - 1), true, sb, &key, &mass_k)) return false;
   }
   uint64_t mass_n, t = 0;
-  if (top_p_cut(p, mass_k, fw_max, &t, &mass_n) && !locate_sub(s, pl, n, t, false, &key, &mass_n))
+  if (top_p_cut(p, mass_k, fw_max, &t, &mass_n) && !locate_sub(s, pl, n, t, false, sb, &key, &mass_n))
     return false;
   uint64_t mass_d;
-  if (!locate_sub(s, pl, n, target_of(u, mass_n), false, &key, &mass_d)) return false;
+  if (!locate_sub(s, pl, n, target_of(u, mass_n), false, sb, &key, &mass_d)) return false;
   *token = id_of_key(key);
   return true;
 }

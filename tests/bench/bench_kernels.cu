@@ -359,12 +359,12 @@ void register_all() {
   };
   for_cuda(Family::gemm, [](const KernelEntry& e) {
     // The fused op table's qkv and gate_up, o (= unfused q), the unfused k/v and
-    // gate/up, down and the fp32 LM head; decode batches 1/8/64/256, prefill 512.
+    // gate/up, down and the fp32 LM head; decode batches 1/8/32/64/128/256, prefill 512.
     for (GemmShape s : {GemmShape{"qkv", 3072, 2048, false}, {"o", 2048, 2048, false},
                         {"kv", 512, 2048, false}, {"gate_up", 16384, 2048, false},
                         {"gate", 8192, 2048, false}, {"down", 2048, 8192, false},
                         {"lm_head", kVocab, 2048, true}})
-      for (int m : {1, 8, 64, 256, 512})
+      for (int m : {1, 8, 32, 64, 128, 256, 512})
         add(vname(e) + "/" + s.what + "/m=" + std::to_string(m), [&e, s, m](benchmark::State& st) {
           Dev a = bf16_random(size_t(m) * s.k), w = bf16_random(size_t(s.n) * s.k),
               c(size_t(m) * s.n * (s.f32 ? 4 : 2));
@@ -378,7 +378,7 @@ void register_all() {
   // replayed. Measures what single cold launches cannot: launch gaps, ramp-up
   // and drain between back-to-back GEMVs, and programmatic dependent launch.
   for_cuda(Family::gemm, [](const KernelEntry& e) {
-    for (int m : {1, 8, 16})
+    for (int m : {1, 8, 16, 64})
       add(vname(e) + "/chain/m=" + std::to_string(m), [&e, m](benchmark::State& st) {
         bench_gemm_chain(st, e, m, vname(e) + " chain m=" + std::to_string(m));
       });

@@ -80,6 +80,24 @@ TEST(GemmGpu, EdgeTailsAndFallbacks) {
   check_gemm({4, 40, 8192, false}, random_bf16_bits_fast(40 * 8192));  // split-k, n tail
 }
 
+// gemm.7's batch kernel (17 <= m <= 128) beside cuBLAS: the fused op table's
+// shapes at the three n-tile counts (m <= 32, 64, 128; rows past m zero-filled),
+// split-k clusters of 2..8 blocks (qkv / o / down), one block per row tile
+// (gate_up, 128 tiles), fp32 logits (a 1000-row tail of 128-row tiles), and
+// k % 64 != 0 (the cuBLASLt fallback).
+TEST(GemmGpu, MidBatchShapes) {
+  LANTERN_REQUIRE_GPU();
+  const std::vector<const KernelEntry*> both{&Registry::global().find(Family::gemm, "seed"),
+                                             &Registry::global().find(Family::gemm, "mid_stream")};
+  for (auto [n, k] : {std::pair{3072, 2048}, {2048, 2048}, {2048, 8192}, {16384, 2048}}) {
+    const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(n) * k);
+    for (int m : {17, 33, 64, 65, 128}) check_gemm({m, n, k, false}, w, both);
+  }
+  const std::vector<bf16_bits> head = random_bf16_bits_fast(size_t(1000) * 2048);
+  for (int m : {20, 64, 100}) check_gemm({m, 1000, 2048, true}, head, both);
+  check_gemm({48, 520, 96, false}, random_bf16_bits_fast(520 * 96), both);  // k % 64 != 0
+}
+
 const KernelEntry& gemm_variant(const char* name) { return Registry::global().find(Family::gemm, name); }
 
 // gemm.6's recorded plan for (m's bucket, n, k, out type) on the current GPU, if any.
