@@ -96,19 +96,22 @@ MetricValue from_samples(const std::vector<double>& samples) {
 struct KernelStats {
   std::map<std::string, MetricValue> op_us_per_call, family_us_per_step;
   std::map<std::string, std::string> op_variant;
+  int reps = 0, reps_traced = 0;  // repetitions, and those with kernel rows
 };
 
 KernelStats kernel_stats(const CompareRun& run) {
   KernelStats ks;
   std::map<std::string, std::vector<double>> op_samples, fam_samples;
   for (const auto& [first, end] : step_ranges(run)) {
-    std::map<std::string, std::map<int64_t, double>> op_calls;  // op -> launch -> us
+    // One op call = one (step, launch): a graph replay repeats its nodes' launch
+    // ids in every step, and one call may run several kernels (summed).
+    std::map<std::string, std::map<std::pair<int64_t, int64_t>, double>> op_calls;  // op -> call -> us
     std::map<std::string, double> fam_us;
     std::set<int64_t> steps;
     for (const runfmt::KernelRow& r : run.kernels) {
       if (r.step < first || r.step >= end || r.launch < 0 || r.op.empty()) continue;
-      op_calls[r.op][r.launch] += r.dur_us;
-      fam_us[r.family] += r.dur_us;
+      op_calls[r.op][{r.step, r.launch}] += r.dur_us;
+      fam_us[r.family.empty() ? r.op : r.family] += r.dur_us;  // engine kernels (kv_table_update) by op
       steps.insert(r.step);
       ks.op_variant[r.op] = r.family + "." + r.variant_name;
     }
@@ -119,6 +122,8 @@ KernelStats kernel_stats(const CompareRun& run) {
     }
     for (const auto& [fam, us] : fam_us)
       fam_samples[fam].push_back(us / static_cast<double>(steps.size()));
+    ++ks.reps;
+    if (!steps.empty()) ++ks.reps_traced;
   }
   for (const auto& [k, v] : op_samples) ks.op_us_per_call[k] = from_samples(v);
   for (const auto& [k, v] : fam_samples) ks.family_us_per_step[k] = from_samples(v);
@@ -331,6 +336,21 @@ Comparison compare_runs(const std::vector<CompareRun>& input) {
     c.ops = keyed_table(runs, stats, true);
     c.families = keyed_table(runs, stats, false);
     c.ops.notes = c.metrics.notes;
+    // CUPTI's default budget windows may miss repetitions of a short run: say how
+    // many the medians cover, and how to cover them all.
+    std::string traced;
+    bool missed = false;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      traced += (traced.empty() ? "" : ", ") + runs[i].name + ": " + std::to_string(stats[i].reps_traced) +
+                " of " + std::to_string(stats[i].reps);
+      missed = missed || stats[i].reps_traced < stats[i].reps;
+    }
+    c.families.notes.push_back("repetitions with traced kernels: " + traced);
+    if (missed)
+      c.families.notes.push_back(
+          "CUPTI's budget windows missed some repetitions (kernel medians cover the rest; '-': none); for "
+          "kernel rows in every repetition rerun with --set harness.cupti_window=8:64 (or "
+          "harness.cupti_all_steps=true, which slows every step)");
   }
   c.config = config_diff(runs);
   return c;

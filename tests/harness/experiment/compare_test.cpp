@@ -2,6 +2,8 @@
 // noise marks from repetition spreads, kernel tables, config diff, rendering.
 #include "harness/experiment/compare.h"
 
+#include <tuple>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -84,6 +86,49 @@ TEST(Compare, TablesRatiosMarksAndConfigDiff) {
   EXPECT_EQ(c.families.rows[0][1], "10.00");  // one 10 us call per traced step
   ASSERT_EQ(c.config.rows.size(), 1u);
   EXPECT_EQ(c.config.rows[0], (std::vector<std::string>{"limits.max_seqs", "1", "4"}));
+}
+
+// Graph-replayed decode steps record every replay of a node under the node's
+// launch id, so one launch id appears in every traced step: a call is a
+// (step, launch) pair. Here each step replays launch 7 (q_proj: two kernels,
+// 3 + 1 us) and launch 8 (o_proj, 2 us) over 4 traced steps.
+TEST(Compare, GraphReplaysAreOneCallPerStep) {
+  CompareRun r = make_run("g", {100}, 0, 1);
+  r.kernels.clear();
+  r.metrics["repetitions"][0]["step_range"] = {10, 20};
+  for (int64_t step = 10; step < 14; ++step)
+    for (auto [launch, op, us] : {std::tuple{7, "q_proj", 3.0}, {7, "q_proj", 1.0}, {8, "o_proj", 2.0}}) {
+      runfmt::KernelRow k;
+      k.launch = launch;
+      k.step = step;
+      k.op = op;
+      k.family = "gemm";
+      k.variant_name = "lt";
+      k.dur_us = us;
+      r.kernels.push_back(k);
+    }
+  Comparison c = compare_runs({r, r});
+  ASSERT_EQ(c.ops.rows.size(), 2u);
+  EXPECT_EQ(c.ops.rows[0][0], "q_proj");
+  EXPECT_EQ(c.ops.rows[0][2], "4.00");  // per call, not summed over the 4 replays (16)
+  EXPECT_EQ(c.ops.rows[1][0], "o_proj");
+  EXPECT_EQ(c.ops.rows[1][2], "2.00");
+  ASSERT_EQ(c.families.rows.size(), 1u);
+  EXPECT_EQ(c.families.rows[0][1], "6.00");  // per traced step
+  EXPECT_THAT(c.families.notes.at(0), HasSubstr("repetitions with traced kernels: g: 1 of 1"));
+  EXPECT_EQ(c.families.notes.size(), 1u);  // nothing missed: no advice
+}
+
+// A run whose CUPTI windows missed a repetition: the notes say how many the
+// medians cover and how to trace every repetition.
+TEST(Compare, RepetitionsWithoutKernelRowsAreNamed) {
+  CompareRun a = make_run("a", {100, 100, 100}, 4, 1);
+  std::erase_if(a.kernels, [](const runfmt::KernelRow& k) { return k.step < 2; });  // repetition 1 untraced
+  Comparison c = compare_runs({a, make_run("b", {1, 1, 1}, 2, 1)});
+  ASSERT_EQ(c.families.notes.size(), 2u);
+  EXPECT_THAT(c.families.notes[0], HasSubstr("a: 2 of 3, b: 3 of 3"));
+  EXPECT_THAT(c.families.notes[1], HasSubstr("harness.cupti_window=8:64"));
+  EXPECT_EQ(c.ops.rows[0][2], "4.00");  // the median over the two traced repetitions
 }
 
 TEST(Compare, RunsWithTheSameNameAreToldApartByDirectory) {
