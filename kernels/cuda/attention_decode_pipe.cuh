@@ -17,26 +17,39 @@ constexpr int kStages = 3;
 // A block of W warps serves H adjacent kv heads (their K/V rows are adjacent
 // in the cache: H * HD contiguous elements per key); warp w takes kv head
 // w % H and the w / H-th 16 keys of each tile.
-template <int HD, int H, int W, int St = kStages>
+// Swz (variant 13): a key's row is stored unpadded with its 16-byte units
+// XOR-swizzled by the key's index mod 8 (unit u at u ^ (key & 7)), so the 8
+// rows an ldmatrix reads still fall into distinct banks while the ring is
+// 1/9 smaller (H * HD a multiple of 64 elements).
+template <int HD, int H, int W, int St = kStages, bool Swz = false>
 struct PipeShape {
   static constexpr int kRing = St;
+  static constexpr bool kSwizzle = Swz;
   static constexpr int kThreads = W * kWarp;
   static constexpr int kKeyGroups = W / H;  // warps per kv head
   static constexpr int kTileKeys = kKeyGroups * kWarpKeys;
-  // Shared-memory row of one key (elements): 16 bytes of padding make the 8
-  // rows an ldmatrix reads fall into distinct banks.
-  static constexpr int kStride = H * HD + 8;
+  static constexpr int kChunks = H * HD / 8;  // 16-byte units of a key's row
+  // Shared-memory row of one key (elements): unswizzled, 16 bytes of padding
+  // make the 8 rows an ldmatrix reads fall into distinct banks.
+  static constexpr int kStride = Swz ? H * HD : H * HD + 8;
   static constexpr size_t kTileBytes = size_t(2) * kTileKeys * kStride * sizeof(bf16);  // K and V
   static constexpr size_t kSmem = St * kTileBytes + kTableCap * sizeof(int);
   // The warps' merge buffer reuses the stages once the loop is done.
   static_assert(size_t(kKeyGroups) * kBlockRows * HD * sizeof(float) <= St * kTileBytes);
   static_assert(W % H == 0);
+  static_assert(!Swz || kChunks % 8 == 0);
 };
+
+// Element offset of 16-byte unit `unit` of key row `key` in a tile buffer.
+template <int kStride, bool kSwz>
+__device__ __forceinline__ int pipe_at(int key, int unit) {
+  return key * kStride + (kSwz ? unit ^ (key & 7) : unit) * 8;
+}
 
 // One warp's 16 keys of a tile: S = Q K^T, online softmax, O += P V.
 // ok[j * 2 + e]: key 8j + 2 * (lane % 4) + e is valid. m, l, o[..][2h..2h+1]
 // belong to row (lane / 4) + 8h.
-template <int HD, int kStride>
+template <int HD, int kStride, bool kSwz = false>
 __device__ __forceinline__ void pipe_warp_tile(const uint32_t (&qa)[HD / 16][4], const bf16* k_s,
                                                const bf16* v_s, const bool (&ok)[4], float scale_log2,
                                                float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
@@ -46,7 +59,7 @@ __device__ __forceinline__ void pipe_warp_tile(const uint32_t (&qa)[HD / 16][4],
   for (int kk = 0; kk < HD / 16; ++kk) {
     // Matrices: keys 0-7 / 8-15 (mtx >> 1) x dims kk*16 + 0-7 / 8-15 (mtx & 1).
     uint32_t kb[4];
-    ldmatrix_x4(kb, k_s + ((mtx >> 1) * 8 + r8) * kStride + kk * 16 + (mtx & 1) * 8);
+    ldmatrix_x4(kb, k_s + pipe_at<kStride, kSwz>((mtx >> 1) * 8 + r8, kk * 2 + (mtx & 1)));
     mma_bf16_16816(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[0], kb[1]);
     mma_bf16_16816(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], kb[2], kb[3]);
   }
@@ -82,7 +95,7 @@ __device__ __forceinline__ void pipe_warp_tile(const uint32_t (&qa)[HD / 16][4],
   for (int nd = 0; nd < HD / 8; nd += 2) {
     // Transposed matrices: keys 0-7 / 8-15 (mtx & 1) x dims of tile nd / nd + 1 (mtx >> 1).
     uint32_t vb[4];
-    ldmatrix_x4_trans(vb, v_s + ((mtx & 1) * 8 + r8) * kStride + (nd + (mtx >> 1)) * 8);
+    ldmatrix_x4_trans(vb, v_s + pipe_at<kStride, kSwz>((mtx & 1) * 8 + r8, nd + (mtx >> 1)));
     mma_bf16_16816(o[nd], pa[0], pa[1], pa[2], pa[3], vb[0], vb[1]);
     mma_bf16_16816(o[nd + 1], pa[0], pa[1], pa[2], pa[3], vb[2], vb[3]);
   }
@@ -149,7 +162,7 @@ __device__ __forceinline__ void pipe_q_and_state(const bf16* qh, int group, uint
 // alone (variant 9: the newest row, stored after the dependency wait).
 template <class S>
 __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf16* k_s, int skip_t = -1) {
-  constexpr int kChunks = (S::kStride - 8) / 8, kStride = S::kStride, kTileKeys = S::kTileKeys;
+  constexpr int kChunks = S::kChunks, kStride = S::kStride, kTileKeys = S::kTileKeys;
   static_assert(kTileKeys * kChunks % S::kThreads == 0);
   bf16* v_s = k_s + kTileKeys * kStride;
 #pragma unroll
@@ -162,8 +175,9 @@ __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf1
     const bf16* src = valid ? p.head_base + size_t(blk) * 2 * p.half_block +
                                   size_t(t % p.block_size) * p.row_elems + piece * 8
                             : p.head_base;
-    cp_async16(k_s + key * kStride + piece * 8, src, valid);
-    cp_async16(v_s + key * kStride + piece * 8, valid ? src + p.half_block : src, valid);
+    const int at = pipe_at<kStride, S::kSwizzle>(key, piece);
+    cp_async16(k_s + at, src, valid);
+    cp_async16(v_s + at, valid ? src + p.half_block : src, valid);
   }
 }
 
@@ -172,15 +186,16 @@ __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf1
 // piece each); visible to the tile's compute after the loop's barrier.
 template <class S>
 __device__ __forceinline__ void pipe_store_row(const PipeSplit& p, int t, int key, bf16* k_s) {
-  constexpr int kChunks = (S::kStride - 8) / 8;
+  constexpr int kChunks = S::kChunks;
   static_assert(kChunks <= S::kThreads);
   const int piece = threadIdx.x;
   const int blk = p.table_s[t / p.block_size - p.first_blk];
   if (piece >= kChunks || blk < 0) return;
   const bf16* src = p.head_base + size_t(blk) * 2 * p.half_block + size_t(t % p.block_size) * p.row_elems + piece * 8;
   bf16* v_s = k_s + S::kTileKeys * S::kStride;
-  *reinterpret_cast<uint4*>(k_s + key * S::kStride + piece * 8) = *reinterpret_cast<const uint4*>(src);
-  *reinterpret_cast<uint4*>(v_s + key * S::kStride + piece * 8) = *reinterpret_cast<const uint4*>(src + p.half_block);
+  const int at = pipe_at<S::kStride, S::kSwizzle>(key, piece);
+  *reinterpret_cast<uint4*>(k_s + at) = *reinterpret_cast<const uint4*>(src);
+  *reinterpret_cast<uint4*>(v_s + at) = *reinterpret_cast<const uint4*>(src + p.half_block);
 }
 
 // A warp's final state into the merge buffers (rows < group only) as state

@@ -90,6 +90,8 @@ TEST(BatchedAttentionGpu, EarlyLoadsInGraphsMatchTheWaitFirstPipe) {
   std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> work;
   for (int i = 0; i < 64; ++i) work.emplace_back(test::random_token_ids(1 + 3 * i), test::random_token_ids(40));
   const Rows a = run({{"attention_decode", "12"}}, work), b = run({{"attention_decode", "10"}}, work);
+  // Variant 13 is variant 12 with another shared-memory layout: the same logits, bit for bit.
+  EXPECT_TRUE(run({{"attention_decode", "13"}}, work) == a) << "batched_ring6 changed a logit";
   ASSERT_EQ(a.size(), b.size());
   ASSERT_EQ(a.size(), 64u * 40u);
   size_t far = 0;

@@ -66,6 +66,7 @@ void check_decode(const DecodeCase& c) {
   shape.max_context = c.max_context;
   shape.n_q_heads = c.n_q, shape.n_kv_heads = c.n_kv, shape.head_dim = c.hd;
   GpuEnv env;
+  std::vector<bf16_bits> ring;  // variant 12's output: variant 13 (its swizzled ring) must equal it bit for bit
   for (const KernelEntry* e : cuda_variants(Family::attention_decode)) {
     SCOPED_TRACE(variant_label(*e) + " b=" + std::to_string(b) + " heads=" + std::to_string(c.n_q) +
                  "/" + std::to_string(c.n_kv) + " hd=" + std::to_string(c.hd) +
@@ -82,6 +83,8 @@ void check_decode(const DecodeCase& c) {
     env.sync();
     const std::vector<bf16_bits> first = c.alias ? d_q.download() : d_out.download();
     EXPECT_TRUE(matches(bf16_to_floats(first), ref, 2e-3, 1e-2, 1e-2));
+    if (e->variant == 12) ring = first;
+    if (e->variant == 13) EXPECT_EQ(first, ring) << "batched_ring6 differs from batched_ring";
     if (!c.alias) {  // a second launch must give the same bits (no state left behind)
       d_out.poison();
       args.out = d_out.get();
@@ -125,7 +128,9 @@ TEST(AttentionDecodeGpu, PipeTilesHeadDimsAndGroups) {
 // around its 64-key tiles and 2-tile ring (1 .. 600 keys) at batch 64;
 // head_dim 128 at batch 48; one 9000-key context among short ones with
 // max_context 12000 (750 table entries: two splits, the last block combines)
-// and out aliasing q.
+// and out aliasing q; 256 sequences (variant 13's three waves). Variant 13
+// must equal variant 12 bit for bit everywhere (same arithmetic, another
+// shared-memory layout).
 std::vector<int> random_contexts(int n, int lo, int hi) {
   std::uniform_int_distribution<int> len(lo, hi);
   std::vector<int> ctx(n);
@@ -142,6 +147,8 @@ TEST(AttentionDecodeGpu, BatchedRingShapes) {
   std::vector<int> one_long = random_contexts(49, 1, 200);
   one_long.push_back(9000);
   check_decode({one_long, 32, 8, 64, true, 12000});
+  // 256 sequences: variant 13's 6 blocks per SM (2048 blocks in 3 waves).
+  check_decode({random_contexts(256, 100, 300), 32, 8, 64, false, 1024});
 }
 
 }  // namespace
