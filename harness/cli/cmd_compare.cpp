@@ -29,6 +29,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   if (!args.flag("--no-kernels") && !c.ops.header.empty()) {
     tables.push_back(&c.ops);
     tables.push_back(&c.families);
+    tables.push_back(&c.path);
   }
   tables.push_back(&c.config);
   for (size_t i = 0; i < tables.size(); ++i) {

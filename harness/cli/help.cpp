@@ -99,8 +99,9 @@ std::map<std::string, std::string> build() {
       "example:\n  lantern rerun runs/20261201-030000-default --check\n";
   h["compare"] =
       "usage: lantern compare RUN_A RUN_B [RUN ...] [--csv | --markdown] [--no-kernels]\n"
-      "One table of serving metrics (median over repetitions) and kernel time per op call and per "
-      "family,\n"
+      "One table of serving metrics (median over repetitions) and kernel time per op call, per "
+      "family\n"
+      "and on each step's critical path (PDL-overlapped kernels charged once),\n"
       "side by side with ratios to the first run; '*' marks a difference outside the noise band "
       "measured\n"
       "from the repetitions ('~' inside). Then the config diff. Peers' run directories compare "

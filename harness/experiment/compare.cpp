@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -94,7 +95,7 @@ MetricValue from_samples(const std::vector<double>& samples) {
 }
 
 struct KernelStats {
-  std::map<std::string, MetricValue> op_us_per_call, family_us_per_step;
+  std::map<std::string, MetricValue> op_us_per_call, family_us_per_step, op_path_us_per_step;
   std::map<std::string, std::string> op_variant;
   int reps = 0, reps_traced = 0;  // repetitions, and those with kernel rows
 };
@@ -102,7 +103,28 @@ struct KernelStats {
 KernelStats kernel_stats(const CompareRun& run) {
   KernelStats ks;
   std::map<std::string, std::vector<double>> op_samples, fam_samples;
+  std::map<std::string, std::vector<double>> path_samples;
+  int device = std::numeric_limits<int>::max();  // rank 0's device: the critical path is one GPU's
+  for (const runfmt::KernelRow& r : run.kernels) device = std::min(device, r.device);
   for (const auto& [first, end] : step_ranges(run)) {
+    // The critical path: per step, kernels by start; each charged what it adds
+    // past the latest end before it. Summed per op, then per traced step.
+    std::map<int64_t, std::vector<const runfmt::KernelRow*>> by_step;
+    for (const runfmt::KernelRow& r : run.kernels)
+      if (r.step >= first && r.step < end && r.device == device) by_step[r.step].push_back(&r);
+    std::map<std::string, double> path_us;
+    for (auto& [step, rows] : by_step) {
+      std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
+      double latest = rows.front()->start_us;
+      for (const runfmt::KernelRow* r : rows) {
+        const double stop = r->start_us + r->dur_us;
+        path_us[r->op.empty() ? "(unattributed)" : r->op] += std::max(0.0, stop - latest);
+        latest = std::max(latest, stop);
+      }
+      path_us["(step span)"] += latest - rows.front()->start_us;
+    }
+    for (const auto& [op, us] : path_us)
+      path_samples[op].push_back(us / static_cast<double>(by_step.size()));
     // One op call = one (step, launch): a graph replay repeats its nodes' launch
     // ids in every step, and one call may run several kernels (summed).
     std::map<std::string, std::map<std::pair<int64_t, int64_t>, double>> op_calls;  // op -> call -> us
@@ -127,23 +149,33 @@ KernelStats kernel_stats(const CompareRun& run) {
   }
   for (const auto& [k, v] : op_samples) ks.op_us_per_call[k] = from_samples(v);
   for (const auto& [k, v] : fam_samples) ks.family_us_per_step[k] = from_samples(v);
+  for (const auto& [k, v] : path_samples) ks.op_path_us_per_step[k] = from_samples(v);
   return ks;
 }
 
-Table keyed_table(const std::vector<CompareRun>& runs, const std::vector<KernelStats>& stats,
-                  bool ops) {
+enum class Keyed { op_call, family_step, op_path };
+
+const std::map<std::string, MetricValue>& keyed_values(const KernelStats& s, Keyed kind) {
+  return kind == Keyed::op_call ? s.op_us_per_call : kind == Keyed::family_step ? s.family_us_per_step
+                                                                               : s.op_path_us_per_step;
+}
+
+Table keyed_table(const std::vector<CompareRun>& runs, const std::vector<KernelStats>& stats, Keyed kind) {
+  const bool ops = kind == Keyed::op_call;
   Table t;
-  t.title = ops ? "kernel time per op call (us, median over repetitions)"
-                : "kernel time per family (us per traced step, median over repetitions)";
-  t.header = run_header(runs, ops ? "op" : "family");
+  t.title = kind == Keyed::op_call       ? "kernel time per op call (us, median over repetitions)"
+            : kind == Keyed::family_step ? "kernel time per family (us per traced step, median over repetitions)"
+                                         : "time on the step's critical path per op (us per traced step, median "
+                                           "over repetitions)";
+  t.header = run_header(runs, kind == Keyed::family_step ? "family" : "op");
   if (ops) t.header.insert(t.header.begin() + 1, "variant (first run)");
   std::vector<std::string> keys;
   for (const KernelStats& s : stats)
-    for (const auto& [k, _] : ops ? s.op_us_per_call : s.family_us_per_step)
+    for (const auto& [k, _] : keyed_values(s, kind))
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   // Largest first in the first run.
   auto first_value = [&](const std::string& k) {
-    const auto& m = ops ? stats[0].op_us_per_call : stats[0].family_us_per_step;
+    const auto& m = keyed_values(stats[0], kind);
     auto it = m.find(k);
     return it == m.end() ? 0.0 : it->second.value;
   };
@@ -162,7 +194,7 @@ Table keyed_table(const std::vector<CompareRun>& runs, const std::vector<KernelS
     }
     MetricValue base;
     for (size_t i = 0; i < stats.size(); ++i) {
-      const auto& m = ops ? stats[i].op_us_per_call : stats[i].family_us_per_step;
+      const auto& m = keyed_values(stats[i], kind);
       auto it = m.find(k);
       MetricValue v = it == m.end() ? MetricValue{} : it->second;
       if (i == 0) base = v;
@@ -333,8 +365,13 @@ Comparison compare_runs(const std::vector<CompareRun>& input) {
     kernels = kernels || !r.kernels.empty();
   }
   if (kernels) {
-    c.ops = keyed_table(runs, stats, true);
-    c.families = keyed_table(runs, stats, false);
+    c.ops = keyed_table(runs, stats, Keyed::op_call);
+    c.families = keyed_table(runs, stats, Keyed::family_step);
+    c.path = keyed_table(runs, stats, Keyed::op_path);
+    c.path.notes.push_back(
+        "each kernel charged only the time by which it moved its step's end (a step's kernels sorted by "
+        "start): PDL-launched kernels start early and wait, so per-call durations overlap and over-count; "
+        "(step span): first kernel start to last end");
     c.ops.notes = c.metrics.notes;
     // CUPTI's default budget windows may miss repetitions of a short run: say how
     // many the medians cover, and how to cover them all.

@@ -37,8 +37,14 @@ MetricValue metric_value(const CompareRun& run, const std::string& key);
 // spread of the two runs), "~" within it, "" when either run has no band.
 std::string noise_mark(const MetricValue& base, const MetricValue& value);
 
+// Kernel tables (when a run has kernels.csv rows): per op call, per family per
+// traced step, and `path`: each op's share of its steps' critical path -- every
+// kernel charged only the time by which it moved its step's end (kernels of a
+// step sorted by start), since PDL-launched kernels start early and wait, so
+// their CUPTI durations overlap (scripts/critical_path.py's rule; rank 0's
+// device only).
 struct Comparison {
-  Table metrics, ops, families, config;
+  Table metrics, ops, families, path, config;
 };
 Comparison compare_runs(const std::vector<CompareRun>& runs);
 

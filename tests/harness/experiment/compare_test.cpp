@@ -2,6 +2,7 @@
 // noise marks from repetition spreads, kernel tables, config diff, rendering.
 #include "harness/experiment/compare.h"
 
+#include <map>
 #include <tuple>
 
 #include <gmock/gmock.h>
@@ -117,6 +118,39 @@ TEST(Compare, GraphReplaysAreOneCallPerStep) {
   EXPECT_EQ(c.families.rows[0][1], "6.00");  // per traced step
   EXPECT_THAT(c.families.notes.at(0), HasSubstr("repetitions with traced kernels: g: 1 of 1"));
   EXPECT_EQ(c.families.notes.size(), 1u);  // nothing missed: no advice
+}
+
+// PDL-launched kernels start early and wait: their durations overlap. The
+// critical-path table charges each kernel only what it adds past the latest end
+// before it: qkv [0, 10], rope [2, 15] (waited 8 us) and attention [15, 16] give
+// 10 + 5 + 1 = 16 us per step, the step's span; a second device's rows (another
+// rank) are left out.
+TEST(Compare, CriticalPathChargesOverlapOnce) {
+  CompareRun r = make_run("p", {100}, 0, 1);
+  r.kernels.clear();
+  r.metrics["repetitions"][0]["step_range"] = {0, 10};
+  int64_t launch = 0;
+  for (int64_t step = 0; step < 2; ++step)
+    for (auto [op, start, dur, device] : {std::tuple{"qkv_proj", 0.0, 10.0, 0}, {"rope_kv_write", 2.0, 13.0, 0},
+                                          {"attention_decode", 15.0, 1.0, 0}, {"qkv_proj", 0.0, 99.0, 1}}) {
+      runfmt::KernelRow k;
+      k.launch = launch++;
+      k.step = step;
+      k.op = op;
+      k.family = "f";
+      k.start_us = 1000.0 * step + start;
+      k.dur_us = dur;
+      k.device = device;
+      r.kernels.push_back(k);
+    }
+  Comparison c = compare_runs({r, r});
+  std::map<std::string, std::string> path;
+  for (const auto& row : c.path.rows) path[row[0]] = row[1];
+  EXPECT_EQ(path["qkv_proj"], "10.00");
+  EXPECT_EQ(path["rope_kv_write"], "5.00");  // its 13 us duration includes the wait
+  EXPECT_EQ(path["attention_decode"], "1.00");
+  EXPECT_EQ(path["(step span)"], "16.00");
+  EXPECT_EQ(c.path.rows[0][0], "(step span)");  // largest first
 }
 
 // A run whose CUPTI windows missed a repetition: the notes say how many the
