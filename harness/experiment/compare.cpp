@@ -100,38 +100,36 @@ struct KernelStats {
   int reps = 0, reps_traced = 0;  // repetitions, and those with kernel rows
 };
 
+// One step's kernels (any order) onto its critical path: sorted by start, each
+// charged only the time it adds past the latest end before it, per op; the
+// step's span (first start to last end) under "(step span)".
+void charge_critical_path(std::vector<const runfmt::KernelRow*>& rows, std::map<std::string, double>& path_us) {
+  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
+  double latest = rows.front()->start_us;
+  for (const runfmt::KernelRow* r : rows) {
+    const double stop = r->start_us + r->dur_us;
+    path_us[r->op.empty() ? "(unattributed)" : r->op] += std::max(0.0, stop - latest);
+    latest = std::max(latest, stop);
+  }
+  path_us["(step span)"] += latest - rows.front()->start_us;
+}
+
 KernelStats kernel_stats(const CompareRun& run) {
   KernelStats ks;
-  std::map<std::string, std::vector<double>> op_samples, fam_samples;
-  std::map<std::string, std::vector<double>> path_samples;
+  std::map<std::string, std::vector<double>> op_samples, fam_samples, path_samples;
   int device = std::numeric_limits<int>::max();  // rank 0's device: the critical path is one GPU's
   for (const runfmt::KernelRow& r : run.kernels) device = std::min(device, r.device);
   for (const auto& [first, end] : step_ranges(run)) {
-    // The critical path: per step, kernels by start; each charged what it adds
-    // past the latest end before it. Summed per op, then per traced step.
-    std::map<int64_t, std::vector<const runfmt::KernelRow*>> by_step;
-    for (const runfmt::KernelRow& r : run.kernels)
-      if (r.step >= first && r.step < end && r.device == device) by_step[r.step].push_back(&r);
-    std::map<std::string, double> path_us;
-    for (auto& [step, rows] : by_step) {
-      std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
-      double latest = rows.front()->start_us;
-      for (const runfmt::KernelRow* r : rows) {
-        const double stop = r->start_us + r->dur_us;
-        path_us[r->op.empty() ? "(unattributed)" : r->op] += std::max(0.0, stop - latest);
-        latest = std::max(latest, stop);
-      }
-      path_us["(step span)"] += latest - rows.front()->start_us;
-    }
-    for (const auto& [op, us] : path_us)
-      path_samples[op].push_back(us / static_cast<double>(by_step.size()));
     // One op call = one (step, launch): a graph replay repeats its nodes' launch
     // ids in every step, and one call may run several kernels (summed).
     std::map<std::string, std::map<std::pair<int64_t, int64_t>, double>> op_calls;  // op -> call -> us
-    std::map<std::string, double> fam_us;
+    std::map<std::string, double> fam_us, path_us;
+    std::map<int64_t, std::vector<const runfmt::KernelRow*>> path_rows;  // step -> rank 0's kernels
     std::set<int64_t> steps;
     for (const runfmt::KernelRow& r : run.kernels) {
-      if (r.step < first || r.step >= end || r.launch < 0 || r.op.empty()) continue;
+      if (r.step < first || r.step >= end) continue;
+      if (r.device == device) path_rows[r.step].push_back(&r);
+      if (r.launch < 0 || r.op.empty()) continue;
       op_calls[r.op][{r.step, r.launch}] += r.dur_us;
       fam_us[r.family.empty() ? r.op : r.family] += r.dur_us;  // engine kernels (kv_table_update) by op
       steps.insert(r.step);
@@ -144,6 +142,9 @@ KernelStats kernel_stats(const CompareRun& run) {
     }
     for (const auto& [fam, us] : fam_us)
       fam_samples[fam].push_back(us / static_cast<double>(steps.size()));
+    for (auto& [step, rows] : path_rows) charge_critical_path(rows, path_us);
+    for (const auto& [op, us] : path_us)
+      path_samples[op].push_back(us / static_cast<double>(path_rows.size()));
     ++ks.reps;
     if (!steps.empty()) ++ks.reps_traced;
   }

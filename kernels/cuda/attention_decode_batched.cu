@@ -155,33 +155,32 @@ void batched_for(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits)
   splits > 1 ? launch_batched<HD, 2, true, kMin>(a, ctx, splits) : launch_batched<HD, 2, false, kMin>(a, ctx, 1);
 }
 
-// Variant 12: variant 11 below kBatchedFrom rows, with several rows of one
-// sequence, or for shapes the pipe does not serve; this kernel otherwise.
-void decode_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  check_decode(a, "attention_decode.batched_ring");
+// Variants 12 and 13: variant 11 below kBatchedFrom rows, with several rows of
+// one sequence, or for shapes the pipe does not serve; this kernel otherwise.
+// Variant 13 (`six`) is variant 12 with the swizzled, unpadded ring at head_dim
+// 64 -- 32 KB instead of 36 KB of stages, 80 registers: 6 blocks per SM (792 on
+// the H200), so 256 sequences x 8 kv heads take 3 waves of blocks instead of 4
+// (H200: batch 256 -83 / -106 us per step, batch 128 -8 / -22, batch 64 +18 /
+// +19 in two rounds). It runs variant 12's kernel where that grid fits one
+// wave of 5 blocks per SM (the extra resident block buys nothing there and its
+// 80-register cap cost ~1 % at batch 64), at head_dim 128 and with the 3-stage
+// knob.
+void decode_batched_ring(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who, bool six) {
+  check_decode(a, who);
   if (a.b == 0) return;
   const int splits = a.b >= kBatchedFrom && a.one_row_per_seq && pipe_supports(a) ? batched_splits(a, ctx) : 0;
   if (splits == 0) return decode_split_early48(a, ctx);
+  const bool beyond_a_wave = long(a.b) * a.cache.n_kv_heads * splits > 5L * sm_count();
+  if (six && a.cache.head_dim == 64 && !three_stages() && beyond_a_wave)
+    return splits > 1 ? launch_batched<64, 2, true, 6, true>(a, ctx, splits)
+                      : launch_batched<64, 2, false, 6, true>(a, ctx, 1);
   a.cache.head_dim == 64 ? batched_for<64>(a, ctx, splits) : batched_for<128>(a, ctx, splits);
 }
-
-// Variant 13: variant 12 with the swizzled, unpadded ring at head_dim 64 --
-// 32 KB instead of 36 KB of stages, 80 registers: 6 blocks per SM (792 on the
-// H200), so 256 sequences x 8 kv heads take 3 waves of blocks instead of 4
-// (H200: batch 256 -83 / -106 us per step, batch 128 -8 / -22, batch 64 +18 /
-// +19 in two rounds). Variant 12's kernel where its grid fits one wave of 5
-// blocks per SM, at head_dim 128 and with the 3-stage knob.
+void decode_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_batched_ring(a, ctx, "attention_decode.batched_ring", false);
+}
 void decode_batched6(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  check_decode(a, "attention_decode.batched_ring6");
-  if (a.b == 0) return;
-  const int splits = a.b >= kBatchedFrom && a.one_row_per_seq && pipe_supports(a) ? batched_splits(a, ctx) : 0;
-  if (splits == 0) return decode_split_early48(a, ctx);
-  // Within one wave of variant 12's 5 blocks per SM (batch 64: 512 blocks) the
-  // extra resident block buys nothing and its 80-register cap cost ~1 % (H200).
-  const bool beyond_a_wave = long(a.b) * a.cache.n_kv_heads * splits > 5L * sm_count();
-  if (a.cache.head_dim != 64 || three_stages() || !beyond_a_wave) return decode_batched(a, ctx);
-  splits > 1 ? launch_batched<64, 2, true, 6, true>(a, ctx, splits)
-             : launch_batched<64, 2, false, 6, true>(a, ctx, 1);
+  decode_batched_ring(a, ctx, "attention_decode.batched_ring6", true);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 #include <unordered_set>
 
 #include <cuda_bf16.h>
@@ -243,24 +244,39 @@ inline void apply_smem_carveout(const void* kernel) {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent
-// launch when `pdl` is set: the kernel must call grid_dependency_wait() before it
-// reads anything an earlier kernel writes (or writes anything one reads).
+// launch when `pdl` is set (the kernel must call grid_dependency_wait() before
+// it reads anything an earlier kernel writes, or writes anything one reads)
+// and, when `cluster` > 1, in 1-D thread-block clusters of that many blocks.
 template <class... KArgs, class... Args>
-void launch_kernel(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Args&&... args) {
-  pdl = pdl && pdl_allowed();
+void launch_kernel_cluster(bool pdl, unsigned cluster, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                           size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = pdl ? &attr : nullptr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cudaLaunchAttribute attrs[2];
+  unsigned n_attrs = 0;
+  if (pdl && pdl_allowed()) {
+    attrs[n_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n_attrs].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attrs;
+  }
+  if (cluster > 1) {
+    attrs[n_attrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[n_attrs].val.clusterDim.x = cluster;
+    attrs[n_attrs].val.clusterDim.y = attrs[n_attrs].val.clusterDim.z = 1;
+    ++n_attrs;
+  }
+  cfg.attrs = n_attrs ? attrs : nullptr;
+  cfg.numAttrs = n_attrs;
   apply_smem_carveout(reinterpret_cast<const void*>(kernel));
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+template <class... KArgs, class... Args>
+void launch_kernel(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args&&... args) {
+  launch_kernel_cluster(pdl, 1, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 // Multiprocessors of the current device (read once).

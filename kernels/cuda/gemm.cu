@@ -272,14 +272,13 @@ void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
 }
 
 // ------------------------------------------------------------------ variant 7
+// Variant 6 wherever the batch kernel does not fit (17 <= m <= 128).
 void gemm_mid_planned(const GemmArgs& a, const LaunchCtx& ctx) {
-  if (a.m > 0 && gemm_skinny_fits(a)) return gemm_skinny_launch(a, ctx, true);
   if (gemm_mid_fits(a)) return gemm_mid_launch(a, ctx);
-  gemm_lt_launch(a, ctx);
+  gemm_lt_planned(a, ctx);
 }
 void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
-  if (a.m > 0 && (gemm_skinny_fits(a) || gemm_mid_fits(a))) return;  // nothing to plan
-  gemm_lt_prepare(a, ctx);
+  if (!gemm_mid_fits(a)) gemm_lt_planned_prepare(a, ctx);  // the batch kernel has nothing to plan
 }
 
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {

@@ -76,119 +76,87 @@ constexpr size_t mid_smem_bytes() {
   return ring > tile ? ring : tile;
 }
 
-template <int NT, MidOut kOut>
-__global__ void __launch_bounds__(kMidThreads, NT <= 8 ? 2 : 1)
-    gemm_mid_kernel(const bf16* __restrict__ a,  // [m, k]
-                    const bf16* __restrict__ w,  // [n, k] ([2n, k] for swiglu)
-                    void* __restrict__ c,        // [m, n]
-                    int m, int n, int k, int splits) {
-  constexpr int MP = 8 * NT;  // batch rows covered (zero-filled above m)
-  constexpr bool kSwiglu = kOut == MidOut::swiglu;
-  constexpr int kUnits = int(mid_stage_units<NT>());
-  extern __shared__ __align__(16) unsigned char mid_smem[];
-  float* tile = reinterpret_cast<float*>(mid_smem);  // [MP][kTileLd], after the k loop
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int g = lane / 4, t = lane % 4;
-  const int tile_idx = blockIdx.x / splits, split = blockIdx.x % splits;
-  const int k_len = k / splits, k0 = split * k_len;
-  const int iters = k_len / kMidKc;
-
-  // The block's weight row for staged row r (rows past n clamped here, masked at the store).
-  auto w_row = [&](int r) {
-    if constexpr (kSwiglu) {
-      const int j = tile_idx * (kMidRows / 2) + r % (kMidRows / 2);  // output column
-      return (r < kMidRows / 2 ? 0 : n) + min(j, n - 1);               // gate rows, then up rows
-    } else {
-      return min(tile_idx * kMidRows + r, n - 1);
-    }
-  };
-  // Every thread copies the same units of every stage (4 of the weights, NT / 4 of the
-  // activations): sources advance 128 B per stage, destinations are fixed byte offsets.
-  constexpr int kWPer = kMidRows * 8 / kMidThreads, kAPer = MP * 8 / kMidThreads;
-  constexpr unsigned kStageBytes = unsigned(kUnits) * 16;
-  const unsigned ring_s = static_cast<unsigned>(__cvta_generic_to_shared(mid_smem));
+// One thread's share of every stage's cp.async copies: kWPer weight units and
+// kAPer activation units at fixed offsets in a stage, sources advancing 128 B
+// per stage. `tile_idx` picks the block's 128 weight rows (for SwiGLU 64 gate
+// rows, then their 64 up rows); rows past n are clamped here and masked at the
+// store, rows of a past m are zero-filled without a read.
+template <int NT, bool kSwiglu>
+struct MidCopies {
+  static constexpr int kWPer = kMidRows * 8 / kMidThreads, kAPer = 8 * NT * 8 / kMidThreads;
   const char* w_src[kWPer];
   const char* a_src[kAPer];
   unsigned w_dst[kWPer], a_dst[kAPer];
   int a_bytes[kAPer];
-#pragma unroll
-  for (int i = 0; i < kWPer; ++i) {
-    const int v = threadIdx.x + i * kMidThreads, r = v / 8, q = v % 8;
-    w_src[i] = reinterpret_cast<const char*>(w + size_t(w_row(r)) * k + k0 + q * 8);
-    w_dst[i] = unsigned(swz(r, q)) * 16;
-  }
-#pragma unroll
-  for (int i = 0; i < kAPer; ++i) {
-    const int v = threadIdx.x + i * kMidThreads, r = v / 8, q = v % 8;
-    a_src[i] = reinterpret_cast<const char*>(a + size_t(r < m ? r : 0) * k + k0 + q * 8);
-    a_dst[i] = unsigned(swz(kMidRows + r, q)) * 16;
-    a_bytes[i] = r < m ? 16 : 0;  // rows past m: zero-filled, nothing read
-  }
-  auto load_w = [&](int slot) {
+
+  __device__ __forceinline__ MidCopies(const bf16* a, const bf16* w, int m, int n, int k, int k0, int tile_idx) {
 #pragma unroll
     for (int i = 0; i < kWPer; ++i) {
-      cp_async16_s(ring_s + slot * kStageBytes + w_dst[i], w_src[i], 16);
-      w_src[i] += kMidKc * sizeof(bf16);
+      const int v = threadIdx.x + i * kMidThreads, r = v / 8, q = v % 8;
+      int row;
+      if constexpr (kSwiglu) {
+        const int j = tile_idx * (kMidRows / 2) + r % (kMidRows / 2);  // output column
+        row = (r < kMidRows / 2 ? 0 : n) + min(j, n - 1);
+      } else {
+        row = min(tile_idx * kMidRows + r, n - 1);
+      }
+      w_src[i] = reinterpret_cast<const char*>(w + size_t(row) * k + k0 + q * 8);
+      w_dst[i] = unsigned(swz(r, q)) * 16;
     }
-  };
-  auto load_a = [&](int slot) {
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
-      cp_async16_s(ring_s + slot * kStageBytes + a_dst[i], a_src[i], a_bytes[i]);
+      const int v = threadIdx.x + i * kMidThreads, r = v / 8, q = v % 8;
+      a_src[i] = reinterpret_cast<const char*>(a + size_t(r < m ? r : 0) * k + k0 + q * 8);
+      a_dst[i] = unsigned(swz(kMidRows + r, q)) * 16;
+      a_bytes[i] = r < m ? 16 : 0;
+    }
+  }
+  // Into the stage at shared address `stage_s`.
+  __device__ __forceinline__ void load_w(unsigned stage_s) {
+#pragma unroll
+    for (int i = 0; i < kWPer; ++i) {
+      cp_async16_s(stage_s + w_dst[i], w_src[i], 16);
+      w_src[i] += kMidKc * sizeof(bf16);
+    }
+  }
+  __device__ __forceinline__ void load_a(unsigned stage_s) {
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      cp_async16_s(stage_s + a_dst[i], a_src[i], a_bytes[i]);
       a_src[i] += kMidKc * sizeof(bf16);
     }
-  };
-  float acc[NT][4];
-#pragma unroll
-  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  // Fragment addresses: row g (+ 8) of the warp's weights and of each 8-row batch
-  // tile; the unit of chunk u is 4 (u ^ parity) + t (the swizzle).
-  const unsigned par = g & 1;
-  const unsigned off_u[2] = {(4 * par + t) * 16, (4 * (1 - par) + t) * 16};
-  const unsigned w_lane = ring_s + unsigned(warp * 16 + g) * 128;
-  const unsigned b_lane = ring_s + unsigned(kMidRows + g) * 128;
-  auto compute = [&](int slot) {
-    const unsigned so = slot * kStageBytes;
-#pragma unroll
-    for (int u = 0; u < kMidKc / 32; ++u) {
-      const uint4 wl = lds128(w_lane + so + off_u[u]), wh = lds128(w_lane + so + off_u[u] + 8 * 128);
-      uint4 b[NT];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) b[j] = lds128(b_lane + so + off_u[u] + j * 8 * 128);
-      // The two k halves in separate passes: consecutive mmas feed different accumulators.
-#pragma unroll
-      for (int j = 0; j < NT; ++j) mma_bf16_16816(acc[j], wl.x, wh.x, wl.y, wh.y, b[j].x, b[j].y);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) mma_bf16_16816(acc[j], wl.z, wh.z, wl.w, wh.w, b[j].z, b[j].w);
-    }
-  };
-
-  // Weights do not depend on the previous kernel: the first stages go out before the wait.
-#pragma unroll
-  for (int s = 0; s < kMidStages - 1; ++s)
-    if (s < iters) load_w(s);
-  grid_dependency_wait();  // a is written by the previous kernel
-  trigger_dependents();
-#pragma unroll
-  for (int s = 0; s < kMidStages - 1; ++s) {
-    if (s < iters) load_a(s);
-    cp_async_commit();  // group s: (all early weight stages and) activation stage s
   }
-  for (int it = 0; it < iters; ++it) {
-    cp_async_wait<kMidStages - 2>();  // stage it has landed (this thread's copies)
-    __syncthreads();                  // ... everyone's; and stage it - 1 is no longer read
-    if (it + kMidStages - 1 < iters) {
-      const int slot = (it + kMidStages - 1) % kMidStages;
-      load_w(slot);
-      load_a(slot);
-    }
-    cp_async_commit();
-    compute(it % kMidStages);
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the ring is no longer read: the tile reuses it
+};
 
-  // The block's partial tile, [batch][row in block] (the stages are no longer read).
+// One warp's mmas over the stage at `stage_s`: rows g (+ 8) of its 16 weight
+// rows (`w_lane`) against each 8-row batch tile (`b_lane`); the unit of chunk u
+// is 4 (u ^ parity) + t (the swizzle, `off_u`). The two k halves go in separate
+// passes, so consecutive mmas feed different accumulators.
+template <int NT>
+__device__ __forceinline__ void mid_compute(float (&acc)[NT][4], unsigned stage_s, unsigned w_lane,
+                                            unsigned b_lane, const unsigned (&off_u)[2]) {
+#pragma unroll
+  for (int u = 0; u < kMidKc / 32; ++u) {
+    const unsigned o = stage_s + off_u[u];
+    const uint4 wl = lds128(w_lane + o), wh = lds128(w_lane + o + 8 * 128);
+    uint4 b[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) b[j] = lds128(b_lane + o + j * 8 * 128);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mma_bf16_16816(acc[j], wl.x, wh.x, wl.y, wh.y, b[j].x, b[j].y);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mma_bf16_16816(acc[j], wl.z, wh.z, wl.w, wh.w, b[j].z, b[j].w);
+  }
+}
+
+// The block's fp32 partial tile [batch][row in block] into shared memory, then
+// block rank `split` sums its share of the output columns over the cluster's
+// ranks (rank order: deterministic) and stores them, 4 columns per item.
+template <int NT, MidOut kOut>
+__device__ __forceinline__ void mid_epilogue(const float (&acc)[NT][4], float* tile, void* c, int m, int n,
+                                             int tile_idx, int split, int splits) {
+  constexpr bool kSwiglu = kOut == MidOut::swiglu;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int rb = warp * 16 + g;
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
@@ -203,9 +171,6 @@ __global__ void __launch_bounds__(kMidThreads, NT <= 8 ? 2 : 1)
     cluster.sync();  // every rank's tile is written
   else
     __syncthreads();
-
-  // Block rank `split` sums its share of the output columns over the ranks
-  // (rank order) and stores them: 4 columns per item.
   constexpr int kCols = kSwiglu ? kMidRows / 2 : kMidRows;
   const int per_rank = kCols / splits, col_base = split * per_rank;
   const int quads = per_rank / 4;
@@ -216,7 +181,7 @@ __global__ void __launch_bounds__(kMidThreads, NT <= 8 ? 2 : 1)
       const float* tp = r == split ? tile : cluster.map_shared_rank(tile, r);
       const float4 v = *reinterpret_cast<const float4*>(tp + b * kTileLd + col);
       s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-      if constexpr (kSwiglu) {
+      if constexpr (kSwiglu) {  // the up value of column col sits kCols further
         const float4 q = *reinterpret_cast<const float4*>(tp + b * kTileLd + kCols + col);
         u.x += q.x, u.y += q.y, u.z += q.z, u.w += q.w;
       }
@@ -239,6 +204,56 @@ __global__ void __launch_bounds__(kMidThreads, NT <= 8 ? 2 : 1)
     }
   }
   if (splits > 1) cluster.sync();  // no block exits while another may read its tile
+}
+
+template <int NT, MidOut kOut>
+__global__ void __launch_bounds__(kMidThreads, NT <= 8 ? 2 : 1)
+    gemm_mid_kernel(const bf16* __restrict__ a,  // [m, k]
+                    const bf16* __restrict__ w,  // [n, k] ([2n, k] for swiglu)
+                    void* __restrict__ c,        // [m, n]
+                    int m, int n, int k, int splits) {
+  constexpr unsigned kStageBytes = unsigned(mid_stage_units<NT>()) * 16;
+  extern __shared__ __align__(16) unsigned char mid_smem[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int tile_idx = blockIdx.x / splits, split = blockIdx.x % splits;
+  const int k_len = k / splits, k0 = split * k_len;
+  const int iters = k_len / kMidKc;
+  const unsigned ring_s = static_cast<unsigned>(__cvta_generic_to_shared(mid_smem));
+  MidCopies<NT, kOut == MidOut::swiglu> copies(a, w, m, n, k, k0, tile_idx);
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  const unsigned par = g & 1;
+  const unsigned off_u[2] = {(4 * par + t) * 16, (4 * (1 - par) + t) * 16};
+  const unsigned w_lane = ring_s + unsigned(warp * 16 + g) * 128;
+  const unsigned b_lane = ring_s + unsigned(kMidRows + g) * 128;
+
+  // Weights do not depend on the previous kernel: the first stages go out before the wait.
+#pragma unroll
+  for (int s = 0; s < kMidStages - 1; ++s)
+    if (s < iters) copies.load_w(ring_s + s * kStageBytes);
+  grid_dependency_wait();  // a is written by the previous kernel
+  trigger_dependents();
+#pragma unroll
+  for (int s = 0; s < kMidStages - 1; ++s) {
+    if (s < iters) copies.load_a(ring_s + s * kStageBytes);
+    cp_async_commit();  // group s: (all early weight stages and) activation stage s
+  }
+  for (int it = 0; it < iters; ++it) {
+    cp_async_wait<kMidStages - 2>();  // stage it has landed (this thread's copies)
+    __syncthreads();                  // ... everyone's; and stage it - 1 is no longer read
+    if (it + kMidStages - 1 < iters) {
+      const unsigned stage_s = ring_s + (it + kMidStages - 1) % kMidStages * kStageBytes;
+      copies.load_w(stage_s);
+      copies.load_a(stage_s);
+    }
+    cp_async_commit();
+    mid_compute<NT>(acc, (it % kMidStages) * kStageBytes, w_lane, b_lane, off_u);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the ring is no longer read: the tile reuses it
+  mid_epilogue<NT, kOut>(acc, reinterpret_cast<float*>(mid_smem), c, m, n, tile_idx, split, splits);
 }
 
 struct MidCall {
@@ -269,29 +284,8 @@ void launch_mid_out(const MidCall& s, const LaunchCtx& ctx, int tiles, int split
     return true;
   }();
   (void)attr_set;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(tiles) * unsigned(splits));
-  cfg.blockDim = dim3(kMidThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = ctx.stream;
-  cudaLaunchAttribute attrs[2];
-  int n_attrs = 0;
-  if (pdl_allowed()) {
-    attrs[n_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n_attrs].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attrs;
-  }
-  if (splits > 1) {
-    attrs[n_attrs].id = cudaLaunchAttributeClusterDimension;
-    attrs[n_attrs].val.clusterDim.x = unsigned(splits);
-    attrs[n_attrs].val.clusterDim.y = 1;
-    attrs[n_attrs].val.clusterDim.z = 1;
-    ++n_attrs;
-  }
-  cfg.attrs = attrs;
-  cfg.numAttrs = n_attrs;
-  apply_smem_carveout(reinterpret_cast<const void*>(kernel));
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, s.a, s.w, s.c, s.m, s.n, s.k, splits));
+  launch_kernel_cluster(true, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)), dim3(kMidThreads),
+                        smem, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits);
   CUDA_CHECK_LAST("gemm_mid_kernel");
 }
 

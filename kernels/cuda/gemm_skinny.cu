@@ -328,30 +328,9 @@ struct SkinnyCall {
 
 template <int NT, int U, bool kSingle>
 void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(tiles) * unsigned(splits));
-  cfg.blockDim = dim3(kSkWarps * kWarp);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = ctx.stream;
-  cudaLaunchAttribute attrs[2];
-  int n_attrs = 0;
-  if (pdl && pdl_allowed()) {
-    attrs[n_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n_attrs].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attrs;
-  }
-  if (splits > 1) {
-    attrs[n_attrs].id = cudaLaunchAttributeClusterDimension;
-    attrs[n_attrs].val.clusterDim.x = unsigned(splits);
-    attrs[n_attrs].val.clusterDim.y = 1;
-    attrs[n_attrs].val.clusterDim.z = 1;
-    ++n_attrs;
-  }
-  cfg.attrs = attrs;
-  cfg.numAttrs = n_attrs;
   auto go = [&](auto kernel) {
-    apply_smem_carveout(reinterpret_cast<const void*>(kernel));
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail));
+    launch_kernel_cluster(pdl, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)),
+                          dim3(kSkWarps * kWarp), 0, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail);
   };
   switch (s.out) {
     case SkOut::bf16: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::bf16>); break;

@@ -30,11 +30,19 @@ void check_shape(const ProjResidualNormArgs& a, const char* who) {
                 "%s: y, x and out must be three distinct buffers", who);
 }
 
-void proj_residual_norm_unfused(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
-  check_shape(a, "proj_residual_norm.unfused");
+// The projection into y by `gemm` (a GEMM variant's launcher), then
+// add_rmsnorm.1; `plan` is that GEMM's prepare hook.
+using GemmLaunch = void (*)(const GemmArgs&, const LaunchCtx&);
+GemmArgs projection(const ProjResidualNormArgs& a) { return GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}; }
+void gemm_then_add_rmsnorm(const ProjResidualNormArgs& a, const LaunchCtx& ctx, const char* who, GemmLaunch gemm) {
+  check_shape(a, who);
   if (a.m == 0) return;
-  gemm_lt_planned(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
+  gemm(projection(a), ctx);
   add_rmsnorm_launch(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
+}
+
+void proj_residual_norm_unfused(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  gemm_then_add_rmsnorm(a, ctx, "proj_residual_norm.unfused", gemm_lt_planned);
 }
 
 void proj_residual_norm_fused(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
@@ -44,17 +52,14 @@ void proj_residual_norm_fused(const ProjResidualNormArgs& a, const LaunchCtx& ct
 }
 
 void proj_residual_norm_mid(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
-  check_shape(a, "proj_residual_norm.mid_unfused");
-  if (a.m == 0) return;
-  gemm_mid_planned(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
-  add_rmsnorm_launch(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
+  gemm_then_add_rmsnorm(a, ctx, "proj_residual_norm.mid_unfused", gemm_mid_planned);
+}
+// Plan the GEMM of the path (cuBLASLt above the GEMV / batch kernel) outside any capture.
+void proj_residual_norm_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  gemm_lt_planned_prepare(projection(a), ctx);
 }
 void proj_residual_norm_mid_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
-  gemm_mid_planned_prepare(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
-}
-// Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
-void proj_residual_norm_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
-  gemm_lt_planned_prepare(GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
+  gemm_mid_planned_prepare(projection(a), ctx);
 }
 
 }  // namespace
