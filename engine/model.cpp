@@ -55,7 +55,11 @@ void Model::declare_arena() {
   meta_ = MetaLayout(T, R, max_table_updates_);
   const int lm_head_parts = lm_head_ == TpLmHead::split ? comm_->world() : 0;
   v_ = declare_activations(arena_, activation_layout(cfg_, T, R, act_bytes_, meta_.bytes, fuse_, lm_head_parts));
-  op_table_ = std::make_unique<OpTable>(cfg_.num_layers, v_, comm_ != nullptr);
+  // A proj_residual_norm variant that defers the norm (proj_residual_norm.4)
+  // gets the deferred-norm table: the GEMMs after it normalise x themselves.
+  const bool defer_norm = v_.fused() && comm_ == nullptr &&
+                          kernels_.entry(Family::proj_residual_norm).defers_norm;
+  op_table_ = std::make_unique<OpTable>(cfg_.num_layers, v_, comm_ != nullptr, defer_norm);
   arena_.allocate(dev_.backend());
   AllocEvent e{"arena", "activation arena", reinterpret_cast<uint64_t>(arena_.base()),
                arena_.total_bytes(), dev_.backend(), false};

@@ -178,7 +178,11 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
                                          out(0), n, I, 2 * I});
       return op(o, kernels::SwigluArgs{in(0), in(1), out(0), n, I});
     case OpKind::down_proj: return gemm(lw->w_down, n, H, I);
-    case OpKind::qkv_proj: return gemm(lw->wqkv, n, Q + 2 * KV, H);
+    case OpKind::qkv_proj: {  // deferred norm: reads x, normalises with attn_norm (xn: the scratch)
+      kernels::GemmArgs g{in(0), lw->wqkv, out(0), n, Q + 2 * KV, H};
+      if (o.defer_norm) g.norm = kernels::PrologueNorm{lw->attn_norm, out(1), eps};
+      return op(o, g);
+    }
     case OpKind::rope_kv_write:
       return op(o, kernels::RopeKvWriteArgs{in(0), out(0), M(meta_.positions), M(meta_.slots),
                                             static_cast<const float*>(arena_.ptr(v_.inv_freq)), cache, n,
@@ -186,13 +190,21 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::attn_residual_norm:
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), lw->mlp_norm, out(1), n, H, eps});
     case OpKind::gate_up_proj: return gemm(lw->w_gate_up, n, 2 * I, H);
-    case OpKind::gate_up_swiglu:
-      return op(o, kernels::GateUpSwigluArgs{in(0), lw->w_gate_up, out(0), out(1), n, I, H});
+    case OpKind::gate_up_swiglu: {  // deferred norm: reads x, normalises with mlp_norm (xn: the scratch)
+      kernels::GateUpSwigluArgs g{in(0), lw->w_gate_up, out(0), out(1), n, I, H};
+      if (o.defer_norm) g.norm = kernels::PrologueNorm{lw->mlp_norm, out(2), eps};
+      return op(o, g);
+    }
     case OpKind::mlp_residual_norm:  // the next layer's attn_norm
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), w_.layers[o.layer + 1].attn_norm, out(1), n, H, eps});
-    case OpKind::o_proj_residual_norm:  // reads attn_out, x; writes x, xn, o_out
+    case OpKind::o_proj_residual_norm:  // reads attn_out, x; writes x, xn, o_out (deferred: x, o_out)
+      if (o.defer_norm)
+        return op(o, kernels::ProjResidualNormArgs{in(0), lw->wo, out(1), out(0), lw->mlp_norm, nullptr, n, H, Q, eps});
       return op(o, kernels::ProjResidualNormArgs{in(0), lw->wo, out(2), out(0), lw->mlp_norm, out(1), n, H, Q, eps});
-    case OpKind::down_proj_residual_norm:  // the next layer's attn_norm
+    case OpKind::down_proj_residual_norm:  // the next layer's attn_norm (deferred: its qkv_proj's)
+      if (o.defer_norm)
+        return op(o, kernels::ProjResidualNormArgs{in(0), lw->w_down, out(1), out(0),
+                                                   w_.layers[o.layer + 1].attn_norm, nullptr, n, H, I, eps});
       return op(o, kernels::ProjResidualNormArgs{in(0), lw->w_down, out(2), out(0),
                                                  w_.layers[o.layer + 1].attn_norm, out(1), n, H, I, eps});
     case OpKind::all_reduce: return all_reduce(o, n);

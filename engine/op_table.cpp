@@ -156,12 +156,20 @@ void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKi
 }
 
 // The fused layer (op_table.h, step_ops): 8 ops, 9 in layer 0.
+OpSpec deferred(OpSpec o) {
+  o.defer_norm = true;
+  return o;
+}
+
 void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const ActivationViews& v,
-                     StepKind::Attention attention, bool tensor_parallel) {
+                     StepKind::Attention attention, bool tensor_parallel, bool defer) {
   using F = kernels::Family;
   using K = OpKind;
   if (l == 0) ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
-  ops.push_back(spec(K::qkv_proj, "qkv_proj", F::gemm, l, {v.xn}, {v.qkv}));
+  if (defer && l > 0)  // the previous down_proj_residual_norm left x unnormalised
+    ops.push_back(deferred(spec(K::qkv_proj, "qkv_proj", F::gemm, l, {v.x}, {v.qkv, v.xn})));
+  else
+    ops.push_back(spec(K::qkv_proj, "qkv_proj", F::gemm, l, {v.xn}, {v.qkv}));
   // Rotated q goes to its own dense buffer (attention's q and output rows);
   // k is rotated in place in qkv, where fresh-prompt attention reads k and v.
   ops.push_back(spec(K::rope_kv_write, "rope_kv_write", F::rope_kv_write, l, {v.qkv}, {v.q, v.qkv}));
@@ -184,16 +192,27 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
     ops.push_back(all_reduce_op(l, v.o_out));
     ops.push_back(spec(K::attn_residual_norm, "attn_residual_norm", F::add_rmsnorm, l, {v.x, v.o_out},
                        {v.x, v.xn}));
+  } else if (defer) {
+    ops.push_back(deferred(spec(K::o_proj_residual_norm, "o_proj_residual_norm", F::proj_residual_norm, l,
+                                {v.attn_out, v.x}, {v.x, v.o_out})));
   } else {
     ops.push_back(spec(K::o_proj_residual_norm, "o_proj_residual_norm", F::proj_residual_norm, l,
                        {v.attn_out, v.x}, {v.x, v.xn, v.o_out}));
   }
-  ops.push_back(spec(K::gate_up_swiglu, "gate_up_swiglu", F::gate_up_swiglu, l, {v.xn},
-                     {v.mlp_act, v.gate_up}));
+  if (defer)
+    ops.push_back(deferred(spec(K::gate_up_swiglu, "gate_up_swiglu", F::gate_up_swiglu, l, {v.x},
+                                {v.mlp_act, v.gate_up, v.xn})));
+  else
+    ops.push_back(spec(K::gate_up_swiglu, "gate_up_swiglu", F::gate_up_swiglu, l, {v.xn},
+                       {v.mlp_act, v.gate_up}));
   const bool last = l + 1 == num_layers;
   if (!tensor_parallel && !last) {
-    ops.push_back(spec(K::down_proj_residual_norm, "down_proj_residual_norm", F::proj_residual_norm, l,
-                       {v.mlp_act, v.x}, {v.x, v.xn, v.mlp_down}));
+    if (defer)
+      ops.push_back(deferred(spec(K::down_proj_residual_norm, "down_proj_residual_norm", F::proj_residual_norm,
+                                  l, {v.mlp_act, v.x}, {v.x, v.mlp_down})));
+    else
+      ops.push_back(spec(K::down_proj_residual_norm, "down_proj_residual_norm", F::proj_residual_norm, l,
+                         {v.mlp_act, v.x}, {v.x, v.xn, v.mlp_down}));
     return;
   }
   ops.push_back(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down}));
@@ -207,14 +226,17 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
 
 }  // namespace
 
-std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind, bool tensor_parallel) {
+std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind, bool tensor_parallel,
+                             bool defer_norm) {
+  LANTERN_CHECK(!defer_norm || (v.fused() && !tensor_parallel),
+                "the deferred-norm op table needs the fused layout and no tensor parallelism");
   using F = kernels::Family;
   using K = OpKind;
   std::vector<OpSpec> ops;
   ops.push_back(spec(K::embed, "embed", F::embedding, -1, {}, {v.x}));
   for (int l = 0; l < num_layers; ++l) {
     if (v.fused())
-      add_fused_layer(ops, l, num_layers, v, kind.attention, tensor_parallel);
+      add_fused_layer(ops, l, num_layers, v, kind.attention, tensor_parallel, defer_norm);
     else
       add_layer(ops, l, v, kind.attention, tensor_parallel);
   }
@@ -235,11 +257,12 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
   return ops;
 }
 
-OpTable::OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel) {
+OpTable::OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel, bool defer_norm)
+    : defer_norm_(defer_norm) {
   for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
     for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
       StepKind k{a, h};
-      tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel);
+      tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
     }
 }
 

@@ -85,6 +85,12 @@ struct OpSpec {
   int num_reads = 0;
   std::array<ViewId, 3> writes{};
   int num_writes = 0;
+  // The deferred-norm table (step_ops, defer_norm): a projection that adds
+  // into x without normalising it (o/down_proj_residual_norm: out = nullptr),
+  // or a GEMM that normalises its input x in its prologue (qkv_proj of layers
+  // >= 1 with the layer's attn_norm, gate_up_swiglu with its mlp_norm; the xn
+  // view it writes is the scratch of variants without the prologue).
+  bool defer_norm = false;
 };
 
 // Which ops a step runs: its attention (fresh rows only, paged rows only, or
@@ -115,18 +121,27 @@ struct StepKind {
 // mlp_residual_norm).
 // A split LM head (v.split_lm_head()): lm_head writes logits_part and an
 // all_gather op (reads logits_part, writes logits_gather and logits) follows it.
+//
+// `defer_norm` (the deferred-norm table; proj_residual_norm variants with
+// defers_norm, fused layout, no tensor parallelism): o_proj_residual_norm and
+// down_proj_residual_norm write x only (the residual add), and the GEMMs that
+// read x next -- gate_up_swiglu and the next layer's qkv_proj -- read x and
+// normalise it themselves (OpSpec::defer_norm; kernels::PrologueNorm). The ops
+// and their order do not change; only views and the norm's place do.
 std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind,
-                             bool tensor_parallel = false);
+                             bool tensor_parallel = false, bool defer_norm = false);
 
 // step_ops for every kind, built once: the table Model::forward walks.
 class OpTable {
  public:
-  OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel = false);
+  OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel = false, bool defer_norm = false);
   const std::vector<OpSpec>& ops(StepKind kind) const { return tables_[index(kind)]; }
+  bool defer_norm() const { return defer_norm_; }
 
  private:
   static int index(StepKind k) { return 3 * k.attention + k.head; }
   std::array<std::vector<OpSpec>, 9> tables_;
+  bool defer_norm_ = false;
 };
 
 }  // namespace lantern

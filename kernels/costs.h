@@ -24,6 +24,17 @@ namespace lantern::kernels {
 
 namespace cost_detail {
 constexpr double kBf16 = 2, kF32 = 4, kI32 = 4;
+// A GEMM's prologue norm (PrologueNorm): the norm weight read, and rmsnorm's
+// arithmetic on the A operand (square-accumulate, two scales: 3 per element;
+// an rsqrt per row). The rows themselves replace the A operand's read.
+struct NormExtra {
+  double bytes = 0, flops = 0;
+  NormExtra(const PrologueNorm& n, int m, int k) {
+    if (n.weight == nullptr) return;
+    bytes = double(k) * kBf16;
+    flops = 3.0 * m * k + m;
+  }
+};
 }  // namespace cost_detail
 
 template <int ActBytes>
@@ -144,7 +155,8 @@ Cost gemm_cost(const GemmArgs& a) {
   const double c_bytes = a.c_f32 ? kF32 : ActBytes;
   const double bytes =
       double(a.m) * a.k * ActBytes + double(a.n) * a.k * kBf16 + double(a.m) * a.n * c_bytes;
-  return {bytes, 2.0 * a.m * a.n * a.k};
+  const NormExtra e(a.norm, a.m, a.k);  // a prologue norm: its weight and 3 FLOPs per element
+  return {bytes + e.bytes, 2.0 * a.m * a.n * a.k + e.flops};
 }
 
 // gate/up projection + swiglu: a and the [2 inter, k] weight read once, the
@@ -155,17 +167,22 @@ Cost gate_up_swiglu_cost(const GateUpSwigluArgs& a) {
   using namespace cost_detail;
   const double rows = 2.0 * a.inter;
   const double bytes = double(a.m) * a.k * ActBytes + rows * a.k * kBf16 + double(a.m) * a.inter * ActBytes;
-  return {bytes, 2.0 * a.m * rows * a.k + 4.0 * a.m * a.inter};
+  const NormExtra e(a.norm, a.m, a.k);
+  return {bytes + e.bytes, 2.0 * a.m * rows * a.k + 4.0 * a.m * a.inter + e.flops};
 }
 
 // projection + residual add + RMSNorm: a and the [hidden, k] weight read
 // once, y written (the definition's intermediate, which every variant writes),
 // then add_rmsnorm's traffic with y read back. FLOPs: the GEMM's plus
-// add_rmsnorm's.
+// add_rmsnorm's. With out == nullptr (the deferred norm): a, the weight and x
+// read, x written, one add per element.
 template <int ActBytes>
 Cost proj_residual_norm_cost(const ProjResidualNormArgs& a) {
   using namespace cost_detail;
   const double elems = double(a.m) * a.hidden;
+  if (a.out == nullptr)
+    return {double(a.m) * a.k * ActBytes + double(a.hidden) * a.k * kBf16 + elems * ActBytes * 2,
+            2.0 * elems * a.k + elems};
   const double bytes = double(a.m) * a.k * ActBytes + double(a.hidden) * a.k * kBf16 + elems * ActBytes +
                        elems * ActBytes * 4 + a.hidden * kBf16;
   return {bytes, 2.0 * elems * a.k + elems * 5 + a.m};

@@ -90,6 +90,16 @@ void launch_family_mismatch(const KernelEntry& e, Family expected) {
   std::abort();
 }
 
+const void* run_prologue_norm(Backend backend, const void* x, const PrologueNorm& norm, int m, int k,
+                              const LaunchCtx& ctx) {
+  LANTERN_CHECK(norm.out != nullptr,
+                "a GEMM given a prologue norm needs its [m, k] scratch (PrologueNorm::out) for a variant "
+                "without the prologue; pass the xn view");
+  const KernelEntry& e = Registry::global().best(Family::rmsnorm, backend);
+  launch(e, RmsnormArgs{x, norm.weight, norm.out, nullptr, m, k, norm.eps}, ctx);
+  return norm.out;
+}
+
 const Registry& Registry::global() {
   static const Registry registry = [] {
     Registry r;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 // The two CUDA handle types a launch context carries, declared exactly as the
@@ -177,6 +178,22 @@ struct ResidualArgs {
   size_t count;
 };
 
+// An RMSNorm a GEMM takes over from the op before it (the deferred-norm op
+// table: proj_residual_norm.4 adds the projection into the residual stream and
+// leaves the norm to the GEMMs that read it). When `weight` is set, the GEMM's
+// `a` is the residual stream x and its A operand is rmsnorm(x) * weight,
+// rounded to act exactly as the rmsnorm family rounds it (the sum of squares
+// may be taken in another order). A variant whose entry has `norm_prologue`
+// folds it into its own kernel (or runs the norm itself where it cannot);
+// for any other variant kernels::launch first runs the backend's preferred
+// rmsnorm from x into `out` and hands the variant a = out, so every variant
+// serves the deferred table.
+struct PrologueNorm {
+  const void* weight = nullptr;  // bf16 [k]; nullptr: no norm, a is the A operand
+  void* out = nullptr;           // act [m, k] scratch: the normalised rows (variants without the prologue)
+  float eps = 0.0f;
+};
+
 // c[m, n] = a[m, k] @ w[n, k]^T (w in HF layout [out_features, in_features]).
 struct GemmArgs {
   const void* a;     // act [m, k]
@@ -184,6 +201,7 @@ struct GemmArgs {
   void* c;           // act [m, n], or float when c_f32
   int m, n, k;
   bool c_f32 = false;  // logits: write float32 on every backend
+  PrologueNorm norm = {};  // set: a is x and the A operand rmsnorm(x) * norm.weight
 };
 
 // Residual add fused with the next RMSNorm: x += y (rounded to act, exactly as
@@ -231,6 +249,7 @@ struct GateUpSwigluArgs {
   void* out;      // act [m, inter]
   void* gate_up;  // act [m, 2 inter] scratch
   int m, inter, k;
+  PrologueNorm norm = {};  // set: a is x and the A operand rmsnorm(x) * norm.weight
 };
 
 // A projection followed by the residual add + RMSNorm it feeds (o_proj then
@@ -240,13 +259,16 @@ struct GateUpSwigluArgs {
 // add_rmsnorm; the CPU reference runs exactly those two. `y` is the
 // definition's intermediate, written by every variant (the fused kernel's
 // blocks write their rows of it and the last block to finish reads them back).
+// out == nullptr (the deferred-norm op table): no norm, only x += y -- the
+// GEMMs that read x next normalise it in their prologue (PrologueNorm); a
+// variant whose entry has `defers_norm` need not write y then.
 struct ProjResidualNormArgs {
   const void* a;            // act [m, k]
   const void* w;            // bf16 [hidden, k]
   void* y;                  // act [m, hidden] scratch: the projection
   void* x;                  // act [m, hidden], the residual stream, updated in place
   const void* norm_weight;  // bf16 [hidden]
-  void* out;                // act [m, hidden]: rmsnorm(x) * norm_weight
+  void* out;                // act [m, hidden]: rmsnorm(x) * norm_weight; nullptr: none
   int m, hidden, k;
   float eps;
 };
@@ -333,7 +355,20 @@ struct KernelEntry {
   void (*launch)(const void* args, const LaunchCtx& ctx);
   Cost (*cost)(const void* args);
   size_t (*workspace_bytes)(const WorkspaceShape&) = nullptr;  // nullptr: needs none
+  // gemm, gate_up_swiglu: the variant consumes a PrologueNorm itself (else
+  // kernels::launch runs the norm before it).
+  bool norm_prologue = false;
+  // proj_residual_norm: the variant is meant to run with out == nullptr -- the
+  // engine then builds the deferred-norm op table (op_table.h) around it.
+  bool defers_norm = false;
 };
+
+// The entry with its trait flags set (registration: r.add(with_traits(make_entry<...>(...), ...))).
+inline KernelEntry with_traits(KernelEntry e, bool norm_prologue, bool defers_norm = false) {
+  e.norm_prologue = norm_prologue;
+  e.defers_norm = defers_norm;
+  return e;
+}
 
 // Typed registration: wraps a typed launcher and cost function.
 template <class Args, Launcher<Args> L, CostFn<Args> C>
@@ -407,9 +442,24 @@ struct KernelSet {
 // Registration hooks, one per backend file group (explicit, so static
 // libraries never drop them).
 void register_cpu_kernels(Registry& r);
+// rmsnorm(x) * norm.weight into norm.out ([m, k]) by the backend's preferred
+// rmsnorm variant (PrologueNorm's fallback); returns norm.out. Throws when
+// norm.out is null.
+const void* run_prologue_norm(Backend backend, const void* x, const PrologueNorm& norm, int m, int k,
+                              const LaunchCtx& ctx);
+
 template <class Args>
 void launch(const KernelEntry& e, const Args& args, const LaunchCtx& ctx) {
   if (e.family != FamilyOf<Args>::value) launch_family_mismatch(e, FamilyOf<Args>::value);
+  if constexpr (std::is_same_v<Args, GemmArgs> || std::is_same_v<Args, GateUpSwigluArgs>) {
+    if (args.norm.weight != nullptr && !e.norm_prologue) {  // the norm first, then the variant on its output
+      Args plain = args;
+      plain.a = run_prologue_norm(e.backend, args.a, args.norm, args.m, args.k, ctx);
+      plain.norm = PrologueNorm{};
+      e.launch(&plain, ctx);
+      return;
+    }
+  }
   e.launch(&args, ctx);
 }
 void register_cuda_kernels(Registry& r);

@@ -5,7 +5,10 @@
 //   add_rmsnorm   = residual (x += y), then rmsnorm (x -> out)
 //   rope_kv_write = copy q rows to q_out, rope (q_out, k in qkv), kv_write (k, v)
 //   gate_up_swiglu = gemm (a @ [w_gate; w_up]^T into gate_up), swiglu (stride 2 inter)
-//   proj_residual_norm = gemm (a @ w^T into y), add_rmsnorm (x += y, out = rmsnorm(x))
+//   proj_residual_norm = gemm (a @ w^T into y), add_rmsnorm (x += y, out = rmsnorm(x));
+//                        with out == nullptr gemm, residual (x += y)
+// A GEMM's prologue norm (PrologueNorm) reaches these already applied:
+// kernels::launch runs rmsnorm ahead of variant 0 (it has no norm_prologue).
 #include <cstring>
 
 #include "kernels/base/errors.h"
@@ -51,6 +54,8 @@ void gate_up_swiglu_cpu(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
 
 void proj_residual_norm_cpu(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   launch(reference(Family::gemm), GemmArgs{a.a, a.w, a.y, a.m, a.hidden, a.k}, ctx);
+  if (a.out == nullptr)  // the deferred norm (registry.h): the residual add only
+    return launch(reference(Family::residual), ResidualArgs{a.x, a.y, size_t(a.m) * a.hidden}, ctx);
   add_rmsnorm_cpu(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
 }
 

@@ -33,6 +33,10 @@ void register_proj_residual_norm_cuda(Registry& r);
 // add_rmsnorm.1's launcher (PDL), which proj_residual_norm's unfused path runs.
 void add_rmsnorm_launch(const AddRmsnormArgs& a, const LaunchCtx& ctx);
 
+// residual.1/2's launcher (`pdl`: variant 2), which proj_residual_norm runs
+// when the norm is deferred (out == nullptr) and its GEMM is not the GEMV.
+void residual_launch(const ResidualArgs& a, const LaunchCtx& ctx, bool pdl);
+
 // swiglu.1/2's launcher (`pdl`: variant 2), which gate_up_swiglu's unfused path runs.
 void swiglu_launch(const SwigluArgs& a, const LaunchCtx& ctx, bool pdl);
 

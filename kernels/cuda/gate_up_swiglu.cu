@@ -16,6 +16,9 @@
 // Variant 3 (mid_fused): variant 2 for m <= 16; for 17 <= m <= 128 one launch
 //   of gemm.7's batch kernel with the SwiGLU store (gemm_mid.cu: 64 gate rows
 //   and their 64 up rows per block); above, variant 1.
+// Variants 2 and 3 fold a prologue norm (GateUpSwigluArgs::norm, the
+// deferred-norm op table) into the GEMV (gemm_skinny.cu, kNorm) and run it
+// ahead of their other paths; variant 1 gets it run ahead by kernels::launch.
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -28,9 +31,14 @@ void check_shape(const GateUpSwigluArgs& a, const char* who) {
   LANTERN_CHECK(a.m >= 0 && a.inter > 0 && a.k > 0, "%s: bad shape m=%d inter=%d k=%d", who, a.m, a.inter,
                 a.k);
 }
+void check_no_norm(const GateUpSwigluArgs& a, const char* who) {
+  // kernels::launch runs a prologue norm ahead of variant 1.
+  LANTERN_ASSERT(a.norm.weight == nullptr, "%s: a prologue norm reached a kernel that ignores it", who);
+}
 
 void gate_up_swiglu_unfused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "gate_up_swiglu.unfused");
+  check_no_norm(a, "gate_up_swiglu.unfused");
   if (a.m == 0) return;
   LANTERN_CHECK(a.gate_up != nullptr, "gate_up_swiglu.unfused: needs the [m, 2 inter] scratch");
   gemm_lt_planned(GemmArgs{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k}, ctx);
@@ -38,17 +46,20 @@ void gate_up_swiglu_unfused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   swiglu_launch(SwigluArgs{gate, gate + a.inter, a.out, a.m, a.inter, 2 * a.inter}, ctx, /*pdl=*/true);
 }
 
+// Variants 2 and 3 take a prologue norm (a.norm): inside the GEMV, run ahead
+// of the other paths.
 void gate_up_swiglu_fused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "gate_up_swiglu.gemv_fused");
   if (a.m == 0) return;
-  if (!gate_up_swiglu_skinny_launch(a, ctx)) gate_up_swiglu_unfused(a, ctx);
+  if (!gate_up_swiglu_skinny_launch(a, ctx)) gate_up_swiglu_unfused(with_norm_applied(a, ctx), ctx);
 }
 
 void gate_up_swiglu_mid(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "gate_up_swiglu.mid_fused");
   if (a.m == 0) return;
-  if (gate_up_swiglu_skinny_launch(a, ctx) || gate_up_swiglu_mid_launch(a, ctx)) return;
-  gate_up_swiglu_unfused(a, ctx);
+  if (gate_up_swiglu_skinny_launch(a, ctx)) return;
+  const GateUpSwigluArgs p = with_norm_applied(a, ctx);
+  if (!gate_up_swiglu_mid_launch(p, ctx)) gate_up_swiglu_unfused(p, ctx);
 }
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void gate_up_swiglu_prepare(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
@@ -63,16 +74,16 @@ void register_gate_up_swiglu_cuda(Registry& r) {
       "the definition on the GPU: gemm.6's path (GEMV for m <= 16, planned cuBLASLt above) into the "
       "[m, 2 inter] scratch, then swiglu.2; both PDL",
       kPreferred, gemm_lt_workspace_bytes));
-  r.add(make_entry<GateUpSwigluArgs, gate_up_swiglu_fused, gate_up_swiglu_cost<2>>(
+  r.add(with_traits(make_entry<GateUpSwigluArgs, gate_up_swiglu_fused, gate_up_swiglu_cost<2>>(
       2, "gemv_fused", Backend::cuda,
       "m <= 16: gemm.5's GEMV with a SwiGLU epilogue (8 gate + the matching 8 up rows per 16-row "
       "tile), writes silu(g)*u directly; else variant 1",
-      kPreferred, gemm_lt_workspace_bytes));
-  r.add(make_entry<GateUpSwigluArgs, gate_up_swiglu_mid, gate_up_swiglu_cost<2>>(
+      kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
+  r.add(with_traits(make_entry<GateUpSwigluArgs, gate_up_swiglu_mid, gate_up_swiglu_cost<2>>(
       3, "mid_fused", Backend::cuda,
       "m <= 16: variant 2; 17 <= m <= 128: gemm.7's batch kernel with the SwiGLU store (64 gate + the "
       "matching 64 up rows per block); else variant 1",
-      kTestedOnly, gemm_lt_workspace_bytes));  // slower than variant 2 at m = 32-128 (gemm.7's note)
+      kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // slower than variant 2 at m = 32-128 (gemm.7's note)
   for (int v : {1, 2, 3})
     r.add_prepare(Family::gate_up_swiglu, v, make_prepare<GateUpSwigluArgs, gate_up_swiglu_prepare>());
 }

@@ -35,6 +35,8 @@ using namespace cuda_detail;
 
 void check_gemm(const GemmArgs& a, const char* who) {
   LANTERN_CHECK(a.m >= 0 && a.n > 0 && a.k > 0, "%s: bad shape m=%d n=%d k=%d", who, a.m, a.n, a.k);
+  // kernels::launch runs a prologue norm ahead of the variants without it.
+  LANTERN_ASSERT(a.norm.weight == nullptr, "%s: a prologue norm reached a kernel that ignores it", who);
 }
 
 // ------------------------------------------------------------------ variant 1
@@ -264,7 +266,8 @@ void gemm_gemv_pdl(const GemmArgs& a, const LaunchCtx& ctx) {
 // everywhere else.
 void gemm_lt_planned(const GemmArgs& a, const LaunchCtx& ctx) {
   if (a.m > 0 && gemm_skinny_fits(a)) return gemm_skinny_launch(a, ctx, true);
-  gemm_lt_launch(a, ctx);
+  if (a.m == 0) return;
+  gemm_lt_launch(with_norm_applied(a, ctx), ctx);
 }
 void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
   if (a.m > 0 && gemm_skinny_fits(a)) return;  // the GEMV has nothing to plan
@@ -274,7 +277,7 @@ void gemm_lt_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
 // ------------------------------------------------------------------ variant 7
 // Variant 6 wherever the batch kernel does not fit (17 <= m <= 128).
 void gemm_mid_planned(const GemmArgs& a, const LaunchCtx& ctx) {
-  if (gemm_mid_fits(a)) return gemm_mid_launch(a, ctx);
+  if (gemm_mid_fits(a)) return gemm_mid_launch(with_norm_applied(a, ctx), ctx);
   gemm_lt_planned(a, ctx);
 }
 void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
@@ -282,7 +285,7 @@ void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
 }
 
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {
-  gemm_cublas(a, ctx);
+  gemm_cublas(with_norm_applied(a, ctx), ctx);
 }
 
 void register_gemm_cuda(Registry& r) {
@@ -301,24 +304,24 @@ void register_gemm_cuda(Registry& r) {
       // Passes its GPU test on the H200 but is slower than gemv_mma (docs/performance.md):
       // tested only, so that Registry::best keeps gemv_mma as the default.
       kTestedOnly));
-  r.add(make_entry<GemmArgs, gemm_gemv_split, gemm_cost<2>>(
+  r.add(with_traits(make_entry<GemmArgs, gemm_gemv_split, gemm_cost<2>>(
       4, "gemv_split", Backend::cuda,
       "m <= 16: gemv_mma's fragments with split-k over a thread-block cluster (DSMEM reduce) when "
       "the grid is under one block per SM, all of a warp's loads in flight; cuBLAS above",
-      kTestedOnly));
-  r.add(make_entry<GemmArgs, gemm_gemv_pdl, gemm_cost<2>>(
+      kTestedOnly), /*norm_prologue=*/true));
+  r.add(with_traits(make_entry<GemmArgs, gemm_gemv_pdl, gemm_cost<2>>(
       5, "gemv_pdl", Backend::cuda,
       "gemv_split launched with programmatic dependent launch: weight loads issued before "
       "waiting for the previous kernel, dependents triggered early",
-      kPreferred));
-  r.add(make_entry<GemmArgs, gemm_lt_planned, gemm_cost<2>>(
+      kPreferred), /*norm_prologue=*/true));
+  r.add(with_traits(make_entry<GemmArgs, gemm_lt_planned, gemm_cost<2>>(
       6, "lt_planned", Backend::cuda,
       "m <= 16: gemv_pdl; larger m: cublasLtMatmul with the algorithm timed fastest per "
       "(m bucket, n, k, out type) among the heuristic's 16 and split-k versions",
       // H200 (docs/performance.md, "gemm.6 planned cuBLASLt"): GPU tests passed; decode
       // batch 64/256 2.5-6 % faster than gemm.5, chunked prefill 23-43 % faster, batch 1
       // and a single 512-token prefill unchanged: the default.
-      kPreferred, gemm_lt_workspace_bytes));
+      kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
   r.add_prepare(Family::gemm, 6, make_prepare<GemmArgs, gemm_lt_planned_prepare>());
   r.add(make_entry<GemmArgs, gemm_mid_planned, gemm_cost<2>>(
       7, "mid_stream", Backend::cuda,

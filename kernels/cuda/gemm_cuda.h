@@ -4,13 +4,27 @@
 
 namespace lantern::kernels {
 
+// `a` with its prologue norm run ahead (rmsnorm from x into norm.out by the
+// preferred rmsnorm) and a = norm.out: the path of a norm_prologue variant
+// where its own kernel does not fold the norm in. Unchanged without a norm.
+template <class Args>
+Args with_norm_applied(const Args& a, const LaunchCtx& ctx) {
+  if (a.norm.weight == nullptr) return a;
+  Args p = a;
+  p.a = run_prologue_norm(Backend::cuda, a.a, a.norm, a.m, a.k, ctx);
+  p.norm = PrologueNorm{};
+  return p;
+}
+
 // Variant 1: cublasGemmEx (any shape); the fallback of the GEMV variants.
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx);
 
 // Variants 4 and 5 (gemm_skinny.cu): m <= 16 on the split-k tensor-core GEMV,
 // larger m on cuBLAS. `pdl`: launch with programmatic dependent launch.
 void gemm_skinny_launch(const GemmArgs& a, const LaunchCtx& ctx, bool pdl);
-// Whether the GEMV serves `a` (m <= 16, k % 32 == 0, 16-byte aligned a and w).
+// A prologue norm (a.norm) runs inside the GEMV; on the cuBLAS path ahead of it.
+// Whether the GEMV serves `a` (m <= 16, k % 32 == 0, 16-byte aligned a, w and
+// norm weight).
 bool gemm_skinny_fits(const GemmArgs& a);
 
 // Variant 6 above the GEMV (gemm_lt.cpp): cublasLtMatmul with the algorithm
@@ -54,5 +68,11 @@ bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ct
 // k % 32 != 0, hidden > 2048 or % 8 != 0, unaligned pointers); the caller
 // then runs the unfused path. a.m must be > 0.
 bool proj_residual_norm_skinny_launch(const ProjResidualNormArgs& a, const LaunchCtx& ctx);
+
+// proj_residual_norm.4 (gemm_skinny.cu): variant 5's GEMV whose epilogue adds
+// its bf16 outputs into x in place (residual.*'s rounding; y is not written),
+// PDL-launched, for a.out == nullptr (the deferred norm). Returns false
+// (launches nothing) when out is set or the GEMV does not fit. a.m must be > 0.
+bool proj_residual_add_skinny_launch(const ProjResidualNormArgs& a, const LaunchCtx& ctx);
 
 }  // namespace lantern::kernels

@@ -67,12 +67,24 @@ constexpr int kSkRows = 16;          // rows of w per tile (the mma's m side)
 constexpr int kSkMaxM = 16;          // two mma n-tiles of 8 batch rows
 constexpr int kSkMaxSplits = 8;      // blocks per cluster (portable cluster size)
 constexpr int kSkDefaultSplits = 2;  // measured: larger clusters cost more than they add
+constexpr int kSkNormMaxK = 2048;    // kNorm: the k range of a block whose norm weight shared memory holds
 
 // What the epilogue writes: c as bf16 or fp32 [m, n], or (swiglu) silu(g) * u
 // as bf16 [m, n] where w holds 2n rows, gate rows then up rows, or
 // (residual_norm) c as bf16 and then, in the last block, x += c and
 // out = rmsnorm(x) * norm_weight.
-enum class SkOut { bf16, f32, swiglu, residual_norm };
+// (residual_add, proj_residual_norm.4) x += c rounded as residual.* rounds
+// it, in place, c itself not stored: each output element has one storing block.
+enum class SkOut { bf16, f32, swiglu, residual_norm, residual_add };
+
+// The prologue norm (PrologueNorm, kNorm): a is the residual stream x and the
+// A operand is bf16(x * inv_rms(row) * weight), rmsnorm's rounding. Every
+// block reads its m rows of x whole (m x 4 KB at hidden 2048, from L2) for
+// the rows' sums of squares, then normalises the chunks it multiplies.
+struct SkNorm {
+  const bf16* weight;  // [k]; unused without kNorm
+  float eps;
+};
 
 // The residual_norm tail's operands (unused by the other outputs).
 struct SkTail {
@@ -154,13 +166,62 @@ __device__ void residual_norm_tail(const SkTail& t, const bf16* y, int m, int hi
 // NT mma n-tiles (batch rows 8 * NT); U chunks of 32 k per register group.
 // kSingle: the launcher guarantees every warp has at most U chunks, so all of a
 // warp's loads form one group, issued at once (no double buffer).
-template <int NT, int U, bool kSingle, SkOut kOut>
+// The m rows' 1 / rms (rmsnorm's formula) into inv_rms[0, m), read by the
+// whole block; the sums of squares are the block's own (any order).
+template <int NT>
+__device__ __forceinline__ void prologue_inv_rms(const bf16* __restrict__ x, int m, int k, float eps,
+                                                 float* inv_rms) {
+  __shared__ float part[kSkWarps][8 * NT];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float ss[8 * NT];
+#pragma unroll
+  for (int r = 0; r < 8 * NT; ++r) ss[r] = 0.0f;
+  for (int v = threadIdx.x; v < k / 8; v += kSkWarps * kWarp) {
+    uint4 xv[8 * NT];
+#pragma unroll
+    for (int r = 0; r < 8 * NT; ++r)
+      xv[r] = r < m ? __ldcg(reinterpret_cast<const uint4*>(x + size_t(r) * k) + v) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int r = 0; r < 8 * NT; ++r) {
+      float f[8];
+      unpack8(xv[r], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss[r] += f[e] * f[e];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 8 * NT; ++r) {
+    const float t = warp_sum(ss[r]);
+    if (lane == 0) part[warp][r] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x < 8 * NT) {
+    float t = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kSkWarps; ++wi) t += part[wi][threadIdx.x];
+    inv_rms[threadIdx.x] = 1.0f / sqrtf(t / k + eps);
+  }
+  __syncthreads();
+}
+
+// bf16(x * inv * weight) elementwise (rmsnorm's rounding), 8 elements.
+__device__ __forceinline__ uint4 norm8(const uint4& x, const uint4& wt, float inv) {
+  float v[8], wf[8];
+  unpack8(x, v);
+  unpack8(wt, wf);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) v[e] = v[e] * inv * wf[e];
+  return pack8(v);
+}
+
+template <int NT, int U, bool kSingle, SkOut kOut, bool kNorm>
 __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
-    gemv_skinny_kernel(const bf16* __restrict__ a,  // [m, k]
+    gemv_skinny_kernel(const bf16* __restrict__ a,  // [m, k] (kNorm: x, normalised here)
                        const bf16* __restrict__ w,  // [n, k] ([2n, k] for swiglu)
                        void* __restrict__ c,        // [m, n]
-                       int m, int n, int k, int splits, SkTail tail) {
+                       int m, int n, int k, int splits, SkTail tail, SkNorm nrm) {
   __shared__ float4 partial[kSkWarps][kWarp][NT];
+  __shared__ float inv_rms[8 * NT];  // kNorm
   __shared__ float tile_sum[kSkRows][8 * NT];  // this block's partial tile (split-k)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, t = lane % 4;
@@ -190,6 +251,8 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   constexpr int kBufs = kSingle ? 1 : 2;
   uint4 wl[kBufs][U], wh[kBufs][U], av[kBufs][U][NT];
+  // kNorm: the norm weight of this block's k range, copied before the wait (it is constant).
+  __shared__ uint4 nw_s[kNorm ? kSkNormMaxK / 8 : 1];
   auto offset = [&](int group, int u) { return size_t(warp + (group * U + u) * kSkWarps) * 32; };
   auto load_w = [&](int buf, int group) {
 #pragma unroll
@@ -217,6 +280,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           uint4 x = av[buf][u][j];
+          if constexpr (kNorm) x = norm8(x, nw_s[(t * 8 + offset(group, u)) / 8], inv_rms[8 * j + g]);
           x.x &= a_mask[j], x.y &= a_mask[j], x.z &= a_mask[j], x.w &= a_mask[j];
           mma_bf16_16816(acc[j], wl[buf][u].x, wh[buf][u].x, wl[buf][u].y, wh[buf][u].y, x.x, x.y);
           mma_bf16_16816(acc[j], wl[buf][u].z, wh[buf][u].z, wl[buf][u].w, wh[buf][u].w, x.z, x.w);
@@ -225,11 +289,16 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     }
   };
 
+  if constexpr (kNorm) {  // visible to the compute after prologue_inv_rms's barriers
+    for (int v = threadIdx.x; v < k_len / 8; v += kSkWarps * kWarp)
+      nw_s[v] = __ldg(reinterpret_cast<const uint4*>(nrm.weight + k0) + v);
+  }
   // Weights do not depend on the previous kernel: start streaming them first.
   if constexpr (kSingle) {
     if (groups > 0) load_w(0, 0);
     grid_dependency_wait();  // a (the activations) is written by the previous kernel
     trigger_dependents();
+    if constexpr (kNorm) prologue_inv_rms<NT>(a, m, k, nrm.eps, inv_rms);
     if (groups > 0) {
       load_a(0, 0);
       compute(0, 0);
@@ -239,6 +308,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     if (groups > 1) load_w(1, 1);
     grid_dependency_wait();
     trigger_dependents();
+    if constexpr (kNorm) prologue_inv_rms<NT>(a, m, k, nrm.eps, inv_rms);
     if (groups > 0) load_a(0, 0);
     if (groups > 1) load_a(1, 1);
     for (int gi = 0; gi < groups; gi += 2) {  // two groups per trip: buffers swap by name
@@ -286,7 +356,10 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
         static_cast<bf16*>(c)[size_t(batch) * n + row] = __float2bfloat16(silu_mul(gr, ur));
       }
     } else if (row < n && batch < m) {
-      if constexpr (kOut == SkOut::f32)
+      if constexpr (kOut == SkOut::residual_add) {
+        bf16& xe = tail.x[size_t(batch) * n + row];  // x += bf16(v): residual.*'s rounding
+        xe = __float2bfloat16(__bfloat162float(xe) + __bfloat162float(__float2bfloat16(v)));
+      } else if constexpr (kOut == SkOut::f32)
         static_cast<float*>(c)[size_t(batch) * n + row] = v;
       else
         static_cast<bf16*>(c)[size_t(batch) * n + row] = __float2bfloat16(v);
@@ -323,20 +396,35 @@ struct SkinnyCall {
   void* c;
   int m, n, k;  // n: output columns
   SkOut out;
-  SkTail tail = {};  // residual_norm only
+  SkTail tail = {};  // residual_norm, residual_add (x) only
+  SkNorm norm = {};  // norm.weight set: the prologue norm (a is x)
 };
+
+template <int NT, int U, bool kSingle, SkOut kOut>
+void launch_skinny_out(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
+  auto go = [&](auto kernel) {
+    launch_kernel_cluster(pdl, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)),
+                          dim3(kSkWarps * kWarp), 0, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail,
+                          s.norm);
+  };
+  if (s.norm.weight)
+    go(gemv_skinny_kernel<NT, U, kSingle, kOut, true>);
+  else
+    go(gemv_skinny_kernel<NT, U, kSingle, kOut, false>);
+}
 
 template <int NT, int U, bool kSingle>
 void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
-  auto go = [&](auto kernel) {
-    launch_kernel_cluster(pdl, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)),
-                          dim3(kSkWarps * kWarp), 0, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail);
-  };
   switch (s.out) {
-    case SkOut::bf16: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::bf16>); break;
-    case SkOut::f32: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::f32>); break;
-    case SkOut::swiglu: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::swiglu>); break;
-    case SkOut::residual_norm: go(gemv_skinny_kernel<NT, U, kSingle, SkOut::residual_norm>); break;
+    case SkOut::bf16: launch_skinny_out<NT, U, kSingle, SkOut::bf16>(s, ctx, tiles, splits, pdl); break;
+    case SkOut::f32: launch_skinny_out<NT, U, kSingle, SkOut::f32>(s, ctx, tiles, splits, pdl); break;
+    case SkOut::swiglu: launch_skinny_out<NT, U, kSingle, SkOut::swiglu>(s, ctx, tiles, splits, pdl); break;
+    case SkOut::residual_norm:
+      launch_skinny_out<NT, U, kSingle, SkOut::residual_norm>(s, ctx, tiles, splits, pdl);
+      break;
+    case SkOut::residual_add:
+      launch_skinny_out<NT, U, kSingle, SkOut::residual_add>(s, ctx, tiles, splits, pdl);
+      break;
   }
   CUDA_CHECK_LAST("gemv_skinny_kernel");
 }
@@ -397,24 +485,37 @@ bool skinny_fits(const void* a, const void* w, int m, int k) {
   return m <= kSkMaxM && k % 32 == 0 && aligned(a, 16) && aligned(w, 16);
 }
 
+// The prologue norm as the kernel takes it (nullptr weight: none); false when
+// the norm is set but its weight is not 16-byte aligned or a block's k range
+// (k / splits over `rows` weight rows) exceeds the shared copy of the weight.
+bool skinny_norm(const PrologueNorm& p, int rows, int k, SkNorm& out) {
+  out = SkNorm{static_cast<const bf16*>(p.weight), p.eps};
+  return p.weight == nullptr ||
+         (aligned(p.weight, 16) && k / gemm_skinny_splits(rows, k, sm_count()) <= kSkNormMaxK);
+}
+
 }  // namespace
 
-bool gemm_skinny_fits(const GemmArgs& a) { return skinny_fits(a.a, a.w, a.m, a.k); }
+bool gemm_skinny_fits(const GemmArgs& a) {
+  SkNorm n;
+  return skinny_fits(a.a, a.w, a.m, a.k) && skinny_norm(a.norm, a.n, a.k, n);
+}
 
 void gemm_skinny_launch(const GemmArgs& a, const LaunchCtx& ctx, bool pdl) {
   const char* who = pdl ? "gemm.gemv_pdl" : "gemm.gemv_split";
   LANTERN_CHECK(a.m >= 0 && a.n > 0 && a.k > 0, "%s: bad shape m=%d n=%d k=%d", who, a.m, a.n, a.k);
   if (a.m == 0) return;
-  if (!skinny_fits(a.a, a.w, a.m, a.k)) return gemm_cublas_launch(a, ctx);
-  const SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.c, a.m, a.n, a.k,
-                     a.c_f32 ? SkOut::f32 : SkOut::bf16};
+  if (!gemm_skinny_fits(a)) return gemm_cublas_launch(with_norm_applied(a, ctx), ctx);
+  SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.c, a.m, a.n, a.k,
+               a.c_f32 ? SkOut::f32 : SkOut::bf16};
+  skinny_norm(a.norm, a.n, a.k, s.norm);
   skinny_dispatch(s, a.n, ctx, pdl);
 }
 
 bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
-  if (!skinny_fits(a.a, a.w, a.m, a.k)) return false;
-  const SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.out, a.m, a.inter, a.k,
-                     SkOut::swiglu};
+  SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.out, a.m, a.inter, a.k,
+               SkOut::swiglu};
+  if (!skinny_fits(a.a, a.w, a.m, a.k) || !skinny_norm(a.norm, 2 * a.inter, a.k, s.norm)) return false;
   skinny_dispatch(s, 2 * a.inter, ctx, /*pdl=*/true);
   return true;
 }
@@ -423,11 +524,20 @@ bool proj_residual_norm_skinny_launch(const ProjResidualNormArgs& a, const Launc
   const int vecs = a.hidden / 8;
   const bool tail_fits = a.hidden % 8 == 0 && vecs <= kTailVecs * kWarp && aligned(a.x, 16) &&
                          aligned(a.y, 16) && aligned(a.norm_weight, 16) && aligned(a.out, 16);
-  if (!tail_fits || !skinny_fits(a.a, a.w, a.m, a.k)) return false;
+  if (a.out == nullptr || !tail_fits || !skinny_fits(a.a, a.w, a.m, a.k)) return false;
   SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.y, a.m, a.hidden, a.k,
                SkOut::residual_norm};
   s.tail = SkTail{static_cast<bf16*>(a.x), static_cast<const bf16*>(a.norm_weight), static_cast<bf16*>(a.out),
                   a.eps};
+  skinny_dispatch(s, a.hidden, ctx, /*pdl=*/true);
+  return true;
+}
+
+bool proj_residual_add_skinny_launch(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  if (a.out != nullptr || !skinny_fits(a.a, a.w, a.m, a.k)) return false;
+  SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), nullptr, a.m, a.hidden, a.k,
+               SkOut::residual_add};
+  s.tail.x = static_cast<bf16*>(a.x);
   skinny_dispatch(s, a.hidden, ctx, /*pdl=*/true);
   return true;
 }

@@ -15,6 +15,16 @@
 // Variant 3 (mid_unfused): variant 1 with gemm.7's GEMM (the batch kernel of
 //   gemm_mid.cu for 17 <= m <= 128), then add_rmsnorm.1. The same kernels as
 //   variant 1 at m <= 16.
+// Variant 4 (gemv_add, the deferred norm): made for out == nullptr, where the
+//   engine builds the deferred-norm op table (op_table.h) -- the GEMMs that
+//   read x next (gate_up_swiglu, the next layer's qkv_proj) normalise it in
+//   their prologue (PrologueNorm). For m <= 16 one launch of the skinny GEMV
+//   whose epilogue adds its bf16 outputs into x in place (each element has one
+//   storing block; residual.*'s rounding, y not written): the add_rmsnorm
+//   kernel, its kernel boundary and the round trip of xn through L2 leave the
+//   path. Other shapes: gemm.6's path into y, then residual.2. With out set,
+//   variant 1.
+// Every variant honours out == nullptr (no norm: x += y only).
 #include "kernels/base/errors.h"
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -26,7 +36,7 @@ namespace {
 void check_shape(const ProjResidualNormArgs& a, const char* who) {
   LANTERN_CHECK(a.m >= 0 && a.hidden > 0 && a.k > 0, "%s: bad shape m=%d hidden=%d k=%d", who, a.m, a.hidden,
                 a.k);
-  LANTERN_CHECK(a.y != nullptr && a.out != a.x && a.out != a.y && a.y != a.x,
+  LANTERN_CHECK(a.y != nullptr && a.out != a.x && (a.out == nullptr || a.out != a.y) && a.y != a.x,
                 "%s: y, x and out must be three distinct buffers", who);
 }
 
@@ -38,7 +48,10 @@ void gemm_then_add_rmsnorm(const ProjResidualNormArgs& a, const LaunchCtx& ctx, 
   check_shape(a, who);
   if (a.m == 0) return;
   gemm(projection(a), ctx);
-  add_rmsnorm_launch(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
+  if (a.out == nullptr)  // the deferred norm: the residual add only
+    residual_launch(ResidualArgs{a.x, a.y, size_t(a.m) * a.hidden}, ctx, /*pdl=*/true);
+  else
+    add_rmsnorm_launch(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
 }
 
 void proj_residual_norm_unfused(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
@@ -49,6 +62,12 @@ void proj_residual_norm_fused(const ProjResidualNormArgs& a, const LaunchCtx& ct
   check_shape(a, "proj_residual_norm.gemv_fused");
   if (a.m == 0) return;
   if (!proj_residual_norm_skinny_launch(a, ctx)) proj_residual_norm_unfused(a, ctx);
+}
+
+void proj_residual_add(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "proj_residual_norm.gemv_add");
+  if (a.m == 0) return;
+  if (!proj_residual_add_skinny_launch(a, ctx)) proj_residual_norm_unfused(a, ctx);
 }
 
 void proj_residual_norm_mid(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
@@ -79,7 +98,14 @@ void register_proj_residual_norm_cuda(Registry& r) {
       3, "mid_unfused", Backend::cuda,
       "variant 1 with gemm.7's GEMM (its batch kernel for 17 <= m <= 128) into y, then add_rmsnorm.1",
       kTestedOnly, gemm_lt_workspace_bytes));  // slower than variant 1 at m = 32-128 (gemm.7's note)
-  for (int v : {1, 2})
+  r.add(with_traits(
+      make_entry<ProjResidualNormArgs, proj_residual_add, proj_residual_norm_cost<2>>(
+          4, "gemv_add", Backend::cuda,
+          "the deferred norm (out == nullptr: the next GEMMs normalise x in their prologue): m <= 16 "
+          "gemm.5's GEMV adding its outputs into x in place; else gemm.6's path into y, then residual.2",
+          kTestedOnly, gemm_lt_workspace_bytes),
+      /*norm_prologue=*/false, /*defers_norm=*/true));
+  for (int v : {1, 2, 4})
     r.add_prepare(Family::proj_residual_norm, v, make_prepare<ProjResidualNormArgs, proj_residual_norm_prepare>());
   r.add_prepare(Family::proj_residual_norm, 3,
                 make_prepare<ProjResidualNormArgs, proj_residual_norm_mid_prepare>());

@@ -67,6 +67,8 @@ void residual_pdl(const ResidualArgs& a, const LaunchCtx& ctx) {
 
 }  // namespace
 
+void residual_launch(const ResidualArgs& a, const LaunchCtx& ctx, bool pdl) { residual_impl(a, ctx, pdl); }
+
 void register_residual_cuda(Registry& r) {
   r.add(make_entry<ResidualArgs, residual_seed, residual_cost<2>>(
       1, "seed", Backend::cuda, "grid-stride x += y in fp32, 16-byte vectors when aligned",

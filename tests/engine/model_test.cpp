@@ -160,6 +160,52 @@ TEST(ModelCpu, PrefillAndDecodeStepsMatchTheEngine) {
   EXPECT_GT(max_abs_diff(first.logits, second.logits), 1e-3f) << "the two steps must differ";
 }
 
+// The deferred-norm table on the CPU (op_table.h; proj_residual_norm.4 on the
+// GPU): a copy of proj_residual_norm.0's entry marked defers_norm makes the
+// model build it. gemm.0 and gate_up_swiglu.0 then get the norm run ahead of
+// them by kernels::launch (rmsnorm.0 on x; they have no prologue) and
+// proj_residual_norm.0 runs with out == nullptr (gemm, then residual.0 only)
+// -- the same fp32 operations in the same order as the plain fused table's
+// add_rmsnorm.0 (residual.0, then rmsnorm.0), so a prefill and a decode step
+// give bit-identical logits. A deferral that dropped a norm or used the wrong
+// layer's weight would move them by far more.
+TEST(ModelCpu, DeferredNormTableGivesTheSameLogits) {
+  const ModelConfig cfg = ModelConfig::load(tiny_model());
+  const Weights weights = Weights::load(cfg, tiny_model(), kernels::Backend::cpu);
+  ASSERT_TRUE(weights.fusable());
+  kernels::KernelSet plain = kernels::KernelSet::defaults(kernels::Backend::cpu);
+  kernels::KernelEntry deferring = plain.entry(kernels::Family::proj_residual_norm);
+  ASSERT_FALSE(deferring.defers_norm);
+  deferring.defers_norm = true;
+  kernels::KernelSet with_defer = plain;
+  with_defer.chosen[static_cast<int>(kernels::Family::proj_residual_norm)] = &deferring;
+  const EngineLimits limits = small_limits();
+  const std::vector<int32_t> prompt = test::random_token_ids(11);
+  const int n = static_cast<int>(prompt.size());
+  std::vector<std::vector<float>> logits[2];
+  for (int d = 0; d < 2; ++d) {
+    Device device{kernels::Backend::cpu};
+    Model model{cfg, weights, device, limits, d ? with_defer : plain, nullptr, /*use_cuda_graphs=*/false,
+                /*fused=*/true};
+    ASSERT_EQ(model.op_table().defer_norm(), d == 1);
+    KvBlockManager kv(model.kv_num_blocks(), limits.kv_block_size, cfg.num_layers, limits.max_seqs,
+                      model.max_blocks_per_seq());
+    kv.grow(0, 3, n, 0);
+    StepInput prefill = one_sequence_step(prompt, 0, /*fresh=*/true);
+    prefill.table_updates = kv.take_table_updates();
+    const StepOutput first = model.run(prefill);
+    kv.grow(0, 3, n + 1, 1);
+    StepInput decode = one_sequence_step({first.tokens[0]}, n, /*fresh=*/false);
+    decode.table_updates = kv.take_table_updates();
+    const StepOutput second = model.run(decode);
+    logits[d] = {first.logits, second.logits};
+  }
+  ASSERT_EQ(logits[0][0].size(), static_cast<size_t>(cfg.vocab_size));
+  EXPECT_EQ(max_abs_diff(logits[0][0], logits[1][0]), 0.0f) << "prefill step";
+  EXPECT_EQ(max_abs_diff(logits[0][1], logits[1][1]), 0.0f) << "decode step";
+  EXPECT_GT(max_abs_diff(logits[0][0], logits[0][1]), 1e-3f) << "the two steps must differ";
+}
+
 // Prefill graph buckets (model.h, prefill_token_buckets): ascending, the
 // last one the step limit, and no bucket more than 1.5x the one before, so a
 // prompt pads to at most 1.5x its rows (above 16).

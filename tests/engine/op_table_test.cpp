@@ -115,6 +115,63 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
     }
 }
 
+// The deferred-norm table (proj_residual_norm.4): the fused table's ops in the
+// same order, reads still after writes; the projections write x but not xn,
+// and the GEMMs that follow them -- gate_up_swiglu, and qkv_proj of every
+// layer but the first -- read x, write xn (their fallback's scratch) and carry
+// defer_norm. Nothing else moves, and xn is never read by a deferred GEMM.
+TEST(OpTable, DeferredNormTableMovesOnlyTheNorm) {
+  Arena arena;
+  ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 2, 512, true));
+  const OpTable plain(3, v), deferred(3, v, false, /*defer_norm=*/true);
+  EXPECT_FALSE(plain.defer_norm());
+  EXPECT_TRUE(deferred.defer_norm());
+  auto names = [&](const OpSpec& o, bool reads) {
+    std::set<std::string> out;
+    for (int i = 0; i < (reads ? o.num_reads : o.num_writes); ++i)
+      out.insert(arena.views()[reads ? o.reads[i] : o.writes[i]].name);
+    return out;
+  };
+  using Names = std::set<std::string>;
+  for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed}) {
+    const auto& p = plain.ops(StepKind{a, StepKind::argmax});
+    const auto& d = deferred.ops(StepKind{a, StepKind::argmax});
+    ASSERT_EQ(p.size(), d.size());
+    std::set<ViewId> written;
+    int deferred_ops = 0;
+    for (size_t i = 0; i < d.size(); ++i) {
+      SCOPED_TRACE(testing::Message() << d[i].name << " layer " << d[i].layer);
+      EXPECT_STREQ(p[i].name, d[i].name);
+      EXPECT_EQ(p[i].family, d[i].family);
+      EXPECT_FALSE(p[i].defer_norm);
+      for (int r = 0; r < d[i].num_reads; ++r) EXPECT_TRUE(written.count(d[i].reads[r]));
+      for (int w = 0; w < d[i].num_writes; ++w) written.insert(d[i].writes[w]);
+      const std::string name = d[i].name;
+      const bool gemm_after = name == "gate_up_swiglu" || (name == "qkv_proj" && d[i].layer > 0);
+      const bool proj = name == "o_proj_residual_norm" || name == "down_proj_residual_norm";
+      EXPECT_EQ(d[i].defer_norm, gemm_after || proj);
+      deferred_ops += d[i].defer_norm;
+      if (gemm_after) {
+        EXPECT_EQ(names(d[i], true), Names{"x"});
+        EXPECT_TRUE(names(d[i], false).count("xn"));
+        EXPECT_EQ(names(d[i], false).size(), names(p[i], false).size() + 1);
+      } else if (proj) {
+        EXPECT_EQ(names(d[i], false).count("xn"), 0u);
+        EXPECT_EQ(names(d[i], false).count("x"), 1u);
+        EXPECT_EQ(names(d[i], true), names(p[i], true));
+      } else {
+        EXPECT_EQ(names(d[i], true), names(p[i], true));
+        EXPECT_EQ(names(d[i], false), names(p[i], false));
+      }
+    }
+    EXPECT_EQ(deferred_ops, 3 /* gate_up */ + 2 /* qkv of layers 1, 2 */ + 3 /* o_proj */ + 2 /* down */);
+  }
+  Arena unfused_arena;
+  ActivationViews u = declare_activations(unfused_arena, activation_layout(small_config(), 8, 4, 2, 512));
+  EXPECT_THROW(OpTable(3, u, false, true), Error) << "the deferred norm needs the fused layout";
+  EXPECT_THROW(OpTable(3, v, true, true), Error) << "and no tensor parallelism";
+}
+
 // What the CPU engine hooks in a prefill step and a decode step is the table.
 class OpTableEngine : public testing::TestWithParam<bool> {};
 

@@ -102,10 +102,32 @@ TEST(CostsCpu, GateUpSwigluCountsTheFusedTraffic) {
 // proj_residual_norm: a and the weight once, y written, then add_rmsnorm's
 // traffic (x, y read; x, out written; the norm weight); GEMM + add_rmsnorm FLOPs.
 TEST(CostsCpu, ProjResidualNormCountsTheProjectionAndTheNorm) {
-  ProjResidualNormArgs p{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 2, 10, 32, 1e-5f};
+  float out = 0;  // only its presence matters to the cost
+  ProjResidualNormArgs p{nullptr, nullptr, nullptr, nullptr, nullptr, &out, 2, 10, 32, 1e-5f};
   const Cost c = cpu_cost(Family::proj_residual_norm, &p);
   EXPECT_EQ(c.bytes, 2.0 * 32 * 4 + 10.0 * 32 * 2 + 20.0 * 4 + 20.0 * 4 * 4 + 10.0 * 2);
   EXPECT_EQ(c.flops, 2.0 * 20 * 32 + 20.0 * 5 + 2);
+  // The deferred norm (out == nullptr): a, the weight, x read and x written; one add per element.
+  p.out = nullptr;
+  const Cost d = cpu_cost(Family::proj_residual_norm, &p);
+  EXPECT_EQ(d.bytes, 2.0 * 32 * 4 + 10.0 * 32 * 2 + 20.0 * 4 * 2);
+  EXPECT_EQ(d.flops, 2.0 * 20 * 32 + 20.0);
+}
+
+// A GEMM's prologue norm adds its weight (k bf16) and rmsnorm's 3 FLOPs per
+// element of a plus one per row.
+TEST(CostsCpu, APrologueNormAddsItsWeightAndItsArithmetic) {
+  GemmArgs g{nullptr, nullptr, nullptr, 3, 16, 64};
+  const Cost plain = cpu_cost(Family::gemm, &g);
+  uint16_t w = 0;
+  g.norm = PrologueNorm{&w, nullptr, 1e-5f};
+  const Cost normed = cpu_cost(Family::gemm, &g);
+  EXPECT_EQ(normed.bytes - plain.bytes, 64.0 * 2);
+  EXPECT_EQ(normed.flops - plain.flops, 3.0 * 3 * 64 + 3);
+  GateUpSwigluArgs u{nullptr, nullptr, nullptr, nullptr, 3, 8, 64};
+  const Cost u_plain = cpu_cost(Family::gate_up_swiglu, &u);
+  u.norm = g.norm;
+  EXPECT_EQ(cpu_cost(Family::gate_up_swiglu, &u).bytes - u_plain.bytes, 64.0 * 2);
 }
 
 }  // namespace
