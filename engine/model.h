@@ -67,6 +67,16 @@ struct StepOutput {
 // `bucket` rows and reads the sequence bounds from step_meta, so pad rows are
 // never attended to and unused sequences (bounds n, n) are empty. Pad logit
 // rows (r..seqs-1) are greedy rows whose tokens are ignored.
+// The shared-memory carveout (percent) our kernels prefer in a step of `rows`
+// rows, or -1 for the driver's choice per kernel (kernels::set_launch_carveout;
+// Model::forward sets it for the step's launches and graph captures). Default:
+// 50 for one-row steps (H200, session 12: the batch-1 decode step 10-40 us
+// faster in three calls with every kernel of ours at 50 % shared memory;
+// batch 2-4 unchanged, 8-64 slower, so larger steps keep the driver's choice).
+// LANTERN_SMALL_BATCH_CARVEOUT=P:N (P % up to N rows) or =off overrides it,
+// read once: an experiment knob.
+int small_batch_carveout(int rows);
+
 class Model {
  public:
   // `comm` (tensor parallelism, may be null): `cfg` is then the rank's

@@ -3,6 +3,10 @@
 // declares for it (reads in order, then writes), so what the alias tracker
 // checks is what the kernels touch.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -99,7 +103,25 @@ void Model::attention_mixed(const OpSpec& o, const kernels::AttentionPrefillArgs
   kernels::launch(de, decode, ctx);
 }
 
+int small_batch_carveout(int rows) {
+  static const std::pair<int, int> policy = [] {  // (percent, up to rows)
+    std::pair<int, int> p{50, 1};
+    const char* env = std::getenv("LANTERN_SMALL_BATCH_CARVEOUT");
+    if (!env || !*env) return p;
+    if (std::string_view(env) == "off") return std::pair<int, int>{-1, 0};
+    int percent = -1, up_to = -1;
+    LANTERN_CHECK(std::sscanf(env, "%d:%d", &percent, &up_to) == 2 && percent >= 0 && percent <= 100 && up_to >= 0,
+                  "LANTERN_SMALL_BATCH_CARVEOUT=%s: expected P:N (P percent 0-100 up to N rows) or off", env);
+    return std::pair<int, int>{percent, up_to};
+  }();
+  return rows <= policy.second ? policy.first : -1;
+}
+
 void Model::forward(const ForwardShape& s) {
+  struct Carveout {  // this step's launches (and graph captures) only
+    explicit Carveout(int p) { kernels::set_launch_carveout(p); }
+    ~Carveout() { kernels::set_launch_carveout(-1); }
+  } carveout(dev_.is_cuda() ? small_batch_carveout(s.n) : -1);
   int layer = -1;
   for (const OpSpec& o : op_table_->ops(s.kind)) {
     if (o.layer != layer) {

@@ -90,6 +90,12 @@ void launch_family_mismatch(const KernelEntry& e, Family expected) {
   std::abort();
 }
 
+namespace {
+thread_local int g_launch_carveout = -1;
+}  // namespace
+void set_launch_carveout(int percent) { g_launch_carveout = percent; }
+int launch_carveout() { return g_launch_carveout; }
+
 const void* run_prologue_norm(Backend backend, const void* x, const PrologueNorm& norm, int m, int k,
                               const LaunchCtx& ctx) {
   LANTERN_CHECK(norm.out != nullptr,

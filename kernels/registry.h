@@ -442,6 +442,15 @@ struct KernelSet {
 // Registration hooks, one per backend file group (explicit, so static
 // libraries never drop them).
 void register_cpu_kernels(Registry& r);
+// The shared-memory carveout (percent of the unified L1 / shared memory) that
+// the calling thread's CUDA launches of our kernels prefer while it is set: a
+// per-launch attribute, so CUDA graph kernel nodes captured meanwhile keep it.
+// -1 (the default): the driver's choice per kernel. The engine sets it per
+// step (Model::forward, small_batch_carveout in engine/model.h);
+// LANTERN_SMEM_CARVEOUT (cuda_common.cuh) overrides it for every launch.
+void set_launch_carveout(int percent);
+int launch_carveout();
+
 // rmsnorm(x) * norm.weight into norm.out ([m, k]) by the backend's preferred
 // rmsnorm variant (PrologueNorm's fallback); returns norm.out. Throws when
 // norm.out is null.

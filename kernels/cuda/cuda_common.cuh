@@ -255,8 +255,13 @@ void launch_kernel_cluster(bool pdl, unsigned cluster, void (*kernel)(KArgs...),
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attrs[2];
+  cudaLaunchAttribute attrs[3];
   unsigned n_attrs = 0;
+  if (smem_carveout() < 0 && launch_carveout() >= 0) {  // the engine's per-step choice (registry.h)
+    attrs[n_attrs].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attrs[n_attrs].val.sharedMemCarveout = static_cast<unsigned>(launch_carveout());
+    ++n_attrs;
+  }
   if (pdl && pdl_allowed()) {
     attrs[n_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n_attrs].val.programmaticStreamSerializationAllowed = 1;

@@ -68,6 +68,7 @@ constexpr int kSkMaxM = 16;          // two mma n-tiles of 8 batch rows
 constexpr int kSkMaxSplits = 8;      // blocks per cluster (portable cluster size)
 constexpr int kSkDefaultSplits = 2;  // measured: larger clusters cost more than they add
 constexpr int kSkNormMaxK = 2048;    // kNorm: the k range of a block whose norm weight shared memory holds
+constexpr size_t kSkNormMaxRowBytes = size_t(160) << 10;  // kNorm: x's m rows in shared memory (2 blocks/SM fit)
 
 // What the epilogue writes: c as bf16 or fp32 [m, n], or (swiglu) silu(g) * u
 // as bf16 [m, n] where w holds 2n rows, gate rows then up rows, or
@@ -166,36 +167,32 @@ __device__ void residual_norm_tail(const SkTail& t, const bf16* y, int m, int hi
 // NT mma n-tiles (batch rows 8 * NT); U chunks of 32 k per register group.
 // kSingle: the launcher guarantees every warp has at most U chunks, so all of a
 // warp's loads form one group, issued at once (no double buffer).
-// The m rows' 1 / rms (rmsnorm's formula) into inv_rms[0, m), read by the
-// whole block; the sums of squares are the block's own (any order).
-template <int NT>
-__device__ __forceinline__ void prologue_inv_rms(const bf16* __restrict__ x, int m, int k, float eps,
-                                                 float* inv_rms) {
-  __shared__ float part[kSkWarps][8 * NT];
+// kNorm, after the dependency wait: the m rows of x into shared memory `xs`
+// ([m, k], one cp.async round trip; no registers held across it), then the
+// rows' 1 / rms (rmsnorm's formula) into inv_rms[0, m). The sums of squares
+// are this block's own (another order than the rmsnorm kernel's).
+__device__ __forceinline__ void prologue_rows(const bf16* __restrict__ x, bf16* xs, int m, int k, float eps,
+                                              float* inv_rms) {
+  __shared__ float part[kSkWarps][kSkMaxM];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  float ss[8 * NT];
-#pragma unroll
-  for (int r = 0; r < 8 * NT; ++r) ss[r] = 0.0f;
-  for (int v = threadIdx.x; v < k / 8; v += kSkWarps * kWarp) {
-    uint4 xv[8 * NT];
-#pragma unroll
-    for (int r = 0; r < 8 * NT; ++r)
-      xv[r] = r < m ? __ldcg(reinterpret_cast<const uint4*>(x + size_t(r) * k) + v) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int r = 0; r < 8 * NT; ++r) {
+  const int vecs = m * k / 8;
+  for (int v = threadIdx.x; v < vecs; v += kSkWarps * kWarp) cp_async16(xs + size_t(v) * 8, x + size_t(v) * 8, true);
+  cp_async_commit();
+  cp_async_wait<0>();  // also the norm weight's copy, committed before the wait
+  __syncthreads();
+  for (int r = 0; r < m; ++r) {
+    float ss = 0.0f;
+    for (int v = threadIdx.x; v < k / 8; v += kSkWarps * kWarp) {
       float f[8];
-      unpack8(xv[r], f);
+      unpack8(*reinterpret_cast<const uint4*>(xs + size_t(r) * k + v * 8), f);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) ss[r] += f[e] * f[e];
+      for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
     }
-  }
-#pragma unroll
-  for (int r = 0; r < 8 * NT; ++r) {
-    const float t = warp_sum(ss[r]);
-    if (lane == 0) part[warp][r] = t;
+    ss = warp_sum(ss);
+    if (lane == 0) part[warp][r] = ss;
   }
   __syncthreads();
-  if (threadIdx.x < 8 * NT) {
+  if (threadIdx.x < m) {
     float t = 0.0f;
 #pragma unroll
     for (int wi = 0; wi < kSkWarps; ++wi) t += part[wi][threadIdx.x];
@@ -222,6 +219,8 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
                        int m, int n, int k, int splits, SkTail tail, SkNorm nrm) {
   __shared__ float4 partial[kSkWarps][kWarp][NT];
   __shared__ float inv_rms[8 * NT];  // kNorm
+  extern __shared__ __align__(16) unsigned char sk_dyn[];  // kNorm: x's m rows [m, k]
+  bf16* xs = reinterpret_cast<bf16*>(sk_dyn);
   __shared__ float tile_sum[kSkRows][8 * NT];  // this block's partial tile (split-k)
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, t = lane % 4;
@@ -240,7 +239,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   for (int j = 0; j < NT; ++j) {
     const int row = 8 * j + g;
     a_mask[j] = row < m ? 0xffffffffu : 0u;  // rows beyond m feed zeros
-    a_row[j] = a + size_t(row < m ? row : 0) * k + k0 + t * 8;
+    a_row[j] = (kNorm ? xs : a) + size_t(row < m ? row : 0) * k + k0 + t * 8;  // kNorm: from shared memory
   }
   const int chunks = k_len / 32;
   const int mine = warp < chunks ? (chunks - warp + kSkWarps - 1) / kSkWarps : 0;
@@ -268,8 +267,12 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     for (int u = 0; u < U; ++u) {
       if (group * U + u < mine) {
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
-          av[buf][u][j] = __ldg(reinterpret_cast<const uint4*>(a_row[j] + offset(group, u)));
+        for (int j = 0; j < NT; ++j) {
+          if constexpr (kNorm)
+            av[buf][u][j] = *reinterpret_cast<const uint4*>(a_row[j] + offset(group, u));
+          else
+            av[buf][u][j] = __ldg(reinterpret_cast<const uint4*>(a_row[j] + offset(group, u)));
+        }
       }
     }
   };
@@ -289,16 +292,21 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     }
   };
 
-  if constexpr (kNorm) {  // visible to the compute after prologue_inv_rms's barriers
-    for (int v = threadIdx.x; v < k_len / 8; v += kSkWarps * kWarp)
-      nw_s[v] = __ldg(reinterpret_cast<const uint4*>(nrm.weight + k0) + v);
-  }
+  // kNorm: the norm weight of the block's k range, in flight (no registers) with
+  // the weights; prologue_rows waits for it.
+  auto copy_norm_weight = [&] {
+    if constexpr (kNorm) {
+      for (int v = threadIdx.x; v < k_len / 8; v += kSkWarps * kWarp) cp_async16(&nw_s[v], nrm.weight + k0 + v * 8, true);
+      cp_async_commit();
+    }
+  };
   // Weights do not depend on the previous kernel: start streaming them first.
   if constexpr (kSingle) {
     if (groups > 0) load_w(0, 0);
+    copy_norm_weight();
     grid_dependency_wait();  // a (the activations) is written by the previous kernel
     trigger_dependents();
-    if constexpr (kNorm) prologue_inv_rms<NT>(a, m, k, nrm.eps, inv_rms);
+    if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
     if (groups > 0) {
       load_a(0, 0);
       compute(0, 0);
@@ -306,9 +314,10 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   } else {
     if (groups > 0) load_w(0, 0);
     if (groups > 1) load_w(1, 1);
+    copy_norm_weight();
     grid_dependency_wait();
     trigger_dependents();
-    if constexpr (kNorm) prologue_inv_rms<NT>(a, m, k, nrm.eps, inv_rms);
+    if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
     if (groups > 0) load_a(0, 0);
     if (groups > 1) load_a(1, 1);
     for (int gi = 0; gi < groups; gi += 2) {  // two groups per trip: buffers swap by name
@@ -402,9 +411,13 @@ struct SkinnyCall {
 
 template <int NT, int U, bool kSingle, SkOut kOut>
 void launch_skinny_out(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
+  // kNorm: x's m rows in dynamic shared memory.
+  const size_t dyn = s.norm.weight ? size_t(s.m) * s.k * sizeof(bf16) : 0;
   auto go = [&](auto kernel) {
+    if (dyn > 48 * 1024)
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dyn)));
     launch_kernel_cluster(pdl, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)),
-                          dim3(kSkWarps * kWarp), 0, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail,
+                          dim3(kSkWarps * kWarp), dyn, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail,
                           s.norm);
   };
   if (s.norm.weight)
@@ -488,17 +501,17 @@ bool skinny_fits(const void* a, const void* w, int m, int k) {
 // The prologue norm as the kernel takes it (nullptr weight: none); false when
 // the norm is set but its weight is not 16-byte aligned or a block's k range
 // (k / splits over `rows` weight rows) exceeds the shared copy of the weight.
-bool skinny_norm(const PrologueNorm& p, int rows, int k, SkNorm& out) {
+bool skinny_norm(const PrologueNorm& p, int rows, int m, int k, SkNorm& out) {
   out = SkNorm{static_cast<const bf16*>(p.weight), p.eps};
-  return p.weight == nullptr ||
-         (aligned(p.weight, 16) && k / gemm_skinny_splits(rows, k, sm_count()) <= kSkNormMaxK);
+  return p.weight == nullptr || (aligned(p.weight, 16) && size_t(m) * k * sizeof(bf16) <= kSkNormMaxRowBytes &&
+                                 k / gemm_skinny_splits(rows, k, sm_count()) <= kSkNormMaxK);
 }
 
 }  // namespace
 
 bool gemm_skinny_fits(const GemmArgs& a) {
   SkNorm n;
-  return skinny_fits(a.a, a.w, a.m, a.k) && skinny_norm(a.norm, a.n, a.k, n);
+  return skinny_fits(a.a, a.w, a.m, a.k) && skinny_norm(a.norm, a.n, a.m, a.k, n);
 }
 
 void gemm_skinny_launch(const GemmArgs& a, const LaunchCtx& ctx, bool pdl) {
@@ -508,14 +521,14 @@ void gemm_skinny_launch(const GemmArgs& a, const LaunchCtx& ctx, bool pdl) {
   if (!gemm_skinny_fits(a)) return gemm_cublas_launch(with_norm_applied(a, ctx), ctx);
   SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.c, a.m, a.n, a.k,
                a.c_f32 ? SkOut::f32 : SkOut::bf16};
-  skinny_norm(a.norm, a.n, a.k, s.norm);
+  skinny_norm(a.norm, a.n, a.m, a.k, s.norm);
   skinny_dispatch(s, a.n, ctx, pdl);
 }
 
 bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.out, a.m, a.inter, a.k,
                SkOut::swiglu};
-  if (!skinny_fits(a.a, a.w, a.m, a.k) || !skinny_norm(a.norm, 2 * a.inter, a.k, s.norm)) return false;
+  if (!skinny_fits(a.a, a.w, a.m, a.k) || !skinny_norm(a.norm, 2 * a.inter, a.m, a.k, s.norm)) return false;
   skinny_dispatch(s, 2 * a.inter, ctx, /*pdl=*/true);
   return true;
 }

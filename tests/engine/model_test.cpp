@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -204,6 +205,19 @@ TEST(ModelCpu, DeferredNormTableGivesTheSameLogits) {
   EXPECT_EQ(max_abs_diff(logits[0][0], logits[1][0]), 0.0f) << "prefill step";
   EXPECT_EQ(max_abs_diff(logits[0][1], logits[1][1]), 0.0f) << "decode step";
   EXPECT_GT(max_abs_diff(logits[0][0], logits[0][1]), 1e-3f) << "the two steps must differ";
+}
+
+// The per-step shared-memory carveout policy (model.h): 50 % for one-row
+// steps, the driver's choice above; a thread's setting is its own.
+TEST(ModelCpu, SmallBatchCarveoutCoversOneRowSteps) {
+  if (std::getenv("LANTERN_SMALL_BATCH_CARVEOUT")) GTEST_SKIP() << "LANTERN_SMALL_BATCH_CARVEOUT overrides the default";
+  EXPECT_EQ(small_batch_carveout(1), 50);
+  EXPECT_EQ(small_batch_carveout(2), -1);
+  EXPECT_EQ(small_batch_carveout(256), -1);
+  EXPECT_EQ(kernels::launch_carveout(), -1);
+  kernels::set_launch_carveout(30);
+  EXPECT_EQ(kernels::launch_carveout(), 30);
+  kernels::set_launch_carveout(-1);
 }
 
 // Prefill graph buckets (model.h, prefill_token_buckets): ascending, the

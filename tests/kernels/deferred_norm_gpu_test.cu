@@ -4,11 +4,15 @@
 //  - gemm and gate_up_swiglu given a prologue norm (a = the residual stream x)
 //    against the definition on the CPU: rmsnorm.0 of x, rounded to bf16 as the
 //    GPU's normalised operand is, then gemm.0 / gate_up_swiglu.0 -- gemm's
-//    bounds (atol 1e-3, rtol 8e-3, rel-L2 4e-3; gate_up's 2e-3 / 1.6e-2 /
-//    5e-3, its three roundings). An element of the GPU's operand may sit one
-//    bf16 ulp from the reference's where its 1/rms (summed in another order)
-//    tips the rounding: a few 2^-9-relative steps in a sum of 2048 products,
-//    well inside these bounds; a wrong row scale or weight moves every output.
+//    bounds (rtol 8e-3, rel-L2 4e-3; gate_up's 1.6e-2 / 5e-3, its three
+//    roundings) with a wider atol: an element of the GPU's operand may sit one
+//    bf16 ulp from the reference's where its 1/rms (fp32, summed in another
+//    order than the CPU's) tips the rounding -- a row of 2048 has ~1-3 such
+//    flips, each moving every output of the row by |w| ulp(|xn|) <= 0.1 x 2^-6
+//    = 1.6e-3 here (|xn| < 4) -- so atol 5e-3 (gemm's 1e-3 plus two flips; an
+//    H200 run found 3 of 18432 outputs 1.5-2.5e-3 off with the narrower bound,
+//    in every variant alike). rel-L2 stays the discriminating check: a wrong
+//    row scale, a missing norm or the wrong weight moves it by O(1).
 //  - the same variant without the norm on the GPU rmsnorm's output (what the
 //    plain op table runs): bit-identical where the norm runs ahead of the
 //    kernel (variants without the prologue, m > 16), rel-L2 <= 2e-3 where the
@@ -75,7 +79,7 @@ void check_gemm_norm(int m, int n, int k) {
     launch(*e, g, env.ctx(*e, WorkspaceShape{}));
     env.sync();
     const std::vector<float> got = bf16_to_floats(d_c.download());
-    EXPECT_TRUE(matches(got, ref, 1e-3, 8e-3, 4e-3)) << "vs rmsnorm.0 then gemm.0";
+    EXPECT_TRUE(matches(got, ref, 5e-3, 8e-3, 4e-3)) << "vs rmsnorm.0 then gemm.0";
     const std::vector<float> plain = gpu_norm_then<GemmArgs>(
         *e, env, d_x, d_nw, d_xn, d_c, m, k,
         [&](const void* a) { return GemmArgs{a, d_w.get(), d_c.get(), m, n, k}; });
@@ -117,7 +121,7 @@ void check_gate_up_norm(int m, int inter, int k) {
     launch(*e, g, env.ctx(*e, WorkspaceShape{}));
     env.sync();
     const std::vector<float> got = bf16_to_floats(d_out.download());
-    EXPECT_TRUE(matches(got, ref, 2e-3, 1.6e-2, 5e-3)) << "vs rmsnorm.0 then gate_up_swiglu.0";
+    EXPECT_TRUE(matches(got, ref, 5e-3, 1.6e-2, 5e-3)) << "vs rmsnorm.0 then gate_up_swiglu.0";
     const std::vector<float> plain = gpu_norm_then<GateUpSwigluArgs>(
         *e, env, d_x, d_nw, d_xn, d_out, m, k,
         [&](const void* a) { return GateUpSwigluArgs{a, d_w.get(), d_out.get(), d_gu.get(), m, inter, k}; });
