@@ -85,6 +85,23 @@ Rows run(const std::map<std::string, std::string>& kernels, const Work& work) {
   return rows;
 }
 
+// Per position of `ref`, the rel-L2 of `got`'s row: the worst, and how many
+// positions exceed `bound` (a position missing from `got` counts as one).
+struct RowDiff {
+  double worst = 0;
+  size_t far = 0;
+};
+RowDiff compare_rows(const Rows& got, const Rows& ref, double bound) {
+  RowDiff d;
+  for (const auto& [key, row] : ref) {
+    auto it = got.find(key);
+    const double rel = it == got.end() ? 1.0 : test::rel_l2(it->second, row);
+    d.worst = std::max(d.worst, rel);
+    d.far += rel > bound;
+  }
+  return d;
+}
+
 TEST(BatchedAttentionGpu, EarlyLoadsInGraphsMatchTheWaitFirstPipe) {
   LANTERN_REQUIRE_GPU();
   std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> work;
@@ -129,18 +146,10 @@ TEST(BatchGemmGpu, MidStreamInGraphsMatchesCublas) {
   const Rows b = run({{"gemm", "seed"}, {"gate_up_swiglu", "unfused"}, {"proj_residual_norm", "unfused"}}, work);
   ASSERT_EQ(a.size(), 64u * 24u);
   ASSERT_EQ(b.size(), a.size());
-  size_t far = 0;
-  double worst = 0;
-  for (const auto& [key, row] : b) {
-    auto it = a.find(key);
-    ASSERT_NE(it, a.end());
-    const double rel = test::rel_l2(it->second, row);
-    worst = std::max(worst, rel);
-    far += rel > 2e-2;
-  }
-  EXPECT_EQ(far, 0u) << "of " << b.size() << " positions differ by more than 2e-2 rel-L2 (worst " << worst << ")";
+  const RowDiff d = compare_rows(a, b, 2e-2);
+  EXPECT_EQ(d.far, 0u) << "of " << b.size() << " positions differ by more than 2e-2 rel-L2 (worst " << d.worst << ")";
   std::printf("[batch-gemm-gpu] gemm.7 mid_stream vs gemm.1, 64 sequences in graphs: worst rel-L2 %.2e over %zu positions\n",
-              worst, b.size());
+              d.worst, b.size());
 }
 
 // The deferred-norm table in the engine (proj_residual_norm.4, gemv_add): the
@@ -161,18 +170,10 @@ TEST(DeferredNormGpu, EngineInGraphsMatchesTheNormKernels) {
     const Rows a = run({{"proj_residual_norm", "gemv_add"}}, work), b = run({}, work);
     ASSERT_EQ(a.size(), size_t(seqs) * 20u);
     ASSERT_EQ(b.size(), a.size());
-    size_t far = 0;
-    double worst = 0;
-    for (const auto& [key, row] : b) {
-      auto it = a.find(key);
-      ASSERT_NE(it, a.end());
-      const double rel = test::rel_l2(it->second, row);
-      worst = std::max(worst, rel);
-      far += rel > 1e-2;
-    }
-    EXPECT_EQ(far, 0u) << "of " << b.size() << " positions differ by more than 1e-2 rel-L2 (worst " << worst << ")";
+    const RowDiff d = compare_rows(a, b, 1e-2);
+    EXPECT_EQ(d.far, 0u) << "of " << b.size() << " positions differ by more than 1e-2 rel-L2 (worst " << d.worst << ")";
     std::printf("[deferred-norm-gpu] proj_residual_norm.4 vs the default, %d sequences in graphs: worst rel-L2 %.2e over %zu positions\n",
-                seqs, worst, b.size());
+                seqs, d.worst, b.size());
   }
 }
 

@@ -59,6 +59,21 @@ std::vector<float> gpu_norm_then(const KernelEntry& e, GpuEnv& env, const Device
   return bf16_to_floats(out.download());
 }
 
+// The variant's output against rmsnorm + the same variant (`plain`):
+// bit-identical where the norm ran ahead of it (no prologue, or m > 16),
+// within (atol, rtol, rel-L2) where its GEMV folded the norm in.
+void check_against_plain(const KernelEntry& e, int m, const std::string& label, const std::vector<float>& got,
+                         const std::vector<float>& ref, const std::vector<float>& plain, double atol, double rtol,
+                         double max_rel) {
+  const bool folded = e.norm_prologue && m <= 16;
+  if (folded)
+    EXPECT_TRUE(matches(got, plain, atol, rtol, max_rel)) << "vs rmsnorm, then the variant";
+  else
+    EXPECT_TRUE(matches(got, plain, 0, 0, 0)) << "the norm ran ahead: bit-identical to rmsnorm, then the variant";
+  std::printf("[deferred-norm] %s: rel-L2 %.2e vs the definition, %.2e vs rmsnorm + the variant (%s)\n", label.c_str(),
+              rel_l2(got, ref), rel_l2(got, plain), folded ? "folded" : "ahead");
+}
+
 void check_gemm_norm(int m, int n, int k) {
   const Bf16Data x = random_bf16(size_t(m) * k, -2.f, 2.f);
   const Bf16Data w = random_bf16(size_t(n) * k, -0.1f, 0.1f);
@@ -83,13 +98,7 @@ void check_gemm_norm(int m, int n, int k) {
     const std::vector<float> plain = gpu_norm_then<GemmArgs>(
         *e, env, d_x, d_nw, d_xn, d_c, m, k,
         [&](const void* a) { return GemmArgs{a, d_w.get(), d_c.get(), m, n, k}; });
-    const bool folded = e->norm_prologue && m <= 16;
-    if (folded)
-      EXPECT_TRUE(matches(got, plain, 2e-3, 1e-2, 2e-3)) << "vs rmsnorm, then the variant";
-    else
-      EXPECT_TRUE(matches(got, plain, 0, 0, 0)) << "the norm ran ahead: bit-identical to rmsnorm, then the variant";
-    std::printf("[deferred-norm] %s: rel-L2 %.2e vs the definition, %.2e vs rmsnorm + the variant (%s)\n",
-                label.c_str(), rel_l2(got, ref), rel_l2(got, plain), folded ? "folded" : "ahead");
+    check_against_plain(*e, m, label, got, ref, plain, 2e-3, 1e-2, 2e-3);
   }
 }
 
@@ -125,13 +134,7 @@ void check_gate_up_norm(int m, int inter, int k) {
     const std::vector<float> plain = gpu_norm_then<GateUpSwigluArgs>(
         *e, env, d_x, d_nw, d_xn, d_out, m, k,
         [&](const void* a) { return GateUpSwigluArgs{a, d_w.get(), d_out.get(), d_gu.get(), m, inter, k}; });
-    const bool folded = e->norm_prologue && m <= 16;
-    if (folded)
-      EXPECT_TRUE(matches(got, plain, 2e-3, 1.6e-2, 2e-3)) << "vs rmsnorm, then the variant";
-    else
-      EXPECT_TRUE(matches(got, plain, 0, 0, 0)) << "the norm ran ahead: bit-identical to rmsnorm, then the variant";
-    std::printf("[deferred-norm] %s: rel-L2 %.2e vs the definition, %.2e vs rmsnorm + the variant (%s)\n",
-                label.c_str(), rel_l2(got, ref), rel_l2(got, plain), folded ? "folded" : "ahead");
+    check_against_plain(*e, m, label, got, ref, plain, 2e-3, 1.6e-2, 2e-3);
   }
 }
 
