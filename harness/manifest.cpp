@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -16,6 +18,8 @@
 #include "kernels/base/errors.h"
 #include "harness/cupti_check.h"
 #include "lantern/build_info.h"
+
+extern char** environ;  // POSIX: the process environment
 
 namespace lantern::harness {
 
@@ -158,6 +162,36 @@ nlohmann::json library_versions(bool query_cupti) {
     if (cuptiGetVersion(&api) == CUPTI_SUCCESS) j["cupti_api"] = api;
   }
   return j;
+}
+
+nlohmann::json lantern_environment() {
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos && kv.rfind("LANTERN_", 0) == 0) vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : vars) j[name] = value;
+  return j;
+}
+
+std::vector<std::string> apply_recorded_environment(const nlohmann::json& recorded) {
+  std::vector<std::string> notes;
+  if (!recorded.is_object()) return notes;
+  const nlohmann::json now = lantern_environment();
+  for (const auto& [name, value] : recorded.items()) {
+    if (!value.is_string()) continue;
+    const std::string want = value.get<std::string>();
+    if (now.contains(name) && now[name] != want)
+      notes.push_back(name + "=" + want + " (recorded) vs " + now[name].get<std::string>() +
+                      " (here): the recorded value is used");
+    setenv(name.c_str(), want.c_str(), 1);
+  }
+  for (const auto& [name, value] : now.items())
+    if (!recorded.contains(name))
+      notes.push_back(name + "=" + value.get<std::string>() + " is set here but was not recorded: kept");
+  return notes;
 }
 
 }  // namespace lantern::harness

@@ -357,6 +357,7 @@ nlohmann::json Session::manifest_json(const EngineSummary& summary, bool complet
                              {"git", git_info()},
                              {"build", build_info()},
                              {"host", host_info()},
+                             {"environment", lantern_environment()},
                              {"gpu", c.gpu_json},
                              {"versions", library_versions(c.cuda)},
                              {"harness", std::move(harness)},

@@ -171,6 +171,14 @@ int cmd_rerun(const std::vector<std::string>& argv) {
                 "command in its manifest)",
                 run_dir.c_str());
   const json& section = old_m["experiment"];
+  // The recorded LANTERN_* knobs, set before anything in this process reads them.
+  if (old_m.contains("environment")) {
+    const std::vector<std::string> notes = harness::apply_recorded_environment(old_m["environment"]);
+    for (const std::string& n : notes) std::printf("rerun: env       %s\n", n.c_str());
+    if (notes.empty()) std::printf("rerun: env       same (%zu LANTERN_* variables)\n", old_m["environment"].size());
+  } else {
+    std::printf("rerun: env       not recorded (a run from before session 12): this process's LANTERN_* variables\n");
+  }
   const auto sets = overrides_from(args.get_all("--set"));
   experiment::Experiment e =
       experiment::resolve(pinned_document(section, sets), (run_dir / "manifest.json").string(),

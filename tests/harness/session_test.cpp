@@ -2,12 +2,15 @@
 // the run directory is written and reads back through RunReader.
 #include "harness/session.h"
 
+#include <cstdlib>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "kernels/base/errors.h"
 
 #include "harness/alias_tracker.h"
+#include "harness/manifest.h"
 #include "harness/runfmt/run_dir.h"
 #include "harness/runfmt/trace.h"
 #include "tests/harness/seed_plan.h"
@@ -62,6 +65,7 @@ EngineSummary cpu_summary() {
 }
 
 TEST(Session, RecordsACompleteRunDirectory) {
+  setenv("LANTERN_SESSION_TEST_KNOB", "knob-7", 1);  // recorded in the manifest's "environment"
   auto dir = test::scratch_dir("session-cpu") / "run-a";
   HarnessOptions o;
   o.record_dir = dir;
@@ -92,6 +96,10 @@ TEST(Session, RecordsACompleteRunDirectory) {
   EXPECT_TRUE(m["build"]["type"].is_string());
   EXPECT_EQ(m["build"]["instrumentation"], LANTERN_INSTRUMENTATION != 0);
   EXPECT_FALSE(m["host"]["hostname"].get<std::string>().empty());
+  EXPECT_TRUE(m["environment"].is_object());
+  EXPECT_EQ(m["environment"].value("LANTERN_SESSION_TEST_KNOB", ""), "knob-7") << "the process's LANTERN_* knobs";
+  EXPECT_FALSE(m["environment"].contains("PATH")) << "only LANTERN_* variables";
+  unsetenv("LANTERN_SESSION_TEST_KNOB");
   EXPECT_TRUE(m["gpu"].is_null());
   EXPECT_TRUE(m["roofline"].is_null());
   EXPECT_EQ(m["harness"]["kernel_timing"], "host");
@@ -237,6 +245,28 @@ TEST(Session, ProfileStepsReachTheEngineOptions) {
   EXPECT_EQ(eo.profile_first_step, 10);
   EXPECT_EQ(eo.profile_last_step, 20);
   session.finish(cpu_summary());
+}
+
+// A rerun sets the recorded LANTERN_* knobs before anything reads them: a
+// missing one is set, a different one takes the recorded value (with a note),
+// one set here but not recorded is kept (with a note).
+TEST(Session, RerunAppliesTheRecordedEnvironment) {
+  setenv("LANTERN_ENV_TEST_A", "here", 1);
+  setenv("LANTERN_ENV_TEST_C", "extra", 1);
+  unsetenv("LANTERN_ENV_TEST_B");
+  const nlohmann::json recorded = {{"LANTERN_ENV_TEST_A", "recorded"}, {"LANTERN_ENV_TEST_B", "2"}};
+  std::vector<std::string> notes;  // about this test's variables (the environment may hold other LANTERN_* ones)
+  for (const std::string& n : apply_recorded_environment(recorded))
+    if (n.find("LANTERN_ENV_TEST_") != std::string::npos) notes.push_back(n);
+  EXPECT_STREQ(std::getenv("LANTERN_ENV_TEST_A"), "recorded");
+  EXPECT_STREQ(std::getenv("LANTERN_ENV_TEST_B"), "2");
+  EXPECT_STREQ(std::getenv("LANTERN_ENV_TEST_C"), "extra");
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("LANTERN_ENV_TEST_A=recorded (recorded) vs here"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("LANTERN_ENV_TEST_C=extra is set here but was not recorded"), std::string::npos) << notes[1];
+  EXPECT_EQ(lantern_environment().value("LANTERN_ENV_TEST_B", ""), "2");
+  EXPECT_TRUE(apply_recorded_environment(lantern_environment()).empty()) << "all match: no notes";
+  for (const char* n : {"LANTERN_ENV_TEST_A", "LANTERN_ENV_TEST_B", "LANTERN_ENV_TEST_C"}) unsetenv(n);
 }
 
 }  // namespace
