@@ -457,14 +457,25 @@ int launch_carveout();
 const void* run_prologue_norm(Backend backend, const void* x, const PrologueNorm& norm, int m, int k,
                               const LaunchCtx& ctx);
 
+// `a` (GemmArgs, GateUpSwigluArgs) with its prologue norm run ahead
+// (run_prologue_norm) and a = norm.out; unchanged without a norm. What
+// kernels::launch does for a variant without norm_prologue, and what such a
+// variant does itself on a path its kernel cannot fold the norm into.
+template <class Args>
+Args with_norm_applied(const Args& a, Backend backend, const LaunchCtx& ctx) {
+  if (a.norm.weight == nullptr) return a;
+  Args plain = a;
+  plain.a = run_prologue_norm(backend, a.a, a.norm, a.m, a.k, ctx);
+  plain.norm = PrologueNorm{};
+  return plain;
+}
+
 template <class Args>
 void launch(const KernelEntry& e, const Args& args, const LaunchCtx& ctx) {
   if (e.family != FamilyOf<Args>::value) launch_family_mismatch(e, FamilyOf<Args>::value);
   if constexpr (std::is_same_v<Args, GemmArgs> || std::is_same_v<Args, GateUpSwigluArgs>) {
     if (args.norm.weight != nullptr && !e.norm_prologue) {  // the norm first, then the variant on its output
-      Args plain = args;
-      plain.a = run_prologue_norm(e.backend, args.a, args.norm, args.m, args.k, ctx);
-      plain.norm = PrologueNorm{};
+      const Args plain = with_norm_applied(args, e.backend, ctx);
       e.launch(&plain, ctx);
       return;
     }

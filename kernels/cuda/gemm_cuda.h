@@ -4,16 +4,10 @@
 
 namespace lantern::kernels {
 
-// `a` with its prologue norm run ahead (rmsnorm from x into norm.out by the
-// preferred rmsnorm) and a = norm.out: the path of a norm_prologue variant
-// where its own kernel does not fold the norm in. Unchanged without a norm.
+// registry.h's with_norm_applied on the CUDA backend.
 template <class Args>
 Args with_norm_applied(const Args& a, const LaunchCtx& ctx) {
-  if (a.norm.weight == nullptr) return a;
-  Args p = a;
-  p.a = run_prologue_norm(Backend::cuda, a.a, a.norm, a.m, a.k, ctx);
-  p.norm = PrologueNorm{};
-  return p;
+  return with_norm_applied(a, Backend::cuda, ctx);
 }
 
 // Variant 1: cublasGemmEx (any shape); the fallback of the GEMV variants.

@@ -56,98 +56,15 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
+#include "kernels/cuda/gemm_skinny_parts.cuh"
 
 namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
+using namespace skinny_detail;
 namespace cg = cooperative_groups;
 
-constexpr int kSkWarps = 8;          // warps per block, splitting the block's k range
-constexpr int kSkRows = 16;          // rows of w per tile (the mma's m side)
-constexpr int kSkMaxM = 16;          // two mma n-tiles of 8 batch rows
-constexpr int kSkMaxSplits = 8;      // blocks per cluster (portable cluster size)
-constexpr int kSkDefaultSplits = 2;  // measured: larger clusters cost more than they add
-constexpr int kSkNormMaxK = 2048;    // kNorm: the k range of a block whose norm weight shared memory holds
-constexpr size_t kSkNormMaxRowBytes = size_t(160) << 10;  // kNorm: x's m rows in shared memory (2 blocks/SM fit)
-
-// What the epilogue writes: c as bf16 or fp32 [m, n], or (swiglu) silu(g) * u
-// as bf16 [m, n] where w holds 2n rows, gate rows then up rows, or
-// (residual_norm) c as bf16 and then, in the last block, x += c and
-// out = rmsnorm(x) * norm_weight.
-// (residual_add, proj_residual_norm.4) x += c rounded as residual.* rounds
-// it, in place, c itself not stored: each output element has one storing block.
-enum class SkOut { bf16, f32, swiglu, residual_norm, residual_add };
-
-// The prologue norm (PrologueNorm, kNorm): a is the residual stream x and the
-// A operand is bf16(x * inv_rms(row) * weight), rmsnorm's rounding. Every
-// block reads its m rows of x whole (m x 4 KB at hidden 2048, from L2) for
-// the rows' sums of squares, then normalises the chunks it multiplies.
-struct SkNorm {
-  const bf16* weight;  // [k]; unused without kNorm
-  float eps;
-};
-
-// The residual_norm tail's operands (unused by the other outputs).
-struct SkTail {
-  bf16* x;                  // [m, n] residual stream, updated in place
-  const bf16* norm_weight;  // [n]
-  bf16* out;                // [m, n]
-  float eps;
-};
-
-constexpr int kTailVecs = 8;  // 16-byte vectors per lane: rows up to 8 * 32 * 8 = 2048 wide
 __device__ unsigned int g_tail_arrivals;  // storing blocks of the running launch that are done
-
-// One row of the tail: x += y (rounded), out = rmsnorm(x) * weight, with
-// add_rmsnorm.1's lane layout and order (its add_rmsnorm_reg_kernel<8>). All
-// loads go out together; y is read through L2 (other blocks wrote it).
-__device__ __forceinline__ void tail_row(const SkTail& t, const bf16* y, int row, int hidden, int lane) {
-  const int vecs = hidden / 8;
-  uint4* xr = reinterpret_cast<uint4*>(t.x + size_t(row) * hidden);
-  const uint4* yr = reinterpret_cast<const uint4*>(y + size_t(row) * hidden);
-  const uint4* wr = reinterpret_cast<const uint4*>(t.norm_weight);
-  uint4 xv[kTailVecs], yv[kTailVecs], wv[kTailVecs];
-#pragma unroll
-  for (int c = 0; c < kTailVecs; ++c) {
-    const int idx = c * kWarp + lane;
-    xv[c] = yv[c] = wv[c] = make_uint4(0, 0, 0, 0);
-    if (idx < vecs) {
-      xv[c] = xr[idx];
-      yv[c] = __ldcg(yr + idx);
-      wv[c] = __ldg(wr + idx);
-    }
-  }
-  float ss = 0.0f;
-#pragma unroll
-  for (int c = 0; c < kTailVecs; ++c) {
-    float v[8], b[8];
-    unpack8(xv[c], v);
-    unpack8(yv[c], b);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] += b[e];
-    xv[c] = pack8(v);   // the residual stream, rounded as residual.* rounds it
-    unpack8(xv[c], v);  // ... and the norm reads the rounded values
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
-    const int idx = c * kWarp + lane;
-    if (idx < vecs) xr[idx] = xv[c];
-  }
-  ss = warp_sum(ss);
-  const float inv_rms = 1.0f / sqrtf(ss / hidden + t.eps);
-  uint4* o = reinterpret_cast<uint4*>(t.out + size_t(row) * hidden);
-#pragma unroll
-  for (int c = 0; c < kTailVecs; ++c) {
-    const int idx = c * kWarp + lane;
-    if (idx < vecs) {
-      float v[8], wf[8];
-      unpack8(xv[c], v);
-      unpack8(wv[c], wf);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = v[e] * inv_rms * wf[e];
-      o[idx] = pack8(v);
-    }
-  }
-}
 
 // Called by every thread of a block that stored rows of y: the last of the
 // `storers` such blocks runs the tail over all m rows (one warp per row).
@@ -167,50 +84,6 @@ __device__ void residual_norm_tail(const SkTail& t, const bf16* y, int m, int hi
 // NT mma n-tiles (batch rows 8 * NT); U chunks of 32 k per register group.
 // kSingle: the launcher guarantees every warp has at most U chunks, so all of a
 // warp's loads form one group, issued at once (no double buffer).
-// kNorm, after the dependency wait: the m rows of x into shared memory `xs`
-// ([m, k], one cp.async round trip; no registers held across it), then the
-// rows' 1 / rms (rmsnorm's formula) into inv_rms[0, m). The sums of squares
-// are this block's own (another order than the rmsnorm kernel's).
-__device__ __forceinline__ void prologue_rows(const bf16* __restrict__ x, bf16* xs, int m, int k, float eps,
-                                              float* inv_rms) {
-  __shared__ float part[kSkWarps][kSkMaxM];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int vecs = m * k / 8;
-  for (int v = threadIdx.x; v < vecs; v += kSkWarps * kWarp) cp_async16(xs + size_t(v) * 8, x + size_t(v) * 8, true);
-  cp_async_commit();
-  cp_async_wait<0>();  // also the norm weight's copy, committed before the wait
-  __syncthreads();
-  for (int r = 0; r < m; ++r) {
-    float ss = 0.0f;
-    for (int v = threadIdx.x; v < k / 8; v += kSkWarps * kWarp) {
-      float f[8];
-      unpack8(*reinterpret_cast<const uint4*>(xs + size_t(r) * k + v * 8), f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) part[warp][r] = ss;
-  }
-  __syncthreads();
-  if (threadIdx.x < m) {
-    float t = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < kSkWarps; ++wi) t += part[wi][threadIdx.x];
-    inv_rms[threadIdx.x] = 1.0f / sqrtf(t / k + eps);
-  }
-  __syncthreads();
-}
-
-// bf16(x * inv * weight) elementwise (rmsnorm's rounding), 8 elements.
-__device__ __forceinline__ uint4 norm8(const uint4& x, const uint4& wt, float inv) {
-  float v[8], wf[8];
-  unpack8(x, v);
-  unpack8(wt, wf);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) v[e] = v[e] * inv * wf[e];
-  return pack8(v);
-}
-
 template <int NT, int U, bool kSingle, SkOut kOut, bool kNorm>
 __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     gemv_skinny_kernel(const bf16* __restrict__ a,  // [m, k] (kNorm: x, normalised here)
