@@ -35,7 +35,8 @@ __device__ unsigned g_batched_counters[kMaxSplitCounters];
 
 constexpr int kBatchedFrom = 48;  // rows: below, variant 11 (its register kernel measured faster)
 
-template <int HD, int St, bool kFused, int kMinBlocks, bool kSwz>
+// kT (variant 14): the transposed warp tile (pipe_warp_tile_t; GQA groups <= 8).
+template <int HD, int St, bool kFused, int kMinBlocks, bool kSwz, bool kT = false>
 __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
     decode_batched_kernel(const bf16* q, bf16* out, float* part_o, float2* part_ml,
                           const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
@@ -77,18 +78,31 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
   }
 
   const int warp = threadIdx.x / kWarp, tq = threadIdx.x % 4;  // tq: the lane's key pair in a quad
-  uint32_t qa[HD / 16][4];
-  float o[HD / 8][4], m[2], l[2];
-  pipe_q_and_state<HD>(q + size_t(i) * q_stride + size_t(kv0) * group * HD, group, qa, o, m, l);
+  const bf16* qh = q + size_t(i) * q_stride + size_t(kv0) * group * HD;
+  // The warp's state: transposed (kT) or as variants 12 / 13 hold it.
+  uint32_t qa[kT ? 1 : HD / 16][4], qb[kT ? HD / 16 : 1][2];
+  float o[kT ? HD / 16 : HD / 8][4], m[2], l[2];
+  if constexpr (kT)
+    pipe_qt_and_state<HD>(qh, group, qb, o, m, l);
+  else
+    pipe_q_and_state<HD>(qh, group, qa, o, m, l);
 
   // Tile t is group t (one commit per tile issued or not): St - 1 newer groups may stay pending.
   for (int tile = 0; tile < n_tiles; ++tile) {
     cp_async_wait<St - 1>();
     __syncthreads();  // every thread's copies (and the newest row's stores) of this tile are visible
     const bf16* k_s = stage(tile) + warp * kWarpKeys * S::kStride;
-    const int key0 = p.begin + tile * S::kTileKeys + warp * kWarpKeys + 2 * tq;
-    const bool ok[4] = {p.key_ok(key0), p.key_ok(key0 + 1), p.key_ok(key0 + 8), p.key_ok(key0 + 9)};
-    pipe_warp_tile<HD, S::kStride, S::kSwizzle>(qa, k_s, k_s + S::kTileKeys * S::kStride, ok, scale_log2, o, m, l);
+    const bf16* v_s = k_s + S::kTileKeys * S::kStride;
+    const int kbase = p.begin + tile * S::kTileKeys + warp * kWarpKeys;
+    if constexpr (kT) {
+      const int g = (threadIdx.x % kWarp) / 4;
+      const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
+      pipe_warp_tile_t<HD, S::kStride, S::kSwizzle>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+    } else {
+      const int key0 = kbase + 2 * tq;
+      const bool ok[4] = {p.key_ok(key0), p.key_ok(key0 + 1), p.key_ok(key0 + 8), p.key_ok(key0 + 9)};
+      pipe_warp_tile<HD, S::kStride, S::kSwizzle>(qa, k_s, v_s, ok, scale_log2, o, m, l);
+    }
     __syncthreads();  // the stage is read: refill it
     if (tile + St < n_tiles) pipe_load_tile<S>(p, tile + St, stage(tile));
     cp_async_commit();
@@ -97,7 +111,10 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
   __syncthreads();  // the stages become the warps' merge buffer
 
   float* sm_o = reinterpret_cast<float*>(smem);
-  pipe_store_state<HD>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
+  if constexpr (kT)
+    pipe_store_state_t<HD>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
+  else
+    pipe_store_state<HD>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
   __syncthreads();
   finish_split<HD, kBlockRows, S::kKeyGroups, S::kThreads, kFused>(
       sm_m, sm_l, sm_o,
@@ -129,10 +146,10 @@ int batched_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   return 0;
 }
 
-template <int HD, int St, bool kFused, int kMinBlocks, bool kSwz = false>
+template <int HD, int St, bool kFused, int kMinBlocks, bool kSwz = false, bool kT = false>
 void launch_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
   using S = PipeShape<HD, 1, 4, St, kSwz>;
-  auto* kernel = decode_batched_kernel<HD, St, kFused, kMinBlocks, kSwz>;
+  auto* kernel = decode_batched_kernel<HD, St, kFused, kMinBlocks, kSwz, kT>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
   const KvCacheRef& c = a.cache;
   auto* part_o = static_cast<float*>(ctx.workspace);
@@ -145,17 +162,19 @@ void launch_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int spli
   CUDA_CHECK_LAST("decode_batched_kernel");
 }
 
-template <int HD>
+template <int HD, bool kT = false>
 void batched_for(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
   if (three_stages())
-    return splits > 1 ? launch_batched<HD, 3, true, 1>(a, ctx, splits) : launch_batched<HD, 3, false, 1>(a, ctx, 1);
+    return splits > 1 ? launch_batched<HD, 3, true, 1, false, kT>(a, ctx, splits)
+                      : launch_batched<HD, 3, false, 1, false, kT>(a, ctx, 1);
   // 5 blocks per SM at head_dim 64 (96 registers, no spills); at 128 the ring's
   // 70 KB of shared memory allows 3, which need no register cap.
   constexpr int kMin = HD == 64 ? 5 : 1;
-  splits > 1 ? launch_batched<HD, 2, true, kMin>(a, ctx, splits) : launch_batched<HD, 2, false, kMin>(a, ctx, 1);
+  splits > 1 ? launch_batched<HD, 2, true, kMin, false, kT>(a, ctx, splits)
+             : launch_batched<HD, 2, false, kMin, false, kT>(a, ctx, 1);
 }
 
-// Variants 12 and 13: variant 11 below kBatchedFrom rows, with several rows of
+// Variants 12, 13 and 14: variant 11 below kBatchedFrom rows, with several rows of
 // one sequence, or for shapes the pipe does not serve; this kernel otherwise.
 // Variant 13 (`six`) is variant 12 with the swizzled, unpadded ring at head_dim
 // 64 -- 32 KB instead of 36 KB of stages, 80 registers: 6 blocks per SM (792 on
@@ -164,16 +183,25 @@ void batched_for(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits)
 // +19 in two rounds). It runs variant 12's kernel where that grid fits one
 // wave of 5 blocks per SM (the extra resident block buys nothing there and its
 // 80-register cap cost ~1 % at batch 64), at head_dim 128 and with the 3-stage
-// knob.
-void decode_batched_ring(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who, bool six) {
+// knob. Variant 14 (`transposed`) is variant 13 with the transposed warp tile
+// wherever the GQA group is <= 8 (pipe_warp_tile_t: half the mma and
+// exponentials); larger groups run variant 13.
+void decode_batched_ring(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who, bool six,
+                         bool transposed = false) {
   check_decode(a, who);
   if (a.b == 0) return;
   const int splits = a.b >= kBatchedFrom && a.one_row_per_seq && pipe_supports(a) ? batched_splits(a, ctx) : 0;
   if (splits == 0) return decode_split_early48(a, ctx);
   const bool beyond_a_wave = long(a.b) * a.cache.n_kv_heads * splits > 5L * sm_count();
-  if (six && a.cache.head_dim == 64 && !three_stages() && beyond_a_wave)
+  const bool t = transposed && a.n_q_heads / a.cache.n_kv_heads <= 8;
+  if (six && a.cache.head_dim == 64 && !three_stages() && beyond_a_wave) {
+    if (t)
+      return splits > 1 ? launch_batched<64, 2, true, 6, true, true>(a, ctx, splits)
+                        : launch_batched<64, 2, false, 6, true, true>(a, ctx, 1);
     return splits > 1 ? launch_batched<64, 2, true, 6, true>(a, ctx, splits)
                       : launch_batched<64, 2, false, 6, true>(a, ctx, 1);
+  }
+  if (t) return a.cache.head_dim == 64 ? batched_for<64, true>(a, ctx, splits) : batched_for<128, true>(a, ctx, splits);
   a.cache.head_dim == 64 ? batched_for<64>(a, ctx, splits) : batched_for<128>(a, ctx, splits);
 }
 void decode_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
@@ -181,6 +209,9 @@ void decode_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 }
 void decode_batched6(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_batched_ring(a, ctx, "attention_decode.batched_ring6", true);
+}
+void decode_batched6t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_batched_ring(a, ctx, "attention_decode.batched_ring6_t", true, true);
 }
 
 }  // namespace
@@ -197,6 +228,12 @@ void register_attention_decode_batched_cuda(Registry& r) {
       "batched_ring with its K/V ring unpadded and XOR-swizzled (unit ^ key % 8) at head_dim 64: 32 KB of "
       "stages and 80 registers, 6 blocks per SM (3 waves instead of 4 at 256 sequences) beyond one wave of "
       "batched_ring's grid; else batched_ring",
+      kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_batched6t, attention_decode_cost<2>>(
+      14, "batched_ring6_t", Backend::cuda,
+      "batched_ring6 with the warp tile transposed (S^T = K Q^T: keys on the mma's m side, a GQA group "
+      "of <= 8 q heads on its n side, P^T through movmatrix.trans): half the mma and exponentials of "
+      "a group of 4; larger groups run batched_ring6",
       kPreferred, decode_split_workspace));
 }
 

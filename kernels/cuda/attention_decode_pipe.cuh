@@ -106,8 +106,13 @@ struct PipeSplit {
   const bf16* head_base;  // pool + first kv head * HD
   const int* table_s;     // the split's block-table entries, from first_blk
   int first_blk, begin, end, block_size;
+  int bs_shift;  // log2(block_size) when it is a power of two (the usual 16), else -1
   size_t row_elems, half_block;
-  __device__ bool key_ok(int t) const { return t < end && table_s[t / block_size - first_blk] >= 0; }
+  // Key t's cache block (of the sequence) and row in it: shifts instead of an
+  // integer division by a run-time value (~20 instructions) per 16-byte piece.
+  __device__ int blk_of(int t) const { return bs_shift >= 0 ? t >> bs_shift : t / block_size; }
+  __device__ int row_of(int t) const { return bs_shift >= 0 ? t & (block_size - 1) : t % block_size; }
+  __device__ bool key_ok(int t) const { return t < end && table_s[blk_of(t) - first_blk] >= 0; }
 };
 
 // The split of [0, ctx) a block owns, with its block-table entries copied to
@@ -124,6 +129,7 @@ __device__ __forceinline__ bool pipe_split_setup(PipeSplit& p, int& n_eff, int s
   p.begin = split * len;
   p.end = min(ctx, p.begin + len);
   p.block_size = block_size;
+  p.bs_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
   p.first_blk = p.begin / block_size;
   p.row_elems = size_t(n_kv_heads) * HD;
   p.half_block = size_t(block_size) * p.row_elems;
@@ -170,10 +176,10 @@ __device__ __forceinline__ void pipe_load_tile(const PipeSplit& p, int tile, bf1
     const int c = threadIdx.x + j * S::kThreads, key = c / kChunks, piece = c % kChunks;
     const int t = p.begin + tile * kTileKeys + key;
     if (t == skip_t) continue;
-    const int blk = t < p.end ? p.table_s[t / p.block_size - p.first_blk] : -1;
+    const int blk = t < p.end ? p.table_s[p.blk_of(t) - p.first_blk] : -1;
     const bool valid = blk >= 0;
     const bf16* src = valid ? p.head_base + size_t(blk) * 2 * p.half_block +
-                                  size_t(t % p.block_size) * p.row_elems + piece * 8
+                                  size_t(p.row_of(t)) * p.row_elems + piece * 8
                             : p.head_base;
     const int at = pipe_at<kStride, S::kSwizzle>(key, piece);
     cp_async16(k_s + at, src, valid);
@@ -189,9 +195,9 @@ __device__ __forceinline__ void pipe_store_row(const PipeSplit& p, int t, int ke
   constexpr int kChunks = S::kChunks;
   static_assert(kChunks <= S::kThreads);
   const int piece = threadIdx.x;
-  const int blk = p.table_s[t / p.block_size - p.first_blk];
+  const int blk = p.table_s[p.blk_of(t) - p.first_blk];
   if (piece >= kChunks || blk < 0) return;
-  const bf16* src = p.head_base + size_t(blk) * 2 * p.half_block + size_t(t % p.block_size) * p.row_elems + piece * 8;
+  const bf16* src = p.head_base + size_t(blk) * 2 * p.half_block + size_t(p.row_of(t)) * p.row_elems + piece * 8;
   bf16* v_s = k_s + S::kTileKeys * S::kStride;
   const int at = pipe_at<S::kStride, S::kSwizzle>(key, piece);
   *reinterpret_cast<uint4*>(k_s + at) = *reinterpret_cast<const uint4*>(src);
@@ -220,6 +226,115 @@ __device__ __forceinline__ void pipe_store_state(const float (&o)[HD / 8][4], co
     if (tq == 0) {
       sm_m[state * kBlockRows + row0 + row] = m[h];
       sm_l[state * kBlockRows + row0 + row] = l[h];
+    }
+  }
+}
+
+// ---- Variant 14: the same tile with the mma's roles swapped (GQA groups <= 8).
+// S^T = K Q^T puts 16 keys on the mma's m side and the group's q heads on its
+// n side (8 columns), so a group of 4 pads to 8 columns instead of 16 rows:
+// half the q.k and p.v mma, half the exponentials and rescales of the
+// untransposed tile (which Nsight Compute showed the batch-256 kernel issuing
+// at 66 % of the SM's throughput while DRAM ran at 46 %). P^T reaches p.v as
+// the B operand through movmatrix.trans of the S^T fragments; O^T (head_dim x
+// 8 heads) stays in fp32 registers. Lane (g, tq) holds keys g and g + 8 of
+// heads 2tq and 2tq + 1; m is reduced over the 8 lanes of a column (xor 4, 8,
+// 16), l stays a per-lane partial until the state is stored.
+
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+  return d;
+}
+
+// Q^T of one kv head's group as the mma B operand (columns = heads, zero past
+// the group) and the empty state.
+template <int HD>
+__device__ __forceinline__ void pipe_qt_and_state(const bf16* qh, int group, uint32_t (&qb)[HD / 16][2],
+                                                  float (&o)[HD / 16][4], float (&m)[2], float (&l)[2]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    qb[kk][0] = g < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(g) * HD + kk * 16 + 2 * tq) : 0u;
+    qb[kk][1] = g < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(g) * HD + kk * 16 + 2 * tq + 8) : 0u;
+  }
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
+#pragma unroll
+  for (int d = 0; d < HD / 16; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+}
+
+// One warp's 16 keys of a tile, transposed. ok[0] / ok[1]: key g / g + 8 is valid.
+template <int HD, int kStride, bool kSwz>
+__device__ __forceinline__ void pipe_warp_tile_t(const uint32_t (&qb)[HD / 16][2], const bf16* k_s,
+                                                 const bf16* v_s, const bool (&ok)[2], float scale_log2,
+                                                 float (&o)[HD / 16][4], float (&m)[2], float (&l)[2]) {
+  const int lane = threadIdx.x % kWarp, mtx = lane / 8, r8 = lane % 8;
+  float s[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    // A = K: matrices keys 0-7 / 8-15 (mtx & 1) x dims kk*16 + 0-7 / 8-15 (mtx >> 1).
+    uint32_t ka[4];
+    ldmatrix_x4(ka, k_s + pipe_at<kStride, kSwz>((mtx & 1) * 8 + r8, kk * 2 + (mtx >> 1)));
+    mma_bf16_16816(s, ka[0], ka[1], ka[2], ka[3], qb[kk][0], qb[kk][1]);
+  }
+  float p[4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // head 2tq + h: s[h] (key g), s[2 + h] (key g + 8)
+    const float x0 = ok[0] ? s[h] * scale_log2 : -INFINITY;
+    const float x1 = ok[1] ? s[2 + h] * scale_log2 : -INFINITY;
+    float mx = fmaxf(x0, x1);
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 4));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 8));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 16));
+    const float m_new = fmaxf(m[h], mx);
+    const float corr = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
+    const float base = m_new == -INFINITY ? 0.0f : m_new;  // nothing valid yet: p = 0
+    p[h] = __bfloat162float(__float2bfloat16(exp2f(x0 - base)));
+    p[2 + h] = __bfloat162float(__float2bfloat16(exp2f(x1 - base)));
+    l[h] = l[h] * corr + (p[h] + p[2 + h]);
+    m[h] = m_new;
+#pragma unroll
+    for (int d = 0; d < HD / 16; ++d) {
+      o[d][h] *= corr;
+      o[d][2 + h] *= corr;
+    }
+  }
+  // P^T as the B operand: (keys 2tq.., head g) = the transpose of the S^T fragment.
+  const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p[0], p[1]));  // keys 0-7
+  const uint32_t pb1 = movmatrix_trans(pack_bf16x2(p[2], p[3]));  // keys 8-15
+#pragma unroll
+  for (int d = 0; d < HD / 16; ++d) {
+    // A = V^T: transposed matrices of keys 0-7 / 8-15 (mtx >> 1) x dims d*16 + 0-7 / 8-15 (mtx & 1).
+    uint32_t va[4];
+    ldmatrix_x4_trans(va, v_s + pipe_at<kStride, kSwz>((mtx >> 1) * 8 + r8, d * 2 + (mtx & 1)));
+    mma_bf16_16816(o[d], va[0], va[1], va[2], va[3], pb0, pb1);
+  }
+}
+
+// The transposed state into the merge buffers, the layout pipe_store_state
+// writes (rows = the group's heads < group); l is completed over the column.
+template <int HD>
+__device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4], const float (&m)[2], float (&l)[2],
+                                                   int group, int state, int row0, float* sm_m, float* sm_l,
+                                                   float* sm_o) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 4);
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 8);
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 16);
+    const int head = 2 * tq + h;
+    if (head >= group) continue;
+    float* dst = sm_o + (state * kBlockRows + row0 + head) * HD;
+#pragma unroll
+    for (int d = 0; d < HD / 16; ++d) {
+      dst[d * 16 + g] = o[d][h];
+      dst[d * 16 + g + 8] = o[d][2 + h];
+    }
+    if (g == 0) {
+      sm_m[state * kBlockRows + row0 + head] = m[h];
+      sm_l[state * kBlockRows + row0 + head] = l[h];
     }
   }
 }

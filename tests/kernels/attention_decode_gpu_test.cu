@@ -25,10 +25,11 @@ struct DecodeCase {
   int n_q, n_kv, hd;
   bool alias;
   int max_context;
+  int block_size = 16;  // tokens per cache block; the pipe kernels shift for powers of two, divide otherwise
 };
 
 void check_decode(const DecodeCase& c) {
-  const int b = int(c.ctx.size()), block_size = 16;
+  const int b = int(c.ctx.size()), block_size = c.block_size;
   const int max_blocks = (c.max_context + block_size - 1) / block_size;
   const int max_seqs = b + 2;
   int needed = 0;
@@ -149,6 +150,10 @@ TEST(AttentionDecodeGpu, BatchedRingShapes) {
   check_decode({one_long, 32, 8, 64, true, 12000});
   // 256 sequences: variant 13's 6 blocks per SM (2048 blocks in 3 waves).
   check_decode({random_contexts(256, 100, 300), 32, 8, 64, false, 1024});
+  // Cache blocks of 12 tokens (not a power of two: the division path) and of 32.
+  check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 12});
+  check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 32});
+  check_decode({{1, 50, 3000}, 32, 8, 64, false, 4096, 12});
 }
 
 }  // namespace
