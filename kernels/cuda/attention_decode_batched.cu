@@ -34,6 +34,23 @@ using namespace cuda_detail;
 __device__ unsigned g_batched_counters[kMaxSplitCounters];
 
 constexpr int kBatchedFrom = 48;  // rows: below, variant 11 (its register kernel measured faster)
+// Variant 14: from 24 rows (in graphs the 32-row bucket). H200, session 13,
+// `lantern bench --batch 8,16,24,32,48 --prompt-len 128 --decode-steps 64`, two
+// rounds: 24 rows 1.148-1.153 ms per step against 1.314-1.338 with variant 11's
+// register kernel, 32 rows 1.168-1.169 against 1.363-1.388; 16 rows slower
+// (1.369-1.376 against 1.150-1.159), 8 rows slower (1.105-1.122 against 1.008-1.015).
+constexpr int kBatchedFromT = 24;
+
+// LANTERN_BATCHED_FROM (>= 1; read once) overrides the crossover of variants
+// 12-14: an experiment knob for docs/performance.md's measurements, not a setting.
+int batched_from(bool transposed) {
+  static const int env_from = [] {
+    const char* env = std::getenv("LANTERN_BATCHED_FROM");
+    const int v = env ? std::atoi(env) : 0;
+    return v >= 1 ? v : 0;
+  }();
+  return env_from ? env_from : transposed ? kBatchedFromT : kBatchedFrom;
+}
 
 // kT (variant 14): the transposed warp tile (pipe_warp_tile_t; GQA groups <= 8).
 template <int HD, int St, bool kFused, int kMinBlocks, bool kSwz, bool kT = false>
@@ -174,7 +191,7 @@ void batched_for(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits)
              : launch_batched<HD, 2, false, kMin, false, kT>(a, ctx, 1);
 }
 
-// Variants 12, 13 and 14: variant 11 below kBatchedFrom rows, with several rows of
+// Variants 12, 13 and 14: variant 11 below kBatchedFrom rows (14: kBatchedFromT), with several rows of
 // one sequence, or for shapes the pipe does not serve; this kernel otherwise.
 // Variant 13 (`six`) is variant 12 with the swizzled, unpadded ring at head_dim
 // 64 -- 32 KB instead of 36 KB of stages, 80 registers: 6 blocks per SM (792 on
@@ -190,10 +207,10 @@ void decode_batched_ring(const AttentionDecodeArgs& a, const LaunchCtx& ctx, con
                          bool transposed = false) {
   check_decode(a, who);
   if (a.b == 0) return;
-  const int splits = a.b >= kBatchedFrom && a.one_row_per_seq && pipe_supports(a) ? batched_splits(a, ctx) : 0;
+  const bool t = transposed && a.n_q_heads / a.cache.n_kv_heads <= 8;
+  const int splits = a.b >= batched_from(t) && a.one_row_per_seq && pipe_supports(a) ? batched_splits(a, ctx) : 0;
   if (splits == 0) return decode_split_early48(a, ctx);
   const bool beyond_a_wave = long(a.b) * a.cache.n_kv_heads * splits > 5L * sm_count();
-  const bool t = transposed && a.n_q_heads / a.cache.n_kv_heads <= 8;
   if (six && a.cache.head_dim == 64 && !three_stages() && beyond_a_wave) {
     if (t)
       return splits > 1 ? launch_batched<64, 2, true, 6, true, true>(a, ctx, splits)
@@ -232,8 +249,9 @@ void register_attention_decode_batched_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_batched6t, attention_decode_cost<2>>(
       14, "batched_ring6_t", Backend::cuda,
       "batched_ring6 with the warp tile transposed (S^T = K Q^T: keys on the mma's m side, a GQA group "
-      "of <= 8 q heads on its n side, P^T through movmatrix.trans): half the mma and exponentials of "
-      "a group of 4; larger groups run batched_ring6",
+      "of <= 8 q heads on its n side, P^T through movmatrix.trans), and its own kernel from 24 rows "
+      "instead of 48: half the mma and exponentials of "
+      "a group of 4; larger groups run batched_ring6's kernel",
       kPreferred, decode_split_workspace));
 }
 

@@ -135,6 +135,22 @@ TEST(BatchedAttentionGpu, EarlyLoadsInGraphsMatchTheWaitFirstPipe) {
               worst, b.size());
 }
 
+// Variant 14 runs its own kernel from 24 rows (variants 12 / 13 from 48): 32
+// teacher-forced sequences in graph-replayed decode (the 32-row bucket) against
+// variant 10's wait-first register kernel. A stale newest row or a wrong tile
+// would change a logit row by O(1).
+TEST(BatchedAttentionGpu, TransposedTileFrom24RowsMatchesTheRegisterKernel) {
+  LANTERN_REQUIRE_GPU();
+  Work work;
+  for (int i = 0; i < 32; ++i) work.emplace_back(test::random_token_ids(1 + 5 * i), test::random_token_ids(32));
+  const Rows ref = run({{"attention_decode", "10"}}, work);
+  ASSERT_EQ(ref.size(), 32u * 32u);
+  const RowDiff d = compare_rows(run({{"attention_decode", "14"}}, work), ref, 2e-2);
+  std::printf("[batched-attention-gpu] batched_ring6_t vs split_k_auto48, 32 sequences in graphs: worst rel-L2 %.2e\n",
+              d.worst);
+  EXPECT_EQ(d.far, 0u) << "positions differ by more than 2e-2 rel-L2 (worst " << d.worst << ")";
+}
+
 // gemm.7's batch kernel in the engine (tested only; session 11): with its
 // fused-family forms (gate_up_swiglu.3, proj_residual_norm.3), 64 teacher-forced
 // sequences decoding together run every projection and the LM head through it

@@ -150,6 +150,9 @@ TEST(AttentionDecodeGpu, BatchedRingShapes) {
   check_decode({one_long, 32, 8, 64, true, 12000});
   // 256 sequences: variant 13's 6 blocks per SM (2048 blocks in 3 waves).
   check_decode({random_contexts(256, 100, 300), 32, 8, 64, false, 1024});
+  // 24 and 32 sequences: variant 14's own kernel from 24 rows (12 / 13 run variant 11 there).
+  check_decode({random_contexts(24, 1, 300), 32, 8, 64, false, 512});
+  check_decode({random_contexts(32, 1, 300), 32, 8, 64, true, 512});
   // Cache blocks of 12 tokens (not a power of two: the division path) and of 32.
   check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 12});
   check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 32});
