@@ -231,7 +231,141 @@ void decode_batched6t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   decode_batched_ring(a, ctx, "attention_decode.batched_ring6_t", true, true);
 }
 
+// ---- Variant 15 (batched_heads_t): a block per (sequence, run of hpb
+// adjacent kv heads) instead of per (sequence, kv head). Variant 14 at batch
+// 256 runs 2048 short blocks (a 128-200-key context: 2-4 tiles each) in three
+// waves, and each pays its own start chain -- slot -> block-table copy ->
+// first tiles -- before its first mma. Here the heads of a run share the
+// sequence's metadata and block-table copy, and the run's (head, tile) items
+// stream through one 2-stage ring: the next head's first tiles are in flight
+// while the current head's last tile is computed, and a head's four warp
+// states are merged and written while the ring keeps loading. hpb is the
+// fewest heads that make the grid one resident wave of 4 blocks per SM (batch
+// 256 x 8 kv heads: runs of 4, 512 blocks; batch 64: single heads). The run's
+// q rows are staged in shared memory after the wait (out may alias q: every
+// block reads all its q before it writes). Head_dim 64, groups <= 8, one split.
+constexpr int kRunRows = 8;    // merge-buffer rows per warp state: a GQA group of <= 8
+constexpr int kRunQRows = 32;  // q rows staged per block: hpb x group
+
+template <int HD>
+__global__ void __launch_bounds__(4 * kWarp, 4)
+    decode_heads_kernel(const bf16* q, bf16* out, const int32_t* __restrict__ seq_slots,
+                        const int32_t* __restrict__ context_lens, const bf16* __restrict__ pool,
+                        const int32_t* __restrict__ block_tables, int block_size, int max_blocks_per_seq,
+                        int n_kv_heads, int group, int q_stride, int max_context, int hpb, float scale_log2) {
+  constexpr int St = 2;
+  using S = PipeShape<HD, 1, 4, St, true>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float sm_m[S::kKeyGroups * kRunRows], sm_l[S::kKeyGroups * kRunRows];
+  __shared__ __align__(16) float sm_o[S::kKeyGroups * kRunRows * HD];
+  __shared__ __align__(16) bf16 sm_q[kRunQRows * HD];
+  bf16* stages = reinterpret_cast<bf16*>(smem);
+  int* table_s = reinterpret_cast<int*>(smem + St * S::kTileBytes);
+  auto stage = [&](int item) { return stages + size_t(item % St) * 2 * S::kTileKeys * S::kStride; };
+
+  trigger_dependents();
+  const int kv_first = blockIdx.x * hpb, i = blockIdx.y;
+  const int slot = seq_slots[i];
+  const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
+  PipeSplit p;
+  int n_eff;
+  pipe_split_setup<S::kThreads, HD>(p, n_eff, 0, 1, ctx, block_tables + size_t(slot) * max_blocks_per_seq,
+                                    block_size, n_kv_heads, pool + size_t(kv_first) * HD, table_s);
+  // At least one tile per head (an empty context: every key masked, output 0).
+  const int n_tiles = max(1, (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys);
+  const int n_items = hpb * n_tiles;  // item j: head j / n_tiles, tile j % n_tiles
+  const int newest = ctx - 1, newest_tile = newest / S::kTileKeys;
+  auto head_split = [&](int h) {
+    PipeSplit ph = p;
+    ph.head_base = p.head_base + size_t(h) * HD;
+    return ph;
+  };
+#pragma unroll
+  for (int st = 0; st < St; ++st) {
+    if (st < n_items) pipe_load_tile<S>(head_split(st / n_tiles), st % n_tiles, stage(st), newest);
+    cp_async_commit();
+  }
+  grid_dependency_wait();  // q and the newest K/V rows are written by earlier kernels
+  for (int st = 0; st < St && st < n_items; ++st)
+    if (newest >= 0 && st % n_tiles == newest_tile)
+      pipe_store_row<S>(head_split(st / n_tiles), newest, newest - newest_tile * S::kTileKeys, stage(st));
+  const bf16* q_run = q + size_t(i) * q_stride + size_t(kv_first) * group * HD;
+  for (int u = threadIdx.x; u < hpb * group * HD / 8; u += S::kThreads)
+    reinterpret_cast<uint4*>(sm_q)[u] = reinterpret_cast<const uint4*>(q_run)[u];
+
+  const int warp = threadIdx.x / kWarp, g = (threadIdx.x % kWarp) / 4;
+  uint32_t qb[HD / 16][2];
+  float o[HD / 16][4], m[2], l[2];
+  for (int item = 0; item < n_items; ++item) {
+    const int h = item / n_tiles, tile = item - h * n_tiles;
+    cp_async_wait<St - 1>();
+    __syncthreads();  // this item's copies, the newest rows and the staged q are visible
+    if (tile == 0) pipe_qt_and_state<HD>(sm_q + size_t(h) * group * HD, group, qb, o, m, l);
+    const bf16* k_s = stage(item) + warp * kWarpKeys * S::kStride;
+    const int kbase = p.begin + tile * S::kTileKeys + warp * kWarpKeys;
+    const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
+    pipe_warp_tile_t<HD, S::kStride, true>(qb, k_s, k_s + S::kTileKeys * S::kStride, ok, scale_log2, o, m, l);
+    const bool head_done = tile == n_tiles - 1;
+    if (head_done) pipe_store_state_t<HD, kRunRows>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
+    __syncthreads();  // the stage is read (and a finished head's states stored): refill it
+    if (item + St < n_items) pipe_load_tile<S>(head_split((item + St) / n_tiles), (item + St) % n_tiles, stage(item));
+    cp_async_commit();
+    // The merge reads sm_o while the ring loads; the next head's store comes
+    // after the next item's first barrier, which every thread reaches only
+    // once its part of this merge is done.
+    if (head_done)
+      finish_split<HD, kRunRows, S::kKeyGroups, S::kThreads, false>(
+          sm_m, sm_l, sm_o,
+          SplitDest{out, nullptr, nullptr, nullptr, i, kv_first + h, n_kv_heads, group, q_stride, 0, 1, 1});
+  }
+  cp_async_wait<0>();
+}
+
+// The fewest adjacent kv heads per block that make the grid one resident wave
+// of 4 blocks per SM (all of them when none does), within the staged q rows.
+int heads_per_block(int b, int n_kv_heads, int group) {
+  int best = 1;
+  for (int h = 1; h <= n_kv_heads; ++h) {
+    if (n_kv_heads % h || h * group > kRunQRows) continue;
+    best = h;
+    if (long(b) * (n_kv_heads / h) <= 4L * sm_count()) break;
+  }
+  return best;
+}
+
+// Variant 15: its kernel where it applies (head_dim 64, group <= 8, from
+// variant 14's 24 rows, one row per sequence, one split); else variant 14.
+void decode_heads_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const char* who = "attention_decode.batched_heads_t";
+  check_decode(a, who);
+  if (a.b == 0) return;
+  const int group = a.n_q_heads / a.cache.n_kv_heads;
+  if (group > 8 || a.cache.head_dim != 64 || a.b < batched_from(true) || !a.one_row_per_seq ||
+      !pipe_supports(a) || batched_splits(a, ctx) != 1)
+    return decode_batched_ring(a, ctx, who, true, true);
+  using S = PipeShape<64, 1, 4, 2, true>;
+  auto* kernel = decode_heads_kernel<64>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));
+  const KvCacheRef& c = a.cache;
+  const int hpb = heads_per_block(a.b, c.n_kv_heads, group);
+  launch_kernel(true, kernel, dim3(c.n_kv_heads / hpb, a.b), dim3(S::kThreads), S::kSmem, ctx.stream,
+                static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), a.seq_slots, a.context_lens,
+                static_cast<const bf16*>(c.pool), c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads,
+                group, a.q_stride, std::max(a.max_context, 1), hpb, a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_heads_kernel");
+}
+
 }  // namespace
+
+namespace cuda_detail {
+void decode_batched_transposed(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who) {
+  decode_batched_ring(a, ctx, who, true, true);
+}
+int batched_transposed_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const bool t = a.n_q_heads / a.cache.n_kv_heads <= 8;
+  return t && a.b >= batched_from(true) && a.one_row_per_seq && pipe_supports(a) ? batched_splits(a, ctx) : 0;
+}
+}  // namespace cuda_detail
 
 void register_attention_decode_batched_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_batched, attention_decode_cost<2>>(
@@ -253,6 +387,12 @@ void register_attention_decode_batched_cuda(Registry& r) {
       "instead of 48: half the mma and exponentials of "
       "a group of 4; larger groups run batched_ring6's kernel",
       kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_heads_t, attention_decode_cost<2>>(
+      15, "batched_heads_t", Backend::cuda,
+      "batched_ring6_t with a block per (sequence, run of adjacent kv heads): the run shares the "
+      "sequence's metadata and block-table copy and streams its heads' tiles through one ring; runs as "
+      "short as make the grid one wave of 4 blocks per SM (4 heads at 256 sequences)",
+      kTestedOnly, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

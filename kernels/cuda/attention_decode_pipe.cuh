@@ -313,8 +313,9 @@ __device__ __forceinline__ void pipe_warp_tile_t(const uint32_t (&qb)[HD / 16][2
 }
 
 // The transposed state into the merge buffers, the layout pipe_store_state
-// writes (rows = the group's heads < group); l is completed over the column.
-template <int HD>
+// writes (rows = the group's heads < group; kStateRows rows per state); l is
+// completed over the column.
+template <int HD, int kStateRows = kBlockRows>
 __device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4], const float (&m)[2], float (&l)[2],
                                                    int group, int state, int row0, float* sm_m, float* sm_l,
                                                    float* sm_o) {
@@ -326,15 +327,15 @@ __device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4],
     l[h] += __shfl_xor_sync(kFullMask, l[h], 16);
     const int head = 2 * tq + h;
     if (head >= group) continue;
-    float* dst = sm_o + (state * kBlockRows + row0 + head) * HD;
+    float* dst = sm_o + (state * kStateRows + row0 + head) * HD;
 #pragma unroll
     for (int d = 0; d < HD / 16; ++d) {
       dst[d * 16 + g] = o[d][h];
       dst[d * 16 + g + 8] = o[d][2 + h];
     }
     if (g == 0) {
-      sm_m[state * kBlockRows + row0 + head] = m[h];
-      sm_l[state * kBlockRows + row0 + head] = l[h];
+      sm_m[state * kStateRows + row0 + head] = m[h];
+      sm_l[state * kStateRows + row0 + head] = l[h];
     }
   }
 }
@@ -349,5 +350,9 @@ inline bool pipe_supports(const AttentionDecodeArgs& a) {
 
 // Variant 11 (attention_decode_pipe.cu): variant 12's launcher runs it where its own kernel does not apply.
 void decode_split_early48(const AttentionDecodeArgs& a, const LaunchCtx& ctx);
+// Variant 14 (attention_decode_batched.cu) as a launcher, and the splits its
+// own kernel runs with for `a` (0: it hands the launch to variant 11).
+void decode_batched_transposed(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who);
+int batched_transposed_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx);
 
 }  // namespace lantern::kernels::cuda_detail

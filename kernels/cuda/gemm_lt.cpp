@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -177,7 +178,14 @@ std::vector<Candidate> candidates(cublasLtHandle_t h, Problem& p, int align, siz
   for (int i = 0; i < got; ++i)
     if (found[i].state == CUBLAS_STATUS_SUCCESS && found[i].workspaceSize <= workspace)
       out.push_back(Candidate{found[i].algo, found[i].workspaceSize, i, false});
-  const size_t from_heuristic = std::min<size_t>(out.size(), kSplitFrom);
+  // LANTERN_LT_SPLIT_FROM (read once): how many of the heuristic's candidates
+  // get split-k versions, an experiment knob (more candidates, longer start-up).
+  static const size_t split_from = [] {
+    const char* env = std::getenv("LANTERN_LT_SPLIT_FROM");
+    const int v = env ? std::atoi(env) : 0;
+    return size_t(v >= 1 ? v : kSplitFrom);
+  }();
+  const size_t from_heuristic = std::min<size_t>(out.size(), split_from);
   if (with_splits)
     for (size_t i = 0; i < from_heuristic; ++i) add_split_versions(h, p, out[i], workspace, out);
   return out;

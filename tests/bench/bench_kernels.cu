@@ -261,7 +261,8 @@ void register_all() {
   });
   for_cuda(Family::attention_decode, [](const KernelEntry& e) {
     const std::pair<int, int> shapes[] = {{1, 512},  {1, 4096},  {1, 32768}, {8, 512},
-                                          {8, 4096}, {64, 512},  {64, 4096}, {256, 512}};
+                                          {8, 4096}, {64, 512},  {64, 4096}, {256, 128},
+                                          {256, 256}, {256, 512}};
     for (const auto& shape : shapes) {
       const int b = shape.first, ctx = shape.second;
         add(vname(e) + "/b=" + std::to_string(b) + "/ctx=" + std::to_string(ctx),

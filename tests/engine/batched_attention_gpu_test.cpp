@@ -55,15 +55,36 @@ using Rows = std::map<std::pair<int64_t, int>, std::vector<float>>;
 
 using Work = std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>;
 
-Rows run(const std::map<std::string, std::string>& kernels, const Work& work) {
-  ModelConfig cfg = ModelConfig::load(hd64_model());
+// The 1B model's attention shape (32 q / 8 kv heads of 64) in two small
+// layers: enough kv heads for attention_decode.15's runs of adjacent heads.
+const std::filesystem::path& kv8_model() {
+  static const std::filesystem::path dir = [] {
+    ModelConfig cfg = synth_preset("tiny");
+    cfg.hidden_size = 2048;
+    cfg.intermediate_size = 1024;
+    cfg.num_q_heads = 32;
+    cfg.num_kv_heads = 8;
+    cfg.head_dim = 64;
+    const std::filesystem::path d = test::scratch_dir("batched-attention-kv8");
+    SynthOptions o;
+    o.seed = test::test_seed();
+    o.with_tokenizer = false;
+    write_synthetic_model(cfg, d, o);
+    return d;
+  }();
+  return dir;
+}
+
+Rows run(const std::map<std::string, std::string>& kernels, const Work& work,
+         const std::filesystem::path& model = hd64_model(), int max_seqs = 64) {
+  ModelConfig cfg = ModelConfig::load(model);
   EngineOptions opt;
   opt.backend = kernels::Backend::cuda;
-  opt.limits.max_seqs = 64;
+  opt.limits.max_seqs = max_seqs;
   opt.limits.max_batch_tokens = 2048;  // the prompts prefill in 3-4 steps
   opt.limits.kv_num_blocks = 4096;
   for (const auto& [family, variant] : kernels) opt.kernels.emplace_back(family, variant);
-  Engine e(cfg, Weights::load(cfg, hd64_model(), opt.backend), opt);
+  Engine e(cfg, Weights::load(cfg, model, opt.backend), opt);
   const nlohmann::json d = e.describe();
   for (const auto& [family, variant] : kernels) {  // by name or number: the engine runs what was asked
     const nlohmann::json& k = d["kernels"][family];
@@ -110,10 +131,15 @@ TEST(BatchedAttentionGpu, EarlyLoadsInGraphsMatchTheWaitFirstPipe) {
   // Variant 13 is variant 12 with another shared-memory layout: the same logits, bit for bit.
   EXPECT_TRUE(run({{"attention_decode", "13"}}, work) == a) << "batched_ring6 changed a logit";
   // Variant 14 (the transposed warp tile) accumulates in another order: close to variant 12, not equal.
-  const RowDiff t = compare_rows(run({{"attention_decode", "14"}}, work), a, 2e-2);
+  const Rows rows_t = run({{"attention_decode", "14"}}, work);
+  const RowDiff t = compare_rows(rows_t, a, 2e-2);
   std::printf("[batched-attention-gpu] batched_ring6_t vs batched_ring: worst logit rel-L2 %.2e over %zu positions\n",
               t.worst, a.size());
   EXPECT_EQ(t.far, 0u) << "batched_ring6_t vs batched_ring: worst rel-L2 " << t.worst;
+  // Variant 15 runs variant 14's warp tiles and merge per head: the same logits, bit for bit.
+  EXPECT_TRUE(run({{"attention_decode", "15"}}, work) == rows_t) << "batched_heads_t changed a logit";
+  // Variant 16 fills variant 14's ring with the TMA: the same tiles in the same order, bit for bit.
+  EXPECT_TRUE(run({{"attention_decode", "16"}}, work) == rows_t) << "batched_tma_t changed a logit";
   ASSERT_EQ(a.size(), b.size());
   ASSERT_EQ(a.size(), 64u * 40u);
   size_t far = 0;
@@ -149,6 +175,33 @@ TEST(BatchedAttentionGpu, TransposedTileFrom24RowsMatchesTheRegisterKernel) {
   std::printf("[batched-attention-gpu] batched_ring6_t vs split_k_auto48, 32 sequences in graphs: worst rel-L2 %.2e\n",
               d.worst);
   EXPECT_EQ(d.far, 0u) << "positions differ by more than 2e-2 rel-L2 (worst " << d.worst << ")";
+}
+
+// attention_decode.15 streams runs of adjacent kv heads through one block:
+// 160 teacher-forced sequences of a model with 8 kv heads make runs of 4 heads
+// (160 x 8 / 4 = 320 blocks, one wave) in graph-replayed decode. Per head it
+// runs variant 14's warp tiles and merge in the same order, so every logit
+// must equal variant 14's bit for bit: a head's q, tile or merge buffer taken
+// from its neighbour in the run would change a row by O(1).
+TEST(BatchedAttentionGpu, HeadRunsInGraphsEqualTheTransposedTile) {
+  LANTERN_REQUIRE_GPU();
+  Work work;
+  for (int i = 0; i < 160; ++i) work.emplace_back(test::random_token_ids(1 + i), test::random_token_ids(24));
+  const Rows ref = run({{"attention_decode", "14"}}, work, kv8_model(), 160);
+  ASSERT_EQ(ref.size(), 160u * 24u);
+  const Rows got = run({{"attention_decode", "15"}}, work, kv8_model(), 160);
+  const RowDiff d = compare_rows(got, ref, 0.0);
+  std::printf("[batched-attention-gpu] batched_heads_t vs batched_ring6_t, 160 sequences x 8 kv heads in graphs: "
+              "%zu of %zu positions differ (worst rel-L2 %.2e)\n",
+              d.far, ref.size(), d.worst);
+  EXPECT_TRUE(got == ref) << d.far << " positions differ (worst rel-L2 " << d.worst << ")";
+  // Variant 16 (the TMA-filled ring) at the 1B model's attention shape: bit for bit too.
+  const Rows tma = run({{"attention_decode", "16"}}, work, kv8_model(), 160);
+  const RowDiff dt = compare_rows(tma, ref, 0.0);
+  std::printf("[batched-attention-gpu] batched_tma_t vs batched_ring6_t, 160 sequences x 8 kv heads in graphs: "
+              "%zu of %zu positions differ (worst rel-L2 %.2e)\n",
+              dt.far, ref.size(), dt.worst);
+  EXPECT_TRUE(tma == ref) << dt.far << " positions differ (worst rel-L2 " << dt.worst << ")";
 }
 
 // gemm.7's batch kernel in the engine (tested only; session 11): with its

@@ -68,6 +68,7 @@ void check_decode(const DecodeCase& c) {
   shape.n_q_heads = c.n_q, shape.n_kv_heads = c.n_kv, shape.head_dim = c.hd;
   GpuEnv env;
   std::vector<bf16_bits> ring;  // variant 12's output: variant 13 (its swizzled ring) must equal it bit for bit
+  std::vector<bf16_bits> ring_t;  // variant 14's: variants 15 (runs of kv heads) and 16 (TMA ring) must equal it
   for (const KernelEntry* e : cuda_variants(Family::attention_decode)) {
     SCOPED_TRACE(variant_label(*e) + " b=" + std::to_string(b) + " heads=" + std::to_string(c.n_q) +
                  "/" + std::to_string(c.n_kv) + " hd=" + std::to_string(c.hd) +
@@ -86,6 +87,9 @@ void check_decode(const DecodeCase& c) {
     EXPECT_TRUE(matches(bf16_to_floats(first), ref, 2e-3, 1e-2, 1e-2));
     if (e->variant == 12) ring = first;
     if (e->variant == 13) EXPECT_EQ(first, ring) << "batched_ring6 differs from batched_ring";
+    if (e->variant == 14) ring_t = first;
+    if (e->variant == 15) EXPECT_EQ(first, ring_t) << "batched_heads_t differs from batched_ring6_t";
+    if (e->variant == 16) EXPECT_EQ(first, ring_t) << "batched_tma_t differs from batched_ring6_t";
     if (!c.alias) {  // a second launch must give the same bits (no state left behind)
       d_out.poison();
       args.out = d_out.get();
@@ -153,6 +157,9 @@ TEST(AttentionDecodeGpu, BatchedRingShapes) {
   // 24 and 32 sequences: variant 14's own kernel from 24 rows (12 / 13 run variant 11 there).
   check_decode({random_contexts(24, 1, 300), 32, 8, 64, false, 512});
   check_decode({random_contexts(32, 1, 300), 32, 8, 64, true, 512});
+  // 128 and 160 sequences: variant 15's runs of 2 and 4 kv heads (256 above: runs of 4).
+  check_decode({random_contexts(128, 1, 400), 32, 8, 64, false, 1024});
+  check_decode({random_contexts(160, 1, 300), 32, 8, 64, true, 512});
   // Cache blocks of 12 tokens (not a power of two: the division path) and of 32.
   check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 12});
   check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 32});

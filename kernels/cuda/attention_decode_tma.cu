@@ -1,0 +1,206 @@
+// attention_decode variant 16 (batched_tma_t): variant 14's kernel with its
+// K/V ring filled by the Tensor Memory Accelerator instead of cp.async.
+//
+// Why: Nsight Compute put the batched kernel at 66 % of the SM's issue slots
+// with DRAM at 46 % (session 13), and half of a thread's instructions per tile
+// are its share of the ring's loads: 1024 16-byte cp.async per 64-key tile,
+// each with a block-table lookup, a block/row split and the swizzled address.
+// Here one thread issues eight TMA copies per tile -- per 16-key group of the
+// tile (one cache block's rows when block_size is 16) a box of 16 rows x 128
+// bytes for K and one for V -- and the warps wait on the stage's mbarrier
+// instead of on their own copies. The tensor map sees the paged pool as rows
+// of one kv head's 64 dims: dims (head_dim, kv head, row), strides (2 B,
+// head_dim * 2 B, n_kv_heads * head_dim * 2 B); a cache block b's K rows are
+// rows 2b * block_size .. and its V rows follow. SWIZZLE_128B stores 16-byte
+// unit u of a row r at u ^ (r % 8): exactly variant 13's XOR-swizzled ring
+// (`pipe_at`), so variant 14's warp tile reads it unchanged. A hole in the
+// block table or a group past the context reads rows at negative coordinates,
+// which the TMA unit fills with zeros; the V rows past the context inside the
+// last cache block are stale and are zeroed by their warp before use.
+//
+// Everything but the newest K/V row's group is issued before the PDL wait (as
+// variant 12's ring); that group's two boxes after it. Same arithmetic and
+// merge as variant 14: bit-identical to it (tested). Head_dim 64, GQA groups
+// <= 8, block sizes that are multiples of 16, one split; else variant 14.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "kernels/costs.h"
+#include "kernels/cuda/attention_decode_pipe.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+constexpr int kHd = 64, kTmaStages = 2, kBoxKeys = 16;
+using TS = PipeShape<kHd, 1, 4, kTmaStages, true>;  // 64-key tiles, 128-byte unpadded swizzled rows
+static_assert(TS::kStride == kHd && TS::kTileKeys == 4 * kBoxKeys);
+constexpr unsigned kStageBytes = 2 * TS::kTileKeys * TS::kStride * sizeof(bf16);  // K then V: 16 KB
+constexpr size_t kTmaSmem = 1024 + kTmaStages * kStageBytes + kTableCap * sizeof(int);  // + alignment slack
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}" ::"r"(smem_u32(b)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void tma_rows(bf16* dst, const CUtensorMap* map, int kv, int row, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(kv), "r"(row), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// The K and V boxes of 16-key group kg of tile `tile` into stage buffer k_s.
+__device__ __forceinline__ void tma_group(const CUtensorMap* map, const PipeSplit& p, int kv, int tile, int kg,
+                                          bf16* k_s, uint64_t* bar) {
+  const int t0 = tile * TS::kTileKeys + kg * kBoxKeys;
+  const int blk = t0 < p.end ? p.table_s[p.blk_of(t0) - p.first_blk] : -1;
+  const int row_k = blk >= 0 ? blk * 2 * p.block_size + p.row_of(t0) : -4 * kBoxKeys;  // negative: zeros
+  const int row_v = blk >= 0 ? row_k + p.block_size : row_k;
+  tma_rows(k_s + kg * kBoxKeys * TS::kStride, map, kv, row_k, bar);
+  tma_rows(k_s + (TS::kTileKeys + kg * kBoxKeys) * TS::kStride, map, kv, row_v, bar);
+}
+
+__global__ void __launch_bounds__(4 * kWarp, 6)
+    decode_tma_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out,
+                      const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
+                      const int32_t* __restrict__ block_tables, int block_size, int max_blocks_per_seq,
+                      int n_kv_heads, int group, int q_stride, int max_context, float scale_log2) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ float sm_m[TS::kKeyGroups * kBlockRows], sm_l[TS::kKeyGroups * kBlockRows];
+  __shared__ __align__(8) uint64_t full[kTmaStages];
+  unsigned char* smem = smem_raw + (1024 - smem_u32(smem_raw) % 1024) % 1024;  // SWIZZLE_128B: 1 KB aligned
+  bf16* stages = reinterpret_cast<bf16*>(smem);
+  int* table_s = reinterpret_cast<int*>(smem + kTmaStages * kStageBytes);
+  auto stage = [&](int tile) { return stages + size_t(tile % kTmaStages) * (kStageBytes / sizeof(bf16)); };
+
+  trigger_dependents();  // the o_proj GEMV may start streaming its weights now
+  const int kv0 = blockIdx.y, i = blockIdx.z;
+  const int slot = seq_slots[i];
+  const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kTmaStages; ++s) mbar_init(&full[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  PipeSplit p;
+  int n_eff;
+  // One split (p.begin = 0); ends with a barrier, which also publishes the mbarriers.
+  pipe_split_setup<TS::kThreads, kHd>(p, n_eff, 0, 1, ctx, block_tables + size_t(slot) * max_blocks_per_seq,
+                                      block_size, n_kv_heads, nullptr, table_s);
+  const int n_tiles = max(1, (ctx + TS::kTileKeys - 1) / TS::kTileKeys);
+  const int newest_group = ctx >= 1 ? (ctx - 1) / kBoxKeys : -1;  // written by this step's rope_kv_write
+  if (threadIdx.x == 0)
+    for (int st = 0; st < kTmaStages && st < n_tiles; ++st) {
+      mbar_expect_tx(&full[st], kStageBytes);
+      for (int kg = 0; kg < 4; ++kg)
+        if (st * 4 + kg != newest_group) tma_group(&kv_map, p, kv0, st, kg, stage(st), &full[st]);
+    }
+  grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
+  if (threadIdx.x == 0 && newest_group >= 0 && newest_group / 4 < kTmaStages)
+    tma_group(&kv_map, p, kv0, newest_group / 4, newest_group % 4, stage(newest_group / 4),
+              &full[newest_group / 4]);
+
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4;
+  uint32_t qb[kHd / 16][2];
+  float o[kHd / 16][4], m[2], l[2];
+  pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv0) * group * kHd, group, qb, o, m, l);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    mbar_wait(&full[tile % kTmaStages], (tile / kTmaStages) & 1);
+    bf16* k_s = stage(tile) + warp * kWarpKeys * TS::kStride;
+    bf16* v_s = k_s + TS::kTileKeys * TS::kStride;
+    const int kbase = tile * TS::kTileKeys + warp * kWarpKeys;
+    if (kbase + kWarpKeys > p.end) {  // the context's last cache block: its V rows past the end are stale
+      for (int u = lane; u < kWarpKeys * 8; u += kWarp)
+        if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+    }
+    const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
+    pipe_warp_tile_t<kHd, TS::kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+    __syncthreads();  // every warp has read the stage: refill it
+    if (threadIdx.x == 0 && tile + kTmaStages < n_tiles) {
+      const int next = tile + kTmaStages;
+      uint64_t* bar = &full[next % kTmaStages];
+      mbar_expect_tx(bar, kStageBytes);
+      for (int kg = 0; kg < 4; ++kg) tma_group(&kv_map, p, kv0, next, kg, stage(next), bar);
+    }
+  }
+  // Every issued stage was waited for: the stages become the warps' merge buffer.
+  float* sm_o = reinterpret_cast<float*>(smem);
+  pipe_store_state_t<kHd>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
+  __syncthreads();
+  finish_split<kHd, kBlockRows, TS::kKeyGroups, TS::kThreads, false>(
+      sm_m, sm_l, sm_o, SplitDest{out, nullptr, nullptr, nullptr, i, kv0, n_kv_heads, group, q_stride, 0, 1, 1});
+}
+
+// The driver's tensor-map encoder, through the runtime (no libcuda link).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+    LANTERN_CHECK(found == cudaDriverEntryPointSuccess && f,
+                  "attention_decode.batched_tma_t: the driver has no cuTensorMapEncodeTiled (needs CUDA 12+); "
+                  "pick another attention_decode variant");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// The paged pool as rows of one kv head (see the top of the file); the row
+// count is not bounded by the pool (a launch only addresses its table's blocks).
+CUtensorMap pool_rows_map(const KvCacheRef& c) {
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {cuuint64_t(c.head_dim), cuuint64_t(c.n_kv_heads), cuuint64_t(1) << 31};
+  const cuuint64_t strides[2] = {cuuint64_t(c.head_dim) * sizeof(bf16),
+                                 cuuint64_t(c.n_kv_heads) * c.head_dim * sizeof(bf16)};
+  const cuuint32_t box[3] = {cuuint32_t(kHd), 1, cuuint32_t(kBoxKeys)}, elem_strides[3] = {1, 1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, c.pool, dims, strides, box,
+                                          elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  LANTERN_CHECK(r == CUDA_SUCCESS, "attention_decode.batched_tma_t: cuTensorMapEncodeTiled failed (%d) for the KV pool",
+                int(r));
+  return map;
+}
+
+void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const char* who = "attention_decode.batched_tma_t";
+  check_decode(a, who);
+  if (a.b == 0) return;
+  const KvCacheRef& c = a.cache;
+  if (c.head_dim != kHd || c.block_size % kBoxKeys != 0 || batched_transposed_splits(a, ctx) != 1)
+    return decode_batched_transposed(a, ctx, who);
+  auto* kernel = decode_tma_kernel;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmem)));
+  launch_kernel(true, kernel, dim3(1, c.n_kv_heads, a.b), dim3(TS::kThreads), kTmaSmem, ctx.stream,
+                pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), a.seq_slots,
+                a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads,
+                a.n_q_heads / c.n_kv_heads, a.q_stride, std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_tma_kernel");
+}
+
+}  // namespace
+
+void register_attention_decode_tma_cuda(Registry& r) {
+  r.add(make_entry<AttentionDecodeArgs, decode_tma_t, attention_decode_cost<2>>(
+      16, "batched_tma_t", Backend::cuda,
+      "batched_ring6_t with its K/V ring filled by the TMA: one thread issues a 16-row box of K and "
+      "one of V per 16-key group (SWIZZLE_128B = the ring's XOR swizzle), the warps wait on the "
+      "stage's mbarrier; head_dim 64, block sizes that are multiples of 16, one split; else "
+      "batched_ring6_t",
+      kTestedOnly, decode_split_workspace));
+}
+
+}  // namespace lantern::kernels
