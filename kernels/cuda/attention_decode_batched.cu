@@ -323,12 +323,20 @@ __global__ void __launch_bounds__(4 * kWarp, 4)
 
 // The fewest adjacent kv heads per block that make the grid one resident wave
 // of 4 blocks per SM (all of them when none does), within the staged q rows.
+// LANTERN_HEADS_WAVE=N (1-4, read once) sizes the wave for N blocks per SM
+// instead: an experiment knob (fewer, longer blocks leave the SMs' shared
+// memory to the next kernel's PDL-launched blocks sooner).
 int heads_per_block(int b, int n_kv_heads, int group) {
+  static const long wave = [] {
+    const char* env = std::getenv("LANTERN_HEADS_WAVE");
+    const int v = env ? std::atoi(env) : 0;
+    return long(v >= 1 && v <= 4 ? v : 4);
+  }();
   int best = 1;
   for (int h = 1; h <= n_kv_heads; ++h) {
     if (n_kv_heads % h || h * group > kRunQRows) continue;
     best = h;
-    if (long(b) * (n_kv_heads / h) <= 4L * sm_count()) break;
+    if (long(b) * (n_kv_heads / h) <= wave * sm_count()) break;
   }
   return best;
 }
