@@ -21,8 +21,9 @@
 // - a 2-stage ring and __launch_bounds__ for 5 blocks per SM at head_dim 64
 //   (LANTERN_PIPE_STAGES=3 selects the 3-stage ring at variant 6's occupancy:
 //   an experiment knob).
-#include <cstdlib>
+#include <algorithm>
 
+#include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
 #include "kernels/cuda/attention_decode_pipe.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -44,11 +45,7 @@ constexpr int kBatchedFromT = 24;
 // LANTERN_BATCHED_FROM (>= 1; read once) overrides the crossover of variants
 // 12-14: an experiment knob for docs/performance.md's measurements, not a setting.
 int batched_from(bool transposed) {
-  static const int env_from = [] {
-    const char* env = std::getenv("LANTERN_BATCHED_FROM");
-    const int v = env ? std::atoi(env) : 0;
-    return v >= 1 ? v : 0;
-  }();
+  static const int env_from = std::max(env_int("LANTERN_BATCHED_FROM"), 0);
   return env_from ? env_from : transposed ? kBatchedFromT : kBatchedFrom;
 }
 
@@ -141,10 +138,7 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
 
 // LANTERN_PIPE_STAGES=3 (read once): the 3-stage ring (experiment knob).
 bool three_stages() {
-  static const bool on = [] {
-    const char* env = std::getenv("LANTERN_PIPE_STAGES");
-    return env && std::atoi(env) == 3;
-  }();
+  static const bool on = env_int("LANTERN_PIPE_STAGES") == 3;
   return on;
 }
 
@@ -328,8 +322,7 @@ __global__ void __launch_bounds__(4 * kWarp, 4)
 // memory to the next kernel's PDL-launched blocks sooner).
 int heads_per_block(int b, int n_kv_heads, int group) {
   static const long wave = [] {
-    const char* env = std::getenv("LANTERN_HEADS_WAVE");
-    const int v = env ? std::atoi(env) : 0;
+    const int v = env_int("LANTERN_HEADS_WAVE");
     return long(v >= 1 && v <= 4 ? v : 4);
   }();
   int best = 1;
@@ -347,10 +340,8 @@ void decode_heads_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   const char* who = "attention_decode.batched_heads_t";
   check_decode(a, who);
   if (a.b == 0) return;
+  if (a.cache.head_dim != 64 || batched_transposed_splits(a, ctx) != 1) return decode_batched_transposed(a, ctx, who);
   const int group = a.n_q_heads / a.cache.n_kv_heads;
-  if (group > 8 || a.cache.head_dim != 64 || a.b < batched_from(true) || !a.one_row_per_seq ||
-      !pipe_supports(a) || batched_splits(a, ctx) != 1)
-    return decode_batched_ring(a, ctx, who, true, true);
   using S = PipeShape<64, 1, 4, 2, true>;
   auto* kernel = decode_heads_kernel<64>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(S::kSmem)));

@@ -33,8 +33,8 @@
 // different blocks fetch at different times. H is the largest that still gives
 // >= 3/4 of the SMs a block (b = 1 at 32 k: H = 4); H * group <= 32.
 #include <algorithm>
-#include <cstdlib>
 
+#include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
 #include "kernels/cuda/attention_decode_pipe.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -148,8 +148,7 @@ int pipe_resident_per_sm() {
 // for docs/performance.md's measurements, not a setting.
 int pipe_max_splits() {
   static const int cap = [] {
-    const char* env = std::getenv("LANTERN_PIPE_MAX_SPLITS");
-    const int v = env ? std::atoi(env) : 0;
+    const int v = env_int("LANTERN_PIPE_MAX_SPLITS");
     return v >= 1 ? v : kMaxSplits;
   }();
   return cap;

@@ -161,8 +161,19 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // The paged pool as rows of one kv head (see the top of the file); the row
 // count is not bounded by the pool (a launch only addresses its table's blocks).
-CUtensorMap pool_rows_map(const KvCacheRef& c) {
-  CUtensorMap map;
+// Encoded once per pool and thread: an engine launches it for every layer of
+// every eager step with the same pool.
+const CUtensorMap& pool_rows_map(const KvCacheRef& c) {
+  struct Cached {
+    const void* pool = nullptr;
+    int n_kv_heads = 0, head_dim = 0;
+    CUtensorMap map;
+  };
+  thread_local Cached cached;
+  if (cached.pool == c.pool && cached.n_kv_heads == c.n_kv_heads && cached.head_dim == c.head_dim)
+    return cached.map;
+  CUtensorMap& map = cached.map;
+  cached.pool = nullptr;  // until the encoding below succeeds
   const cuuint64_t dims[3] = {cuuint64_t(c.head_dim), cuuint64_t(c.n_kv_heads), cuuint64_t(1) << 31};
   const cuuint64_t strides[2] = {cuuint64_t(c.head_dim) * sizeof(bf16),
                                  cuuint64_t(c.n_kv_heads) * c.head_dim * sizeof(bf16)};
@@ -172,6 +183,9 @@ CUtensorMap pool_rows_map(const KvCacheRef& c) {
                                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   LANTERN_CHECK(r == CUDA_SUCCESS, "attention_decode.batched_tma_t: cuTensorMapEncodeTiled failed (%d) for the KV pool",
                 int(r));
+  cached.pool = c.pool;
+  cached.n_kv_heads = c.n_kv_heads;
+  cached.head_dim = c.head_dim;
   return map;
 }
 

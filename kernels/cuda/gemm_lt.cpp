@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -36,6 +35,7 @@
 #include <optional>
 #include <tuple>
 
+#include "kernels/base/env_knob.h"
 #include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 #include "kernels/cuda/gemm_cuda.h"
@@ -181,8 +181,7 @@ std::vector<Candidate> candidates(cublasLtHandle_t h, Problem& p, int align, siz
   // LANTERN_LT_SPLIT_FROM (read once): how many of the heuristic's candidates
   // get split-k versions, an experiment knob (more candidates, longer start-up).
   static const size_t split_from = [] {
-    const char* env = std::getenv("LANTERN_LT_SPLIT_FROM");
-    const int v = env ? std::atoi(env) : 0;
+    const int v = env_int("LANTERN_LT_SPLIT_FROM");
     return size_t(v >= 1 ? v : kSplitFrom);
   }();
   const size_t from_heuristic = std::min<size_t>(out.size(), split_from);

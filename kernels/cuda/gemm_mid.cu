@@ -39,8 +39,7 @@
 // back to the GEMV (m <= 16) or gemm.6's planned cuBLASLt otherwise.
 #include <cooperative_groups.h>
 
-#include <cstdlib>
-
+#include "kernels/base/env_knob.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
 
@@ -268,8 +267,7 @@ struct MidCall {
 // experiment knob for docs/performance.md, not a setting).
 int mid_max_splits() {
   static const int cap = [] {
-    const char* env = std::getenv("LANTERN_MID_MAX_SPLITS");
-    const int v = env ? std::atoi(env) : kMidMaxSplits;
+    const int v = env_int("LANTERN_MID_MAX_SPLITS", kMidMaxSplits);
     return v == 1 || v == 2 || v == 4 || v == 8 ? v : kMidMaxSplits;
   }();
   return cap;

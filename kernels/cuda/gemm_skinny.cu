@@ -54,6 +54,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "kernels/base/env_knob.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/cuda/gemm_skinny_parts.cuh"
@@ -321,8 +322,7 @@ void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int spl
 // experiment knob for docs/performance.md's measurements, not a setting.
 int max_splits() {
   static const int cap = [] {
-    const char* env = std::getenv("LANTERN_GEMV_MAX_SPLITS");
-    const int v = env ? std::atoi(env) : kSkDefaultSplits;
+    const int v = env_int("LANTERN_GEMV_MAX_SPLITS", kSkDefaultSplits);
     return (v == 1 || v == 2 || v == 4 || v == 8) && v <= kSkMaxSplits ? v : kSkDefaultSplits;
   }();
   return cap;

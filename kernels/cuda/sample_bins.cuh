@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "kernels/base/env_knob.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -197,8 +198,7 @@ void launch_row_clusters(Kernel kernel, size_t smem, size_t* smem_allowed, const
 // Blocks per row forced by an environment variable (4, 8 or 16; read once per
 // name): an experiment knob for docs/performance.md. 0 when unset.
 inline int forced_cluster_blocks(const char* env_name) {
-  const char* env = std::getenv(env_name);
-  const int v = env ? std::atoi(env) : 0;
+  const int v = env_int(env_name);
   return v == 4 || v == 8 || v == 16 ? v : 0;
 }
 

@@ -31,21 +31,32 @@
 namespace lantern {
 namespace {
 
+// A two-layer synthetic Llama with head_dim 64 (the tiny preset's 32 is not
+// served by the pipe kernels); each model below is written once per process.
+std::filesystem::path write_hd64_model(const char* name, int hidden, int n_q_heads, int n_kv_heads) {
+  ModelConfig cfg = synth_preset("tiny");
+  cfg.hidden_size = hidden;
+  cfg.intermediate_size = 1024;
+  cfg.num_q_heads = n_q_heads;
+  cfg.num_kv_heads = n_kv_heads;
+  cfg.head_dim = 64;
+  const std::filesystem::path d = test::scratch_dir(name);
+  SynthOptions o;
+  o.seed = test::test_seed();
+  o.with_tokenizer = false;
+  write_synthetic_model(cfg, d, o);
+  return d;
+}
+
 const std::filesystem::path& hd64_model() {
-  static const std::filesystem::path dir = [] {
-    ModelConfig cfg = synth_preset("tiny");
-    cfg.hidden_size = 512;
-    cfg.intermediate_size = 1024;
-    cfg.num_q_heads = 8;
-    cfg.num_kv_heads = 2;
-    cfg.head_dim = 64;
-    const std::filesystem::path d = test::scratch_dir("batched-attention-hd64");
-    SynthOptions o;
-    o.seed = test::test_seed();
-    o.with_tokenizer = false;
-    write_synthetic_model(cfg, d, o);
-    return d;
-  }();
+  static const std::filesystem::path dir = write_hd64_model("batched-attention-hd64", 512, 8, 2);
+  return dir;
+}
+
+// The 1B model's attention shape (32 q / 8 kv heads of 64): enough kv heads
+// for attention_decode.15's runs of adjacent heads.
+const std::filesystem::path& kv8_model() {
+  static const std::filesystem::path dir = write_hd64_model("batched-attention-kv8", 2048, 32, 8);
   return dir;
 }
 
@@ -54,26 +65,6 @@ constexpr int kSlice = 2048;
 using Rows = std::map<std::pair<int64_t, int>, std::vector<float>>;
 
 using Work = std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>;
-
-// The 1B model's attention shape (32 q / 8 kv heads of 64) in two small
-// layers: enough kv heads for attention_decode.15's runs of adjacent heads.
-const std::filesystem::path& kv8_model() {
-  static const std::filesystem::path dir = [] {
-    ModelConfig cfg = synth_preset("tiny");
-    cfg.hidden_size = 2048;
-    cfg.intermediate_size = 1024;
-    cfg.num_q_heads = 32;
-    cfg.num_kv_heads = 8;
-    cfg.head_dim = 64;
-    const std::filesystem::path d = test::scratch_dir("batched-attention-kv8");
-    SynthOptions o;
-    o.seed = test::test_seed();
-    o.with_tokenizer = false;
-    write_synthetic_model(cfg, d, o);
-    return d;
-  }();
-  return dir;
-}
 
 Rows run(const std::map<std::string, std::string>& kernels, const Work& work,
          const std::filesystem::path& model = hd64_model(), int max_seqs = 64) {
