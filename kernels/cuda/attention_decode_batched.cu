@@ -85,11 +85,7 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
     cp_async_commit();
   }
   grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
-  {
-    const int tile = (newest - p.begin) / S::kTileKeys;
-    if (newest >= p.begin && newest < p.end && tile < St)
-      pipe_store_row<S>(p, newest, newest - p.begin - tile * S::kTileKeys, stage(tile));
-  }
+  pipe_store_newest<S>(p, newest, St, stages);
 
   const int warp = threadIdx.x / kWarp, tq = threadIdx.x % 4;  // tq: the lane's key pair in a quad
   const bf16* qh = q + size_t(i) * q_stride + size_t(kv0) * group * HD;

@@ -82,10 +82,7 @@ __global__ void __launch_bounds__(W * kWarp)
   }
   if constexpr (kEarly) {
     grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
-    const int tile = (newest - p.begin) / S::kTileKeys;
-    if (newest >= p.begin && newest < p.end && tile < kStages - 1)
-      pipe_store_row<S>(p, newest, newest - p.begin - tile * S::kTileKeys,
-                        stages + size_t(tile) * 2 * S::kTileKeys * S::kStride);
+    pipe_store_newest<S>(p, newest, kStages - 1, stages);
   }
 
   const int warp = threadIdx.x / kWarp, tq = threadIdx.x % 4;  // tq: the lane's key pair in a quad

@@ -204,6 +204,17 @@ __device__ __forceinline__ void pipe_store_row(const PipeSplit& p, int t, int ke
   *reinterpret_cast<uint4*>(v_s + at) = *reinterpret_cast<const uint4*>(src + p.half_block);
 }
 
+// After the dependency wait (variants 9 and 12-14): key `newest`, which the
+// tile loads issued before the wait skipped, into its tile's stage if that
+// tile is one of the first `issued` (stage t at stages + t * a stage's elements).
+template <class S>
+__device__ __forceinline__ void pipe_store_newest(const PipeSplit& p, int newest, int issued, bf16* stages) {
+  const int tile = (newest - p.begin) / S::kTileKeys;
+  if (newest >= p.begin && newest < p.end && tile < issued)
+    pipe_store_row<S>(p, newest, newest - p.begin - tile * S::kTileKeys,
+                      stages + size_t(tile) * 2 * S::kTileKeys * S::kStride);
+}
+
 // A warp's final state into the merge buffers (rows < group only) as state
 // `state`, rows from row0: the row sums are completed over the quad first.
 template <int HD>
