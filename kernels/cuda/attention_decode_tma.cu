@@ -25,6 +25,9 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
+
+#include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
 #include "kernels/cuda/attention_decode_pipe.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -33,11 +36,16 @@ namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 
-constexpr int kHd = 64, kTmaStages = 2, kBoxKeys = 16;
-using TS = PipeShape<kHd, 1, 4, kTmaStages, true>;  // 64-key tiles, 128-byte unpadded swizzled rows
-static_assert(TS::kStride == kHd && TS::kTileKeys == 4 * kBoxKeys);
-constexpr unsigned kStageBytes = 2 * TS::kTileKeys * TS::kStride * sizeof(bf16);  // K then V: 16 KB
-constexpr size_t kTmaSmem = 1024 + kTmaStages * kStageBytes + kTableCap * sizeof(int);  // + alignment slack
+constexpr int kHd = 64, kBoxKeys = 16;
+template <int St>
+using TS = PipeShape<kHd, 1, 4, St, true>;  // 64-key tiles, 128-byte unpadded swizzled rows
+static_assert(TS<2>::kStride == kHd && TS<2>::kTileKeys == 4 * kBoxKeys);
+constexpr unsigned kStageBytes = 2 * TS<2>::kTileKeys * TS<2>::kStride * sizeof(bf16);  // K then V: 16 KB
+template <int St>
+constexpr size_t kTmaSmem = 1024 + St * kStageBytes + kTableCap * sizeof(int);  // + alignment slack
+
+// Arrival counters of variant 17's fused combine: one per (sequence, kv head).
+__device__ unsigned g_tma_counters[kMaxSplitCounters];
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
@@ -62,53 +70,66 @@ __device__ __forceinline__ void tma_rows(bf16* dst, const CUtensorMap* map, int 
       : "memory");
 }
 
-// The K and V boxes of 16-key group kg of tile `tile` into stage buffer k_s.
+// The K and V boxes of 16-key group kg of the split's tile `tile` into stage buffer k_s.
 __device__ __forceinline__ void tma_group(const CUtensorMap* map, const PipeSplit& p, int kv, int tile, int kg,
                                           bf16* k_s, uint64_t* bar) {
-  const int t0 = tile * TS::kTileKeys + kg * kBoxKeys;
+  constexpr int kTileKeys = 4 * kBoxKeys, kStride = kHd;
+  const int t0 = p.begin + tile * kTileKeys + kg * kBoxKeys;
   const int blk = t0 < p.end ? p.table_s[p.blk_of(t0) - p.first_blk] : -1;
   const int row_k = blk >= 0 ? blk * 2 * p.block_size + p.row_of(t0) : -4 * kBoxKeys;  // negative: zeros
   const int row_v = blk >= 0 ? row_k + p.block_size : row_k;
-  tma_rows(k_s + kg * kBoxKeys * TS::kStride, map, kv, row_k, bar);
-  tma_rows(k_s + (TS::kTileKeys + kg * kBoxKeys) * TS::kStride, map, kv, row_v, bar);
+  tma_rows(k_s + kg * kBoxKeys * kStride, map, kv, row_k, bar);
+  tma_rows(k_s + (kTileKeys + kg * kBoxKeys) * kStride, map, kv, row_v, bar);
 }
 
-__global__ void __launch_bounds__(4 * kWarp, 6)
-    decode_tma_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out,
-                      const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
-                      const int32_t* __restrict__ block_tables, int block_size, int max_blocks_per_seq,
-                      int n_kv_heads, int group, int q_stride, int max_context, float scale_log2) {
+// Variant 16: St = 2, one split (gridDim.x == 1), no combine. Variant 17:
+// gridDim.x splits of whole 64-key tiles sized on the device from the real
+// context, a St-deep ring, and the last block of (sequence, kv head) combines
+// the splits (kFused). With one split both are the same arithmetic.
+template <int St, bool kFused, int kMinBlocks>
+__global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
+    decode_tma_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out, float* part_o,
+                      float2* part_ml, const int32_t* __restrict__ seq_slots,
+                      const int32_t* __restrict__ context_lens, const int32_t* __restrict__ block_tables,
+                      int block_size, int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
+                      int max_context, float scale_log2) {
+  using S = TS<St>;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ float sm_m[TS::kKeyGroups * kBlockRows], sm_l[TS::kKeyGroups * kBlockRows];
-  __shared__ __align__(8) uint64_t full[kTmaStages];
+  __shared__ float sm_m[S::kKeyGroups * kBlockRows], sm_l[S::kKeyGroups * kBlockRows];
+  __shared__ __align__(8) uint64_t full[St];
   unsigned char* smem = smem_raw + (1024 - smem_u32(smem_raw) % 1024) % 1024;  // SWIZZLE_128B: 1 KB aligned
   bf16* stages = reinterpret_cast<bf16*>(smem);
-  int* table_s = reinterpret_cast<int*>(smem + kTmaStages * kStageBytes);
-  auto stage = [&](int tile) { return stages + size_t(tile % kTmaStages) * (kStageBytes / sizeof(bf16)); };
+  int* table_s = reinterpret_cast<int*>(smem + St * kStageBytes);
+  auto stage = [&](int tile) { return stages + size_t(tile % St) * (kStageBytes / sizeof(bf16)); };
 
   trigger_dependents();  // the o_proj GEMV may start streaming its weights now
-  const int kv0 = blockIdx.y, i = blockIdx.z;
+  const int split = blockIdx.x, n_splits = gridDim.x, kv0 = blockIdx.y, i = blockIdx.z;
   const int slot = seq_slots[i];
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kTmaStages; ++s) mbar_init(&full[s], 1);
+    for (int s = 0; s < St; ++s) mbar_init(&full[s], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   PipeSplit p;
   int n_eff;
-  // One split (p.begin = 0); ends with a barrier, which also publishes the mbarriers.
-  pipe_split_setup<TS::kThreads, kHd>(p, n_eff, 0, 1, ctx, block_tables + size_t(slot) * max_blocks_per_seq,
-                                      block_size, n_kv_heads, nullptr, table_s);
-  const int n_tiles = max(1, (ctx + TS::kTileKeys - 1) / TS::kTileKeys);
-  const int newest_group = ctx >= 1 ? (ctx - 1) / kBoxKeys : -1;  // written by this step's rope_kv_write
+  // Ends with a barrier, which also publishes the mbarriers.
+  if (!pipe_split_setup<S::kThreads, kHd, S::kTileKeys>(p, n_eff, split, n_splits, ctx,
+                                                         block_tables + size_t(slot) * max_blocks_per_seq,
+                                                         block_size, n_kv_heads, nullptr, table_s)) {
+    grid_dependency_wait();  // nothing to do, but exit no earlier than a waiting block would
+    return;
+  }
+  const int n_tiles = max(1, (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys);
+  // The newest key's group (written by this step's rope_kv_write), if this split holds it.
+  const int newest_group = ctx >= 1 && ctx - 1 >= p.begin ? (ctx - 1 - p.begin) / kBoxKeys : -1;
   if (threadIdx.x == 0)
-    for (int st = 0; st < kTmaStages && st < n_tiles; ++st) {
+    for (int st = 0; st < St && st < n_tiles; ++st) {
       mbar_expect_tx(&full[st], kStageBytes);
       for (int kg = 0; kg < 4; ++kg)
         if (st * 4 + kg != newest_group) tma_group(&kv_map, p, kv0, st, kg, stage(st), &full[st]);
     }
   grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
-  if (threadIdx.x == 0 && newest_group >= 0 && newest_group / 4 < kTmaStages)
+  if (threadIdx.x == 0 && newest_group >= 0 && newest_group / 4 < St)
     tma_group(&kv_map, p, kv0, newest_group / 4, newest_group % 4, stage(newest_group / 4),
               &full[newest_group / 4]);
 
@@ -117,10 +138,10 @@ __global__ void __launch_bounds__(4 * kWarp, 6)
   float o[kHd / 16][4], m[2], l[2];
   pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv0) * group * kHd, group, qb, o, m, l);
   for (int tile = 0; tile < n_tiles; ++tile) {
-    mbar_wait(&full[tile % kTmaStages], (tile / kTmaStages) & 1);
-    bf16* k_s = stage(tile) + warp * kWarpKeys * TS::kStride;
-    bf16* v_s = k_s + TS::kTileKeys * TS::kStride;
-    const int kbase = tile * TS::kTileKeys + warp * kWarpKeys;
+    mbar_wait(&full[tile % St], (tile / St) & 1);
+    bf16* k_s = stage(tile) + warp * kWarpKeys * S::kStride;
+    bf16* v_s = k_s + S::kTileKeys * S::kStride;
+    const int kbase = p.begin + tile * S::kTileKeys + warp * kWarpKeys;
     if (kbase + kWarpKeys > p.end) {  // the context's last cache block: its V rows past the end are stale
       for (int u = lane; u < kWarpKeys * 8; u += kWarp)
         if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
@@ -128,11 +149,11 @@ __global__ void __launch_bounds__(4 * kWarp, 6)
       __syncwarp();
     }
     const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
-    pipe_warp_tile_t<kHd, TS::kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+    pipe_warp_tile_t<kHd, S::kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
     __syncthreads();  // every warp has read the stage: refill it
-    if (threadIdx.x == 0 && tile + kTmaStages < n_tiles) {
-      const int next = tile + kTmaStages;
-      uint64_t* bar = &full[next % kTmaStages];
+    if (threadIdx.x == 0 && tile + St < n_tiles) {
+      const int next = tile + St;
+      uint64_t* bar = &full[next % St];
       mbar_expect_tx(bar, kStageBytes);
       for (int kg = 0; kg < 4; ++kg) tma_group(&kv_map, p, kv0, next, kg, stage(next), bar);
     }
@@ -141,8 +162,9 @@ __global__ void __launch_bounds__(4 * kWarp, 6)
   float* sm_o = reinterpret_cast<float*>(smem);
   pipe_store_state_t<kHd>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
   __syncthreads();
-  finish_split<kHd, kBlockRows, TS::kKeyGroups, TS::kThreads, false>(
-      sm_m, sm_l, sm_o, SplitDest{out, nullptr, nullptr, nullptr, i, kv0, n_kv_heads, group, q_stride, 0, 1, 1});
+  finish_split<kHd, kBlockRows, S::kKeyGroups, S::kThreads, kFused>(
+      sm_m, sm_l, sm_o,
+      SplitDest{out, part_o, part_ml, g_tma_counters, i, kv0, n_kv_heads, group, q_stride, split, n_splits, n_eff});
 }
 
 // The driver's tensor-map encoder, through the runtime (no libcuda link).
@@ -189,20 +211,93 @@ const CUtensorMap& pool_rows_map(const KvCacheRef& c) {
   return map;
 }
 
+template <int St, int kMinBlocks>
+void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, const char* who) {
+  const KvCacheRef& c = a.cache;
+  auto* kernel = splits > 1 ? decode_tma_kernel<St, true, kMinBlocks> : decode_tma_kernel<St, false, kMinBlocks>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmem<St>)));
+  // [b][q heads][splits][head_dim] partial outputs, then their (max, sum); unused with one split.
+  auto* part_o = splits > 1 ? static_cast<float*>(ctx.workspace) : nullptr;
+  auto* part_ml = splits > 1 ? reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * kHd) : nullptr;
+  launch_kernel(true, kernel, dim3(splits, c.n_kv_heads, a.b), dim3(TS<St>::kThreads), kTmaSmem<St>, ctx.stream,
+                pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
+                a.seq_slots, a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads,
+                a.n_q_heads / c.n_kv_heads, a.q_stride, std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_tma_kernel");
+}
+
+bool tma_supports(const AttentionDecodeArgs& a) {
+  return a.cache.head_dim == kHd && a.cache.block_size % kBoxKeys == 0 && a.n_q_heads / a.cache.n_kv_heads <= 8;
+}
+
 void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   const char* who = "attention_decode.batched_tma_t";
   check_decode(a, who);
   if (a.b == 0) return;
-  const KvCacheRef& c = a.cache;
-  if (c.head_dim != kHd || c.block_size % kBoxKeys != 0 || batched_transposed_splits(a, ctx) != 1)
-    return decode_batched_transposed(a, ctx, who);
-  auto* kernel = decode_tma_kernel;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmem)));
-  launch_kernel(true, kernel, dim3(1, c.n_kv_heads, a.b), dim3(TS::kThreads), kTmaSmem, ctx.stream,
-                pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), a.seq_slots,
-                a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads,
-                a.n_q_heads / c.n_kv_heads, a.q_stride, std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
-  CUDA_CHECK_LAST("decode_tma_kernel");
+  if (!tma_supports(a) || batched_transposed_splits(a, ctx) != 1) return decode_batched_transposed(a, ctx, who);
+  launch_tma<2, 6>(a, ctx, 1, who);
+}
+
+// ---- Variant 17 (split_tma_t): below the rows where variant 14 runs its own
+// kernel (24), variant 14 runs variant 11's register kernel, whose loads keep
+// too few bytes in flight for long contexts: at batch 1 / 32 k it reads the
+// 67 MB of a layer's K/V at 1.43 TB/s (docs/performance.md, session 12), while
+// a probe of the same access pattern through a shared-memory ring reached
+// 4.45 TB/s with >= 64 KB in flight per SM. Here variant 16's TMA-filled ring,
+// St stages deep, serves one (sequence, kv head, split) per block: splits of
+// whole 64-key tiles, as many as make the grid one wave of kBlocksPerSm blocks
+// per SM (batch 1 on the H200: 33 per kv head), each sized on the device from
+// the real context (graph-safe), the last block of a (sequence, kv head)
+// combining them. From 24 rows, variant 14.
+// LANTERN_TMA_STAGES = 2, 3 or 4 (ring depth, default 3: two 51 KB blocks fit
+// the one-row steps' 50 % carveout) and LANTERN_TMA_BLOCKS_PER_SM (default 2):
+// experiment knobs, read once.
+int split_tma_stages() {
+  static const int v = env_int("LANTERN_TMA_STAGES", 3);
+  return v == 2 || v == 4 ? v : 3;
+}
+int split_tma_blocks_per_sm() {
+  static const int v = std::clamp(env_int("LANTERN_TMA_BLOCKS_PER_SM", 2), 1, 8);
+  return v;
+}
+
+constexpr int kMinTmaSplits = 3;
+
+// The splits of variant 17's grid for `a` (0: it does not apply).
+int tma_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const int max_context = std::max(a.max_context, 1), bs = a.cache.block_size;
+  const long work = long(a.b) * a.cache.n_kv_heads;
+  auto fits = [&](int n) {  // the longest split's block-table entries fit the shared copy
+    const int len = ceil_div(std::max(kMinSplitKeys, ceil_div(max_context, n)), 64) * 64;
+    return ceil_div(len, bs) + 1 <= kTableCap;
+  };
+  int s = int(std::clamp<long>(split_tma_blocks_per_sm() * long(sm_count()) / work, 1, max_splits_for(max_context)));
+  // Fewer than 3 splits in a wave (16 rows x 8 kv heads on the H200): variant
+  // 11's register kernel measured as fast or faster (1.170-1.175 vs 1.180-1.186
+  // ms per 16-row step, session 15).
+  if (s < kMinTmaSplits) return 0;
+  while (s < kMaxSplits && !fits(s)) ++s;
+  if (!fits(s)) return 0;
+  if (s > 1 && (!ctx.workspace || ctx.workspace_bytes < split_partial_bytes(a.b, a.n_q_heads, kHd, s))) return 0;
+  return s;
+}
+
+void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const char* who = "attention_decode.split_tma_t";
+  check_decode(a, who);
+  if (a.b == 0) return;
+  const int splits = a.one_row_per_seq && pipe_supports(a) && tma_supports(a) && batched_transposed_splits(a, ctx) == 0
+                         ? tma_splits(a, ctx)
+                         : 0;
+  if (splits == 0) return decode_batched_transposed(a, ctx, who);
+  switch (split_tma_stages()) {
+    case 2:
+      return launch_tma<2, 4>(a, ctx, splits, who);
+    case 4:
+      return launch_tma<4, 2>(a, ctx, splits, who);
+    default:
+      return launch_tma<3, 2>(a, ctx, splits, who);
+  }
 }
 
 }  // namespace
@@ -214,6 +309,13 @@ void register_attention_decode_tma_cuda(Registry& r) {
       "one of V per 16-key group (SWIZZLE_128B = the ring's XOR swizzle), the warps wait on the "
       "stage's mbarrier; head_dim 64, block sizes that are multiples of 16, one split; else "
       "batched_ring6_t",
+      kTestedOnly, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_tma_split_t, attention_decode_cost<2>>(
+      17, "split_tma_t", Backend::cuda,
+      "batched_ring6_t below 24 rows with batched_tma_t's TMA-filled ring (3 stages) split over the "
+      "context: one wave of 2 blocks per SM, splits of whole 64-key tiles sized from the real "
+      "context, the last block combines; head_dim 64, block sizes that are multiples of 16, GQA "
+      "groups <= 8; else batched_ring6_t",
       kTestedOnly, decode_split_workspace));
 }
 
