@@ -316,7 +316,7 @@ void register_attention_decode_tma_cuda(Registry& r) {
       "context: one wave of 2 blocks per SM, splits of whole 64-key tiles sized from the real "
       "context, the last block combines; head_dim 64, block sizes that are multiples of 16, GQA "
       "groups <= 8; else batched_ring6_t",
-      kTestedOnly, decode_split_workspace));
+      kPreferred, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

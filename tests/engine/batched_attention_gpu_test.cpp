@@ -195,6 +195,36 @@ TEST(BatchedAttentionGpu, HeadRunsInGraphsEqualTheTransposedTile) {
   EXPECT_TRUE(tma == ref) << dt.far << " positions differ (worst rel-L2 " << dt.worst << ")";
 }
 
+// attention_decode.17 splits each context over a one-wave grid below 24 rows
+// (33 splits per kv head at batch 1 on the H200, fewer with more rows), the
+// splits' K/V through a TMA-filled ring, the last block combining them. In
+// graph-replayed decode, first one sequence alone (every split of a 2000-token
+// context, the newest row in the last), then 6 together with contexts from 1
+// to ~2900 tokens, against variant 14 (which runs variant 11's register
+// kernel at these batches: another split and merge order, so a tolerance). A
+// stale newest row, a split's keys read twice or skipped, or a wrong combine
+// changes a logit row by O(1).
+TEST(BatchedAttentionGpu, SplitTmaRingBelow24RowsMatchesTheRegisterKernel) {
+  LANTERN_REQUIRE_GPU();
+  const std::vector<Work> cases = {
+      {{test::random_token_ids(2000), test::random_token_ids(20)}},
+      {{test::random_token_ids(1), test::random_token_ids(20)},
+       {test::random_token_ids(63), test::random_token_ids(20)},
+       {test::random_token_ids(700), test::random_token_ids(20)},
+       {test::random_token_ids(1500), test::random_token_ids(20)},
+       {test::random_token_ids(2900), test::random_token_ids(20)},
+       {test::random_token_ids(129), test::random_token_ids(20)}}};
+  for (const Work& work : cases) {
+    const Rows ref = run({{"attention_decode", "14"}}, work, kv8_model(), 8);
+    ASSERT_EQ(ref.size(), work.size() * 20u);
+    const RowDiff d = compare_rows(run({{"attention_decode", "17"}}, work, kv8_model(), 8), ref, 2e-2);
+    std::printf("[batched-attention-gpu] split_tma_t vs batched_ring6_t, %zu sequences in graphs: worst rel-L2 %.2e\n",
+                work.size(), d.worst);
+    EXPECT_EQ(d.far, 0u) << work.size() << " sequences: positions differ by more than 2e-2 rel-L2 (worst " << d.worst
+                         << ")";
+  }
+}
+
 // gemm.7's batch kernel in the engine (tested only; session 11): with its
 // fused-family forms (gate_up_swiglu.3, proj_residual_norm.3), 64 teacher-forced
 // sequences decoding together run every projection and the LM head through it
