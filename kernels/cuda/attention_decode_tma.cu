@@ -1,5 +1,7 @@
 // attention_decode variant 16 (batched_tma_t): variant 14's kernel with its
-// K/V ring filled by the Tensor Memory Accelerator instead of cp.async.
+// K/V ring filled by the Tensor Memory Accelerator instead of cp.async; and
+// variant 17 (split_tma_t, the default; below): the same kernel split over the
+// context, with a producer warp, for the batches under 24 rows.
 //
 // Why: Nsight Compute put the batched kernel at 66 % of the SM's issue slots
 // with DRAM at 46 % (session 13), and half of a thread's instructions per tile
@@ -54,6 +56,9 @@ __device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* b, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
 }
+__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
   asm volatile(
       "{\n.reg .pred done;\nWAIT_%=:\n"
@@ -86,17 +91,18 @@ __device__ __forceinline__ void tma_group(const CUtensorMap* map, const PipeSpli
 // gridDim.x splits of whole 64-key tiles sized on the device from the real
 // context, a St-deep ring, and the last block of (sequence, kv head) combines
 // the splits (kFused). With one split both are the same arithmetic.
-template <int St, bool kFused, int kMinBlocks>
-__global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
+template <int St, bool kFused, int kMinBlocks, bool kWs = false>
+__global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
     decode_tma_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out, float* part_o,
                       float2* part_ml, const int32_t* __restrict__ seq_slots,
                       const int32_t* __restrict__ context_lens, const int32_t* __restrict__ block_tables,
                       int block_size, int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
                       int max_context, float scale_log2) {
   using S = TS<St>;
+  constexpr int kThreads = (kWs ? 5 : 4) * kWarp;  // kWs: warp 4 is the producer
   extern __shared__ unsigned char smem_raw[];
   __shared__ float sm_m[S::kKeyGroups * kBlockRows], sm_l[S::kKeyGroups * kBlockRows];
-  __shared__ __align__(8) uint64_t full[St];
+  __shared__ __align__(8) uint64_t full[St], empty[St];
   unsigned char* smem = smem_raw + (1024 - smem_u32(smem_raw) % 1024) % 1024;  // SWIZZLE_128B: 1 KB aligned
   bf16* stages = reinterpret_cast<bf16*>(smem);
   int* table_s = reinterpret_cast<int*>(smem + St * kStageBytes);
@@ -107,13 +113,16 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
   const int slot = seq_slots[i];
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < St; ++s) mbar_init(&full[s], 1);
+    for (int s = 0; s < St; ++s) {
+      mbar_init(&full[s], 1);
+      if (kWs) mbar_init(&empty[s], S::kKeyGroups);  // one arrival per consumer warp
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   PipeSplit p;
   int n_eff;
   // Ends with a barrier, which also publishes the mbarriers.
-  if (!pipe_split_setup<S::kThreads, kHd, S::kTileKeys>(p, n_eff, split, n_splits, ctx,
+  if (!pipe_split_setup<kThreads, kHd, S::kTileKeys>(p, n_eff, split, n_splits, ctx,
                                                          block_tables + size_t(slot) * max_blocks_per_seq,
                                                          block_size, n_kv_heads, nullptr, table_s)) {
     grid_dependency_wait();  // nothing to do, but exit no earlier than a waiting block would
@@ -122,48 +131,62 @@ __global__ void __launch_bounds__(4 * kWarp, kMinBlocks)
   const int n_tiles = max(1, (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys);
   // The newest key's group (written by this step's rope_kv_write), if this split holds it.
   const int newest_group = ctx >= 1 && ctx - 1 >= p.begin ? (ctx - 1 - p.begin) / kBoxKeys : -1;
-  if (threadIdx.x == 0)
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4;
+  const bool producer = kWs ? warp == S::kKeyGroups && lane == 0 : threadIdx.x == 0;
+  if (producer)
     for (int st = 0; st < St && st < n_tiles; ++st) {
       mbar_expect_tx(&full[st], kStageBytes);
       for (int kg = 0; kg < 4; ++kg)
         if (st * 4 + kg != newest_group) tma_group(&kv_map, p, kv0, st, kg, stage(st), &full[st]);
     }
   grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
-  if (threadIdx.x == 0 && newest_group >= 0 && newest_group / 4 < St)
+  if (producer && newest_group >= 0 && newest_group / 4 < St)
     tma_group(&kv_map, p, kv0, newest_group / 4, newest_group % 4, stage(newest_group / 4),
               &full[newest_group / 4]);
-
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4;
+  auto refill = [&](int next) {  // stage next % St is free again: load tile `next` into it
+    uint64_t* bar = &full[next % St];
+    mbar_expect_tx(bar, kStageBytes);
+    for (int kg = 0; kg < 4; ++kg) tma_group(&kv_map, p, kv0, next, kg, stage(next), bar);
+  };
   uint32_t qb[kHd / 16][2];
   float o[kHd / 16][4], m[2], l[2];
-  pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv0) * group * kHd, group, qb, o, m, l);
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    mbar_wait(&full[tile % St], (tile / St) & 1);
-    bf16* k_s = stage(tile) + warp * kWarpKeys * S::kStride;
-    bf16* v_s = k_s + S::kTileKeys * S::kStride;
-    const int kbase = p.begin + tile * S::kTileKeys + warp * kWarpKeys;
-    if (kbase + kWarpKeys > p.end) {  // the context's last cache block: its V rows past the end are stale
-      for (int u = lane; u < kWarpKeys * 8; u += kWarp)
-        if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      __syncwarp();
-    }
-    const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
-    pipe_warp_tile_t<kHd, S::kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
-    __syncthreads();  // every warp has read the stage: refill it
-    if (threadIdx.x == 0 && tile + St < n_tiles) {
-      const int next = tile + St;
-      uint64_t* bar = &full[next % St];
-      mbar_expect_tx(bar, kStageBytes);
-      for (int kg = 0; kg < 4; ++kg) tma_group(&kv_map, p, kv0, next, kg, stage(next), bar);
+  if (kWs && warp == S::kKeyGroups) {  // the producer warp: refill each stage once its 4 warps released it
+    if (producer)
+      for (int next = St; next < n_tiles; ++next) {
+        mbar_wait(&empty[next % St], (next / St - 1) & 1);
+        refill(next);
+      }
+  } else {
+    pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv0) * group * kHd, group, qb, o, m, l);
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      mbar_wait(&full[tile % St], (tile / St) & 1);
+      bf16* k_s = stage(tile) + warp * kWarpKeys * S::kStride;
+      bf16* v_s = k_s + S::kTileKeys * S::kStride;
+      const int kbase = p.begin + tile * S::kTileKeys + warp * kWarpKeys;
+      if (kbase + kWarpKeys > p.end) {  // the context's last cache block: its V rows past the end are stale
+        for (int u = lane; u < kWarpKeys * 8; u += kWarp)
+          if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+      }
+      const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
+      pipe_warp_tile_t<kHd, S::kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+      if constexpr (kWs) {
+        __syncwarp();  // the warp has read its part of the stage: release it
+        if (lane == 0) mbar_arrive(&empty[tile % St]);
+      } else {
+        __syncthreads();  // every warp has read the stage: refill it
+        if (producer && tile + St < n_tiles) refill(tile + St);
+      }
     }
   }
+  if constexpr (kWs) __syncthreads();  // every consumer warp is done with the stages
   // Every issued stage was waited for: the stages become the warps' merge buffer.
-  float* sm_o = reinterpret_cast<float*>(smem);
-  pipe_store_state_t<kHd>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
+  if (!kWs || warp < S::kKeyGroups)
+    pipe_store_state_t<kHd>(o, m, l, group, warp, 0, sm_m, sm_l, reinterpret_cast<float*>(smem));
   __syncthreads();
-  finish_split<kHd, kBlockRows, S::kKeyGroups, S::kThreads, kFused>(
-      sm_m, sm_l, sm_o,
+  finish_split<kHd, kBlockRows, S::kKeyGroups, kThreads, kFused>(
+      sm_m, sm_l, reinterpret_cast<const float*>(smem),
       SplitDest{out, part_o, part_ml, g_tma_counters, i, kv0, n_kv_heads, group, q_stride, split, n_splits, n_eff});
 }
 
@@ -211,15 +234,16 @@ const CUtensorMap& pool_rows_map(const KvCacheRef& c) {
   return map;
 }
 
-template <int St, int kMinBlocks>
+template <int St, int kMinBlocks, bool kWs = false>
 void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, const char* who) {
   const KvCacheRef& c = a.cache;
-  auto* kernel = splits > 1 ? decode_tma_kernel<St, true, kMinBlocks> : decode_tma_kernel<St, false, kMinBlocks>;
+  auto* kernel =
+      splits > 1 ? decode_tma_kernel<St, true, kMinBlocks, kWs> : decode_tma_kernel<St, false, kMinBlocks, kWs>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmem<St>)));
   // [b][q heads][splits][head_dim] partial outputs, then their (max, sum); unused with one split.
   auto* part_o = splits > 1 ? static_cast<float*>(ctx.workspace) : nullptr;
   auto* part_ml = splits > 1 ? reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * kHd) : nullptr;
-  launch_kernel(true, kernel, dim3(splits, c.n_kv_heads, a.b), dim3(TS<St>::kThreads), kTmaSmem<St>, ctx.stream,
+  launch_kernel(true, kernel, dim3(splits, c.n_kv_heads, a.b), dim3((kWs ? 5 : 4) * kWarp), kTmaSmem<St>, ctx.stream,
                 pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
                 a.seq_slots, a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads,
                 a.n_q_heads / c.n_kv_heads, a.q_stride, std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
@@ -245,16 +269,30 @@ void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 // a probe of the same access pattern through a shared-memory ring reached
 // 4.45 TB/s with >= 64 KB in flight per SM. Here variant 16's TMA-filled ring,
 // St stages deep, serves one (sequence, kv head, split) per block: splits of
-// whole 64-key tiles, as many as make the grid one wave of kBlocksPerSm blocks
-// per SM (batch 1 on the H200: 33 per kv head), each sized on the device from
-// the real context (graph-safe), the last block of a (sequence, kv head)
-// combining them. From 24 rows, variant 14.
-// LANTERN_TMA_STAGES = 2, 3 or 4 (ring depth, default 3: two 51 KB blocks fit
-// the one-row steps' 50 % carveout) and LANTERN_TMA_BLOCKS_PER_SM (default 2):
-// experiment knobs, read once.
+// whole 64-key tiles, as many as make the grid one wave of 2 blocks per SM
+// (batch 1 on the H200: 33 per kv head), each sized on the device from the
+// real context (graph-safe), the last block of a (sequence, kv head)
+// combining them; a producer warp keeps the ring full (below). From 24 rows,
+// and below 3 splits, variant 14.
+// The ring is 3 stages deep (two 51 KB blocks fit the one-row steps' 50 %
+// carveout; 4 stages made the 32 k step 1.78 ms, a second wave under it).
+// LANTERN_TMA_STAGES = 2, 3 or 4 (the barrier form's ring depth) and
+// LANTERN_TMA_BLOCKS_PER_SM (default 2): experiment knobs, read once.
 int split_tma_stages() {
   static const int v = env_int("LANTERN_TMA_STAGES", 3);
   return v == 2 || v == 4 ? v : 3;
+}
+// The default: a fifth, producer warp refills each stage once the four
+// consumer warps have released it (an mbarrier per stage), so no warp waits for
+// the others at a block barrier per tile. H200, session 15, `lantern bench`:
+// batch 1 / 32 k 1.267-1.280 ms per step vs 1.389-1.402 with thread 0
+// refilling after a barrier; batch 8 / 4 k 1.343 vs 1.394; prompt 128 at batch
+// 1-8 equal within 10 us in three rounds (bench_kernels could not tell them
+// apart: 33.9 vs 33.6 us at batch 1 / 32 k). LANTERN_TMA_WS=0 (read once)
+// selects the barrier form, whose ring depth LANTERN_TMA_STAGES sets.
+bool split_tma_ws() {
+  static const bool on = env_int("LANTERN_TMA_WS", 1) != 0;
+  return on;
 }
 int split_tma_blocks_per_sm() {
   static const int v = std::clamp(env_int("LANTERN_TMA_BLOCKS_PER_SM", 2), 1, 8);
@@ -290,6 +328,7 @@ void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
                          ? tma_splits(a, ctx)
                          : 0;
   if (splits == 0) return decode_batched_transposed(a, ctx, who);
+  if (split_tma_ws()) return launch_tma<3, 2, true>(a, ctx, splits, who);
   switch (split_tma_stages()) {
     case 2:
       return launch_tma<2, 4>(a, ctx, splits, who);
