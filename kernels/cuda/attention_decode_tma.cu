@@ -339,6 +339,17 @@ void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   }
 }
 
+// ---- Variant 18 (tma_ws_t): variant 17 below 24 rows; from 24, where
+// variant 16 runs its one-split kernel, that kernel with variant 17's producer
+// warp (the same tiles, order and merge: bit-identical to 14 and 16 there).
+void decode_tma_ws_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const char* who = "attention_decode.tma_ws_t";
+  check_decode(a, who);
+  if (a.b == 0) return;
+  if (tma_supports(a) && batched_transposed_splits(a, ctx) == 1) return launch_tma<2, 6, true>(a, ctx, 1, who);
+  decode_tma_split_t(a, ctx);
+}
+
 }  // namespace
 
 void register_attention_decode_tma_cuda(Registry& r) {
@@ -356,6 +367,11 @@ void register_attention_decode_tma_cuda(Registry& r) {
       "context, the last block combines; head_dim 64, block sizes that are multiples of 16, GQA "
       "groups <= 8; else batched_ring6_t",
       kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_tma_ws_t, attention_decode_cost<2>>(
+      18, "tma_ws_t", Backend::cuda,
+      "split_tma_t below 24 rows; from 24 batched_tma_t's one-split kernel with split_tma_t's producer "
+      "warp (bit-identical to batched_ring6_t); else batched_ring6_t",
+      kTestedOnly, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

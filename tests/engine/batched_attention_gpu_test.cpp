@@ -173,26 +173,25 @@ TEST(BatchedAttentionGpu, TransposedTileFrom24RowsMatchesTheRegisterKernel) {
 // (160 x 8 / 4 = 320 blocks, one wave) in graph-replayed decode. Per head it
 // runs variant 14's warp tiles and merge in the same order, so every logit
 // must equal variant 14's bit for bit: a head's q, tile or merge buffer taken
-// from its neighbour in the run would change a row by O(1).
+// from its neighbour in the run would change a row by O(1). Variants 16 and 18
+// run variant 14's tiles and merge in the same order too.
 TEST(BatchedAttentionGpu, HeadRunsInGraphsEqualTheTransposedTile) {
   LANTERN_REQUIRE_GPU();
   Work work;
   for (int i = 0; i < 160; ++i) work.emplace_back(test::random_token_ids(1 + i), test::random_token_ids(24));
   const Rows ref = run({{"attention_decode", "14"}}, work, kv8_model(), 160);
   ASSERT_EQ(ref.size(), 160u * 24u);
-  const Rows got = run({{"attention_decode", "15"}}, work, kv8_model(), 160);
-  const RowDiff d = compare_rows(got, ref, 0.0);
-  std::printf("[batched-attention-gpu] batched_heads_t vs batched_ring6_t, 160 sequences x 8 kv heads in graphs: "
-              "%zu of %zu positions differ (worst rel-L2 %.2e)\n",
-              d.far, ref.size(), d.worst);
-  EXPECT_TRUE(got == ref) << d.far << " positions differ (worst rel-L2 " << d.worst << ")";
-  // Variant 16 (the TMA-filled ring) at the 1B model's attention shape: bit for bit too.
-  const Rows tma = run({{"attention_decode", "16"}}, work, kv8_model(), 160);
-  const RowDiff dt = compare_rows(tma, ref, 0.0);
-  std::printf("[batched-attention-gpu] batched_tma_t vs batched_ring6_t, 160 sequences x 8 kv heads in graphs: "
-              "%zu of %zu positions differ (worst rel-L2 %.2e)\n",
-              dt.far, ref.size(), dt.worst);
-  EXPECT_TRUE(tma == ref) << dt.far << " positions differ (worst rel-L2 " << dt.worst << ")";
+  // Variants 15 (runs of kv heads), 16 (the TMA-filled ring) and 18 (16 with a
+  // producer warp refilling the ring) at the 1B model's attention shape.
+  for (const char* variant : {"15", "16", "18"}) {
+    const Rows got = run({{"attention_decode", variant}}, work, kv8_model(), 160);
+    const RowDiff d = compare_rows(got, ref, 0.0);
+    std::printf("[batched-attention-gpu] attention_decode.%s vs batched_ring6_t, 160 sequences x 8 kv heads in "
+                "graphs: %zu of %zu positions differ (worst rel-L2 %.2e)\n",
+                variant, d.far, ref.size(), d.worst);
+    EXPECT_TRUE(got == ref) << "attention_decode." << variant << ": " << d.far << " positions differ (worst rel-L2 "
+                            << d.worst << ")";
+  }
 }
 
 // attention_decode.17 splits each context over a one-wave grid below 24 rows
