@@ -1,7 +1,7 @@
 // attention_decode variant 16 (batched_tma_t): variant 14's kernel with its
 // K/V ring filled by the Tensor Memory Accelerator instead of cp.async; and
 // variant 17 (split_tma_t, the default; below): the same kernel split over the
-// context, with a producer warp, for the batches under 24 rows.
+// context for the batches under 24 rows.
 //
 // Why: Nsight Compute put the batched kernel at 66 % of the SM's issue slots
 // with DRAM at 46 % (session 13), and half of a thread's instructions per tile
@@ -272,26 +272,29 @@ void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 // whole 64-key tiles, as many as make the grid one wave of 2 blocks per SM
 // (batch 1 on the H200: 33 per kv head), each sized on the device from the
 // real context (graph-safe), the last block of a (sequence, kv head)
-// combining them; a producer warp keeps the ring full (below). From 24 rows,
+// combining them; thread 0 refills a stage after the block barrier that ends
+// its tile (a producer-warp form is an experiment knob, below). From 24 rows,
 // and below 3 splits, variant 14.
-// The ring is 3 stages deep (two 51 KB blocks fit the one-row steps' 50 %
+// The ring is 3 stages deep (two 61 KB blocks fit the one-row steps' 50 %
 // carveout; 4 stages made the 32 k step 1.78 ms, a second wave under it).
-// LANTERN_TMA_STAGES = 2, 3 or 4 (the barrier form's ring depth) and
-// LANTERN_TMA_BLOCKS_PER_SM (default 2): experiment knobs, read once.
+// LANTERN_TMA_STAGES = 2, 3 or 4 (ring depth) and LANTERN_TMA_BLOCKS_PER_SM
+// (default 2): experiment knobs, read once.
 int split_tma_stages() {
   static const int v = env_int("LANTERN_TMA_STAGES", 3);
   return v == 2 || v == 4 ? v : 3;
 }
-// The default: a fifth, producer warp refills each stage once the four
-// consumer warps have released it (an mbarrier per stage), so no warp waits for
-// the others at a block barrier per tile. H200, session 15, `lantern bench`:
-// batch 1 / 32 k 1.267-1.280 ms per step vs 1.389-1.402 with thread 0
+// LANTERN_TMA_WS=1 (read once): a fifth, producer warp refills each stage once
+// the four consumer warps have released it (an mbarrier per stage), so no warp
+// waits for the others at a block barrier per tile. H200, session 15, `lantern
+// bench`: batch 1 / 32 k 1.267-1.280 ms per step vs 1.389-1.402 with thread 0
 // refilling after a barrier; batch 8 / 4 k 1.343 vs 1.394; prompt 128 at batch
-// 1-8 equal within 10 us in three rounds (bench_kernels could not tell them
-// apart: 33.9 vs 33.6 us at batch 1 / 32 k). LANTERN_TMA_WS=0 (read once)
-// selects the barrier form, whose ring depth LANTERN_TMA_STAGES sets.
+// 1-8 equal within 10 us. NOT the default: the same form at one split, run in
+// place of variant 16's kernel at 160 sequences in graph-replayed decode, gave
+// 8 of 3840 logit positions that differ from variant 14 (worst rel-L2 1.0e-2)
+// where variant 16 differs in none -- a race not yet found (docs/performance.md,
+// session 15). The barrier form is the default.
 bool split_tma_ws() {
-  static const bool on = env_int("LANTERN_TMA_WS", 1) != 0;
+  static const bool on = env_int("LANTERN_TMA_WS") == 1;
   return on;
 }
 int split_tma_blocks_per_sm() {
@@ -339,17 +342,6 @@ void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   }
 }
 
-// ---- Variant 18 (tma_ws_t): variant 17 below 24 rows; from 24, where
-// variant 16 runs its one-split kernel, that kernel with variant 17's producer
-// warp (the same tiles, order and merge: bit-identical to 14 and 16 there).
-void decode_tma_ws_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  const char* who = "attention_decode.tma_ws_t";
-  check_decode(a, who);
-  if (a.b == 0) return;
-  if (tma_supports(a) && batched_transposed_splits(a, ctx) == 1) return launch_tma<2, 6, true>(a, ctx, 1, who);
-  decode_tma_split_t(a, ctx);
-}
-
 }  // namespace
 
 void register_attention_decode_tma_cuda(Registry& r) {
@@ -367,11 +359,6 @@ void register_attention_decode_tma_cuda(Registry& r) {
       "context, the last block combines; head_dim 64, block sizes that are multiples of 16, GQA "
       "groups <= 8; else batched_ring6_t",
       kPreferred, decode_split_workspace));
-  r.add(make_entry<AttentionDecodeArgs, decode_tma_ws_t, attention_decode_cost<2>>(
-      18, "tma_ws_t", Backend::cuda,
-      "split_tma_t below 24 rows; from 24 batched_tma_t's one-split kernel with split_tma_t's producer "
-      "warp (bit-identical to batched_ring6_t); else batched_ring6_t",
-      kTestedOnly, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

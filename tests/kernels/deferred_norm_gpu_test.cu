@@ -134,7 +134,10 @@ void check_gate_up_norm(int m, int inter, int k) {
     const std::vector<float> plain = gpu_norm_then<GateUpSwigluArgs>(
         *e, env, d_x, d_nw, d_xn, d_out, m, k,
         [&](const void* a) { return GateUpSwigluArgs{a, d_w.get(), d_out.get(), d_gu.get(), m, inter, k}; });
-    check_against_plain(*e, m, label, got, ref, plain, 2e-3, 1.6e-2, 2e-3);
+    // atol 5e-3, as against the definition above: a folded norm's operand can round to the other
+    // neighbouring bf16 value, and an element then moves by up to ~5e-3 (the H200 in session 15:
+    // 5 of 131072 elements at m = 16 outside the 2e-3 this check had, by <= 3.3e-4).
+    check_against_plain(*e, m, label, got, ref, plain, 5e-3, 1.6e-2, 2e-3);
   }
 }
 
