@@ -254,12 +254,30 @@ bool tma_supports(const AttentionDecodeArgs& a) {
   return a.cache.head_dim == kHd && a.cache.block_size % kBoxKeys == 0 && a.n_q_heads / a.cache.n_kv_heads <= 8;
 }
 
+// LANTERN_TMA_WS=1 (read once): a fifth, producer warp refills each stage once
+// the four consumer warps have released it (an mbarrier per stage), so no warp
+// waits for the others at a block barrier per tile. H200, session 15, `lantern
+// bench`: batch 1 / 32 k 1.267-1.280 ms per step vs 1.389-1.402 with thread 0
+// refilling after a barrier; batch 8 / 4 k 1.343 vs 1.394; prompt 128 at batch
+// 1-8 equal within 10 us. NOT the default: the same form at one split, run in
+// place of variant 16's kernel at 160 sequences in graph-replayed decode, gave
+// 8 of 3840 logit positions that differ from variant 14 (worst rel-L2 1.0e-2)
+// where variant 16 differs in none -- a race not yet found (docs/performance.md,
+// session 15). The barrier form is the default. The knob gives variant 16's
+// one-split kernel the producer warp too -- the form that showed the
+// difference -- so its bit-identity tests can hunt the race
+// (scripts/gpu-tma-ws.sh).
+bool split_tma_ws() {
+  static const bool on = env_int("LANTERN_TMA_WS") == 1;
+  return on;
+}
+
 void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   const char* who = "attention_decode.batched_tma_t";
   check_decode(a, who);
   if (a.b == 0) return;
   if (!tma_supports(a) || batched_transposed_splits(a, ctx) != 1) return decode_batched_transposed(a, ctx, who);
-  launch_tma<2, 6>(a, ctx, 1, who);
+  split_tma_ws() ? launch_tma<2, 6, true>(a, ctx, 1, who) : launch_tma<2, 6>(a, ctx, 1, who);
 }
 
 // ---- Variant 17 (split_tma_t): below the rows where variant 14 runs its own
@@ -282,20 +300,6 @@ void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 int split_tma_stages() {
   static const int v = env_int("LANTERN_TMA_STAGES", 3);
   return v == 2 || v == 4 ? v : 3;
-}
-// LANTERN_TMA_WS=1 (read once): a fifth, producer warp refills each stage once
-// the four consumer warps have released it (an mbarrier per stage), so no warp
-// waits for the others at a block barrier per tile. H200, session 15, `lantern
-// bench`: batch 1 / 32 k 1.267-1.280 ms per step vs 1.389-1.402 with thread 0
-// refilling after a barrier; batch 8 / 4 k 1.343 vs 1.394; prompt 128 at batch
-// 1-8 equal within 10 us. NOT the default: the same form at one split, run in
-// place of variant 16's kernel at 160 sequences in graph-replayed decode, gave
-// 8 of 3840 logit positions that differ from variant 14 (worst rel-L2 1.0e-2)
-// where variant 16 differs in none -- a race not yet found (docs/performance.md,
-// session 15). The barrier form is the default.
-bool split_tma_ws() {
-  static const bool on = env_int("LANTERN_TMA_WS") == 1;
-  return on;
 }
 int split_tma_blocks_per_sm() {
   static const int v = std::clamp(env_int("LANTERN_TMA_BLOCKS_PER_SM", 2), 1, 8);
