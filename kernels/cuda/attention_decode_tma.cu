@@ -87,6 +87,26 @@ __device__ __forceinline__ void tma_group(const CUtensorMap* map, const PipeSpli
   tma_rows(k_s + (kTileKeys + kg * kBoxKeys) * kStride, map, kv, row_v, bar);
 }
 
+// One warp's 16 keys (from kbase; its K rows at k_s, the tile's V rows 64 rows
+// on) of a landed stage: the V rows past the split's end -- stale rows of the
+// context's last cache block -- are zeroed first, then variant 14's
+// transposed warp tile.
+__device__ __forceinline__ void tma_warp_tile(const PipeSplit& p, bf16* k_s, int kbase,
+                                              const uint32_t (&qb)[kHd / 16][2], float scale_log2,
+                                              float (&o)[kHd / 16][4], float (&m)[2], float (&l)[2]) {
+  constexpr int kStride = kHd, kTileKeys = 4 * kBoxKeys;
+  const int lane = threadIdx.x % kWarp, g = lane / 4;
+  bf16* v_s = k_s + kTileKeys * kStride;
+  if (kbase + kWarpKeys > p.end) {
+    for (int u = lane; u < kWarpKeys * 8; u += kWarp)
+      if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+  }
+  const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
+  pipe_warp_tile_t<kHd, kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+}
+
 // Variant 16: St = 2, one split (gridDim.x == 1), no combine. Variant 17:
 // gridDim.x splits of whole 64-key tiles sized on the device from the real
 // context, a St-deep ring, and the last block of (sequence, kv head) combines
@@ -131,7 +151,7 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
   const int n_tiles = max(1, (p.end - p.begin + S::kTileKeys - 1) / S::kTileKeys);
   // The newest key's group (written by this step's rope_kv_write), if this split holds it.
   const int newest_group = ctx >= 1 && ctx - 1 >= p.begin ? (ctx - 1 - p.begin) / kBoxKeys : -1;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const bool producer = kWs ? warp == S::kKeyGroups && lane == 0 : threadIdx.x == 0;
   if (producer)
     for (int st = 0; st < St && st < n_tiles; ++st) {
@@ -160,17 +180,8 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
     pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv0) * group * kHd, group, qb, o, m, l);
     for (int tile = 0; tile < n_tiles; ++tile) {
       mbar_wait(&full[tile % St], (tile / St) & 1);
-      bf16* k_s = stage(tile) + warp * kWarpKeys * S::kStride;
-      bf16* v_s = k_s + S::kTileKeys * S::kStride;
-      const int kbase = p.begin + tile * S::kTileKeys + warp * kWarpKeys;
-      if (kbase + kWarpKeys > p.end) {  // the context's last cache block: its V rows past the end are stale
-        for (int u = lane; u < kWarpKeys * 8; u += kWarp)
-          if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncwarp();
-      }
-      const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
-      pipe_warp_tile_t<kHd, S::kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+      tma_warp_tile(p, stage(tile) + warp * kWarpKeys * S::kStride, p.begin + tile * S::kTileKeys + warp * kWarpKeys,
+                    qb, scale_log2, o, m, l);
       if constexpr (kWs) {
         __syncwarp();  // the warp has read its part of the stage: release it
         if (lane == 0) mbar_arrive(&empty[tile % St]);
