@@ -176,6 +176,13 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
         mbar_wait(&empty[next % St], (next / St - 1) & 1);
         refill(next);
       }
+    // Lanes 1-31 skipped the loop: reconverge before the block barrier below.
+    // __syncthreads is bar.sync, an .aligned barrier -- every thread of a warp
+    // must execute it together; a warp arriving split counts one arrival per
+    // part and offsets every later barrier of the block, so the merge could
+    // read state a late warp has not stored (the race behind session 15's
+    // 8-of-3840 differences).
+    __syncwarp();
   } else {
     pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv0) * group * kHd, group, qb, o, m, l);
     for (int tile = 0; tile < n_tiles; ++tile) {
@@ -265,22 +272,22 @@ bool tma_supports(const AttentionDecodeArgs& a) {
   return a.cache.head_dim == kHd && a.cache.block_size % kBoxKeys == 0 && a.n_q_heads / a.cache.n_kv_heads <= 8;
 }
 
-// LANTERN_TMA_WS=1 (read once): a fifth, producer warp refills each stage once
-// the four consumer warps have released it (an mbarrier per stage), so no warp
-// waits for the others at a block barrier per tile. H200, session 15, `lantern
-// bench`: batch 1 / 32 k 1.267-1.280 ms per step vs 1.389-1.402 with thread 0
-// refilling after a barrier; batch 8 / 4 k 1.343 vs 1.394; prompt 128 at batch
-// 1-8 equal within 10 us. NOT the default: the same form at one split, run in
-// place of variant 16's kernel at 160 sequences in graph-replayed decode, gave
-// 8 of 3840 logit positions that differ from variant 14 (worst rel-L2 1.0e-2)
-// where variant 16 differs in none -- a race not yet found (docs/performance.md,
-// session 15). The barrier form is the default. The knob gives variant 16's
-// one-split kernel the producer warp too -- the form that showed the
-// difference -- so its bit-identity tests can hunt the race
-// (scripts/gpu-tma-ws.sh).
-bool split_tma_ws() {
-  static const bool on = env_int("LANTERN_TMA_WS") == 1;
-  return on;
+// The producer-warp form: a fifth warp refills each stage once the four
+// consumer warps have released it (an mbarrier per stage), so no warp waits
+// for the others at a block barrier per tile. Variant 17's default since
+// session 16; LANTERN_TMA_WS (read once) = 0 gives both variants the barrier
+// form (thread 0 refills after the block barrier that ends each tile), 1 both
+// the producer warp; unset: 17 the producer warp, 16 the barrier form.
+// H200, `lantern bench`: batch 1 / 32 k 1.250-1.280 ms per step vs
+// 1.342-1.402 with the barrier form; batch 8 / 4 k 1.343 vs 1.394; prompt 128
+// at batch 1-8 equal within 10 us (docs/performance.md, sessions 15-16).
+// Session 15 saw its one-split form (then variant 18) differ from variant 14
+// in 8 of 3840 positions once; session 16 did not reproduce it (the one-split
+// form bit-identical in every repeat, racecheck and synccheck clean) and added
+// the __syncwarp that keeps the producer warp converged at the block barrier.
+int tma_ws_knob() {
+  static const int v = env_int("LANTERN_TMA_WS", -1);
+  return v;
 }
 
 void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
@@ -288,7 +295,7 @@ void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   check_decode(a, who);
   if (a.b == 0) return;
   if (!tma_supports(a) || batched_transposed_splits(a, ctx) != 1) return decode_batched_transposed(a, ctx, who);
-  split_tma_ws() ? launch_tma<2, 6, true>(a, ctx, 1, who) : launch_tma<2, 6>(a, ctx, 1, who);
+  tma_ws_knob() == 1 ? launch_tma<2, 6, true>(a, ctx, 1, who) : launch_tma<2, 6>(a, ctx, 1, who);
 }
 
 // ---- Variant 17 (split_tma_t): below the rows where variant 14 runs its own
@@ -301,13 +308,14 @@ void decode_tma_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 // whole 64-key tiles, as many as make the grid one wave of 2 blocks per SM
 // (batch 1 on the H200: 33 per kv head), each sized on the device from the
 // real context (graph-safe), the last block of a (sequence, kv head)
-// combining them; thread 0 refills a stage after the block barrier that ends
-// its tile (a producer-warp form is an experiment knob, below). From 24 rows,
-// and below 3 splits, variant 14.
+// combining them; a fifth, producer warp refills a stage once the four
+// consumer warps released it (above; LANTERN_TMA_WS=0: thread 0 refills after
+// the block barrier that ends each tile). From 24 rows, and below 3 splits,
+// variant 14.
 // The ring is 3 stages deep (two 61 KB blocks fit the one-row steps' 50 %
 // carveout; 4 stages made the 32 k step 1.78 ms, a second wave under it).
-// LANTERN_TMA_STAGES = 2, 3 or 4 (ring depth) and LANTERN_TMA_BLOCKS_PER_SM
-// (default 2): experiment knobs, read once.
+// LANTERN_TMA_STAGES = 2, 3 or 4 (ring depth) and
+// LANTERN_TMA_BLOCKS_PER_SM (default 2): experiment knobs, read once.
 int split_tma_stages() {
   static const int v = env_int("LANTERN_TMA_STAGES", 3);
   return v == 2 || v == 4 ? v : 3;
@@ -346,14 +354,14 @@ void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
                          ? tma_splits(a, ctx)
                          : 0;
   if (splits == 0) return decode_batched_transposed(a, ctx, who);
-  if (split_tma_ws()) return launch_tma<3, 2, true>(a, ctx, splits, who);
+  const bool ws = tma_ws_knob() != 0;
   switch (split_tma_stages()) {
     case 2:
-      return launch_tma<2, 4>(a, ctx, splits, who);
+      return ws ? launch_tma<2, 4, true>(a, ctx, splits, who) : launch_tma<2, 4>(a, ctx, splits, who);
     case 4:
-      return launch_tma<4, 2>(a, ctx, splits, who);
+      return ws ? launch_tma<4, 2, true>(a, ctx, splits, who) : launch_tma<4, 2>(a, ctx, splits, who);
     default:
-      return launch_tma<3, 2>(a, ctx, splits, who);
+      return ws ? launch_tma<3, 2, true>(a, ctx, splits, who) : launch_tma<3, 2>(a, ctx, splits, who);
   }
 }
 
@@ -371,7 +379,7 @@ void register_attention_decode_tma_cuda(Registry& r) {
       17, "split_tma_t", Backend::cuda,
       "batched_ring6_t below 24 rows with batched_tma_t's TMA-filled ring (3 stages) split over the "
       "context: one wave of 2 blocks per SM, splits of whole 64-key tiles sized from the real "
-      "context, the last block combines; head_dim 64, block sizes that are multiples of 16, GQA "
+      "context, a producer warp refills the ring, the last block combines; head_dim 64, block sizes that are multiples of 16, GQA "
       "groups <= 8; else batched_ring6_t",
       kPreferred, decode_split_workspace));
 }
