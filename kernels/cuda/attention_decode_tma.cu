@@ -365,6 +365,211 @@ void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   }
 }
 
+
+// ---- Variant 18 (persistent_tma_t): from 24 rows, where variant 14 runs one
+// block per (sequence, kv head) in 2-3 waves, a persistent grid of as many
+// blocks as fit at once, each walking the (sequence, kv head) items
+// blockIdx.x, blockIdx.x + gridDim.x, ... through one TMA-filled ring that
+// streams across item boundaries: the producer warp issues the next item's
+// slot, table entries and first tiles while the four consumer warps still
+// compute the current item, so neither the per-block start chain (slot ->
+// block table -> first tile) nor a wave's tail sits on the path -- session 14
+// found variant 16's batch-256 kernel latency-bound on exactly those (42.8 %
+// of its stalls on that chain, 15 % of the SM time idle in the last wave).
+// Per item the same tiles, order and merge as variants 14 and 16:
+// bit-identical to them. The consumer warps merge an item's four states
+// through a buffer of their own (the ring keeps streaming) between two named
+// barriers of the 128 consumer threads. Below 24 rows, and where variant 14's
+// grid is one wave (below), variant 14. Variant 19 (the default since session
+// 16): variant 17 below 24 rows, 18 from 24.
+constexpr int kPersistRows = 8;  // merge-buffer rows per state: the group's q heads (<= 8)
+
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(4 * kWarp) : "memory"); }
+
+// Item `item` = (sequence i, kv head kv) as a one-split PipeSplit over its whole
+// context, its block-table row read in place (global memory); returns its tiles.
+__device__ __forceinline__ int persist_item(int item, int n_kv_heads, const int32_t* seq_slots,
+                                            const int32_t* context_lens, const int32_t* block_tables,
+                                            int block_size, int max_blocks_per_seq, int max_context, PipeSplit& p,
+                                            int& i, int& kv) {
+  i = item / n_kv_heads;
+  kv = item % n_kv_heads;
+  const int slot = seq_slots[i];
+  p.begin = 0;
+  p.end = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
+  p.block_size = block_size;
+  p.bs_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+  p.first_blk = 0;
+  p.table_s = block_tables + size_t(slot) * max_blocks_per_seq;
+  return max(1, (p.end + 4 * kBoxKeys - 1) / (4 * kBoxKeys));
+}
+
+template <int St>
+__global__ void __launch_bounds__(5 * kWarp)
+    decode_persist_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out,
+                          const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
+                          const int32_t* __restrict__ block_tables, int block_size, int max_blocks_per_seq,
+                          int n_kv_heads, int group, int q_stride, int max_context, int n_items, float scale_log2) {
+  using S = TS<St>;
+  constexpr int kConsumers = S::kKeyGroups;  // warps 0-3; warp 4 is the producer
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ float sm_m[kConsumers * kPersistRows], sm_l[kConsumers * kPersistRows];
+  __shared__ __align__(16) float sm_o[kConsumers * kPersistRows * kHd];
+  __shared__ __align__(8) uint64_t full[St], empty[St];
+  unsigned char* smem = smem_raw + (1024 - smem_u32(smem_raw) % 1024) % 1024;  // SWIZZLE_128B: 1 KB aligned
+  bf16* stages = reinterpret_cast<bf16*>(smem);
+  auto stage = [&](int n) { return stages + size_t(n % St) * (kStageBytes / sizeof(bf16)); };
+
+  trigger_dependents();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < St; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  PipeSplit p;
+  int i, kv;
+  if (warp == kConsumers) {  // the producer warp; n counts this block's tiles (stage n % St)
+    if (lane == 0) {
+      int n = 0;
+      for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
+        const int n_tiles = persist_item(item, n_kv_heads, seq_slots, context_lens, block_tables, block_size,
+                                         max_blocks_per_seq, max_context, p, i, kv);
+        int t = 0;
+        if (n == 0) {  // the first item: all but the newest K/V row's group before the PDL wait (as variant 16)
+          const int newest_group = p.end >= 1 ? (p.end - 1) / kBoxKeys : -1;
+          for (; t < St && t < n_tiles; ++t) {
+            mbar_expect_tx(&full[t], kStageBytes);
+            for (int kg = 0; kg < 4; ++kg)
+              if (t * 4 + kg != newest_group) tma_group(&kv_map, p, kv, t, kg, stage(t), &full[t]);
+          }
+          grid_dependency_wait();
+          if (newest_group >= 0 && newest_group / 4 < t)
+            tma_group(&kv_map, p, kv, newest_group / 4, newest_group % 4, stage(newest_group / 4),
+                      &full[newest_group / 4]);
+          n = t;
+        }
+        for (; t < n_tiles; ++t, ++n) {
+          if (n >= St) mbar_wait(&empty[n % St], (n / St - 1) & 1);
+          mbar_expect_tx(&full[n % St], kStageBytes);
+          for (int kg = 0; kg < 4; ++kg) tma_group(&kv_map, p, kv, t, kg, stage(n), &full[n % St]);
+        }
+      }
+    }
+    __syncwarp();
+    return;
+  }
+  grid_dependency_wait();  // q (and the newest K/V rows, through the producer) come from earlier kernels
+  int n = 0;
+  for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
+    const int n_tiles = persist_item(item, n_kv_heads, seq_slots, context_lens, block_tables, block_size,
+                                     max_blocks_per_seq, max_context, p, i, kv);
+    uint32_t qb[kHd / 16][2];
+    float o[kHd / 16][4], m[2], l[2];
+    pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv) * group * kHd, group, qb, o, m, l);
+    for (int t = 0; t < n_tiles; ++t, ++n) {
+      mbar_wait(&full[n % St], (n / St) & 1);
+      tma_warp_tile(p, stage(n) + warp * kWarpKeys * S::kStride, t * S::kTileKeys + warp * kWarpKeys, qb,
+                    scale_log2, o, m, l);
+      __syncwarp();  // the warp has read (and maybe zeroed) its part of the stage: release it
+      if (lane == 0) mbar_arrive(&empty[n % St]);
+    }
+    pipe_store_state_t<kHd, kPersistRows>(o, m, l, group, warp, 0, sm_m, sm_l, sm_o);
+    consumer_sync();
+    finish_split<kHd, kPersistRows, kConsumers, kConsumers * kWarp, false>(
+        sm_m, sm_l, sm_o, SplitDest{out, nullptr, nullptr, nullptr, i, kv, n_kv_heads, group, q_stride, 0, 1, 1});
+    consumer_sync();  // the merge buffer is read: the next item may store into it
+  }
+}
+
+// Ring depth of variant 18: LANTERN_PERSIST_STAGES = 2, 3 or 4 (default 4; an
+// experiment knob, read once); LANTERN_PERSIST_FROM = the rows from which it
+// runs (default 24, below it variant 17).
+int persist_stages() {
+  static const int v = env_int("LANTERN_PERSIST_STAGES", 4);
+  return v == 2 || v == 3 ? v : 4;
+}
+int persist_from() {
+  static const int v = std::max(1, env_int("LANTERN_PERSIST_FROM", 24));
+  return v;
+}
+
+template <int St>
+constexpr size_t kPersistSmem = 1024 + St * kStageBytes;  // + alignment slack
+
+// Resident blocks per SM of the St-stage persistent kernel (the driver's carveout choice).
+template <int St>
+int persist_blocks_per_sm() {
+  static const int per_sm = [] {
+    auto* kernel = decode_persist_kernel<St>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kPersistSmem<St>)));
+    int r = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r, kernel, 5 * kWarp, kPersistSmem<St>));
+    return std::max(r, 1);
+  }();
+  return per_sm;
+}
+
+template <int St>
+void launch_persist(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const KvCacheRef& c = a.cache;
+  auto* kernel = decode_persist_kernel<St>;
+  constexpr size_t kSmem = kPersistSmem<St>;
+  const int n_items = a.b * c.n_kv_heads;
+  const int grid = int(std::min<long>(n_items, long(persist_blocks_per_sm<St>()) * sm_count()));
+  launch_kernel(true, kernel, dim3(grid), dim3(5 * kWarp), kSmem, ctx.stream, pool_rows_map(c),
+                static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), a.seq_slots, a.context_lens,
+                c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads,
+                a.q_stride, std::max(a.max_context, 1), n_items, a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_persist_kernel");
+}
+
+// Where variant 14 would run its one-split kernel in one wave (at most twice
+// the persistent grid's blocks: variant 14 keeps 6 blocks per SM resident, the
+// 4-stage persistent kernel 3), every persistent block would own one or two
+// items and gain nothing: batch 64 / ctx 4 k measured 173 vs 149 us
+// (bench_kernels, H200, session 16). Those batches keep variant 14.
+template <int St>
+bool persist_pays(const AttentionDecodeArgs& a) {
+  return long(a.b) * a.cache.n_kv_heads > 2L * persist_blocks_per_sm<St>() * sm_count();
+}
+
+template <int St>
+void persist_or_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who) {
+  if (persist_pays<St>(a)) return launch_persist<St>(a, ctx);
+  decode_batched_transposed(a, ctx, who);
+}
+
+void decode_persist_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who) {
+  check_decode(a, who);
+  if (a.b == 0) return;
+  if (a.b < persist_from() || !tma_supports(a) || !pipe_supports(a) || batched_transposed_splits(a, ctx) != 1)
+    return decode_batched_transposed(a, ctx, who);
+  switch (persist_stages()) {
+    case 2:
+      return persist_or_batched<2>(a, ctx, who);
+    case 3:
+      return persist_or_batched<3>(a, ctx, who);
+    default:
+      return persist_or_batched<4>(a, ctx, who);
+  }
+}
+
+// Variant 18: the persistent kernel where it pays from 24 rows, variant 14
+// everywhere else (bit-identical to 14 throughout).
+void decode_persist_only_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_persist_t(a, ctx, "attention_decode.persistent_tma_t");
+}
+
+// Variant 19 (split_persist_t): variant 17 below 24 rows, variant 18 from 24.
+void decode_split_persist_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (a.b < persist_from()) return decode_tma_split_t(a, ctx);
+  decode_persist_t(a, ctx, "attention_decode.split_persist_t");
+}
+
 }  // namespace
 
 void register_attention_decode_tma_cuda(Registry& r) {
@@ -382,6 +587,17 @@ void register_attention_decode_tma_cuda(Registry& r) {
       "context, a producer warp refills the ring, the last block combines; head_dim 64, block sizes that are multiples of 16, GQA "
       "groups <= 8; else batched_ring6_t",
       kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_persist_only_t, attention_decode_cost<2>>(
+      18, "persistent_tma_t", Backend::cuda,
+      "batched_ring6_t, but from 24 rows where its one-split grid would need more than one wave, a "
+      "persistent grid whose blocks walk (sequence, kv head) items through one 4-stage TMA-filled "
+      "ring streaming across items (a producer warp issues the next item's tiles while 4 warps "
+      "compute): bit-identical to batched_ring6_t; head_dim 64, block sizes that are multiples of "
+      "16, GQA groups <= 8",
+      kTestedOnly, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_split_persist_t, attention_decode_cost<2>>(
+      19, "split_persist_t", Backend::cuda,
+      "split_tma_t below 24 rows, persistent_tma_t from 24 rows", kPreferred, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

@@ -173,16 +173,19 @@ TEST(BatchedAttentionGpu, TransposedTileFrom24RowsMatchesTheRegisterKernel) {
 // (160 x 8 / 4 = 320 blocks, one wave) in graph-replayed decode. Per head it
 // runs variant 14's warp tiles and merge in the same order, so every logit
 // must equal variant 14's bit for bit: a head's q, tile or merge buffer taken
-// from its neighbour in the run would change a row by O(1). Variant 16 runs
-// variant 14's tiles and merge in the same order too.
+// from its neighbour in the run would change a row by O(1). Variants 16 and 18
+// run variant 14's tiles and merge in the same order too (18: a block's items
+// one after another through one ring -- an item's tile or state taken from the
+// item before it would show the same way).
 TEST(BatchedAttentionGpu, HeadRunsInGraphsEqualTheTransposedTile) {
   LANTERN_REQUIRE_GPU();
   Work work;
   for (int i = 0; i < 160; ++i) work.emplace_back(test::random_token_ids(1 + i), test::random_token_ids(24));
   const Rows ref = run({{"attention_decode", "14"}}, work, kv8_model(), 160);
   ASSERT_EQ(ref.size(), 160u * 24u);
-  // Variants 15 (runs of kv heads) and 16 (the TMA-filled ring) at the 1B model's attention shape.
-  for (const char* variant : {"15", "16"}) {
+  // Variants 15 (runs of kv heads), 16 (the TMA-filled ring) and 18 (the persistent TMA ring, its
+  // items streaming through one ring) at the 1B model's attention shape.
+  for (const char* variant : {"15", "16", "18"}) {
     const Rows got = run({{"attention_decode", variant}}, work, kv8_model(), 160);
     const RowDiff d = compare_rows(got, ref, 0.0);
     std::printf("[batched-attention-gpu] attention_decode.%s vs batched_ring6_t, 160 sequences x 8 kv heads in "

@@ -68,7 +68,7 @@ void check_decode(const DecodeCase& c) {
   shape.n_q_heads = c.n_q, shape.n_kv_heads = c.n_kv, shape.head_dim = c.hd;
   GpuEnv env;
   std::vector<bf16_bits> ring;  // variant 12's output: variant 13 (its swizzled ring) must equal it bit for bit
-  std::vector<bf16_bits> ring_t;  // variant 14's: variants 15 (runs of kv heads) and 16 (TMA ring) must equal it
+  std::vector<bf16_bits> ring_t;  // variant 14's: variants 15 (runs of kv heads), 16 (TMA ring) and 18 must equal it
   for (const KernelEntry* e : cuda_variants(Family::attention_decode)) {
     SCOPED_TRACE(variant_label(*e) + " b=" + std::to_string(b) + " heads=" + std::to_string(c.n_q) +
                  "/" + std::to_string(c.n_kv) + " hd=" + std::to_string(c.hd) +
@@ -90,6 +90,7 @@ void check_decode(const DecodeCase& c) {
     if (e->variant == 14) ring_t = first;
     if (e->variant == 15) EXPECT_EQ(first, ring_t) << "batched_heads_t differs from batched_ring6_t";
     if (e->variant == 16) EXPECT_EQ(first, ring_t) << "batched_tma_t differs from batched_ring6_t";
+    if (e->variant == 18) EXPECT_EQ(first, ring_t) << "persistent_tma_t differs from batched_ring6_t";
     if (!c.alias) {  // a second launch must give the same bits (no state left behind)
       d_out.poison();
       args.out = d_out.get();
@@ -164,6 +165,9 @@ TEST(AttentionDecodeGpu, BatchedRingShapes) {
   check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 12});
   check_decode({random_contexts(64, 1, 400), 32, 8, 64, false, 1024, 32});
   check_decode({{1, 50, 3000}, 32, 8, 64, false, 4096, 12});
+  // Variant 18's persistent grid (from 24 rows, more items than variant 14's one wave: 128, 160
+  // and 256 sequences above) with cache blocks of 32 and contexts of 1 to 4 tiles.
+  check_decode({random_contexts(200, 1, 260), 32, 8, 64, false, 512, 32});
 }
 
 }  // namespace
