@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The race suspected in attention_decode.17's producer-warp form (LANTERN_TMA_WS=1; docs/kernels.md
-# row 17, docs/performance.md session 15), in one call of the device tool with carried binaries:
+# attention_decode.17's producer-warp form (the default since session 16; LANTERN_TMA_WS=0 gives the
+# barrier form, =1 also gives variant 16's one-split kernel the producer warp; docs/kernels.md row 17),
+# in one call of the device tool with carried binaries:
 #  1. compute-sanitizer racecheck (scripts/racecheck-filter.sh) and synccheck over the attention
-#     kernel cases with the knob on (it also gives variant 16's one-split kernel the producer warp);
-#  2. the engine bit-identity test (variant 16 == 14 in graph-replayed decode of 160 sequences,
-#     where session 15 saw 8 of 3840 positions differ with the producer warp) and the split test,
-#     REPEAT times each, with the knob on, then once with it off;
+#     kernel cases with the knob on;
+#  2. the engine bit-identity test (variant 16 == 14 in graph-replayed decode of 160 sequences)
+#     and the split test, REPEAT times each, with the knob on, then once with it off;
 #  3. with the knob on and off: the batch 1 / 32 k step (`lantern bench`), two rounds.
+# Session 16 ran steps 1-3 (docs/performance.md): clean, bit-identical in every repeat.
 #   bash scripts/gpu-tma-ws.sh OUT
 set -u
 cd "$(dirname "$0")/.."

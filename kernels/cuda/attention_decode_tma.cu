@@ -176,12 +176,9 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
         mbar_wait(&empty[next % St], (next / St - 1) & 1);
         refill(next);
       }
-    // Lanes 1-31 skipped the loop: reconverge before the block barrier below.
-    // __syncthreads is bar.sync, an .aligned barrier -- every thread of a warp
-    // must execute it together; a warp arriving split counts one arrival per
-    // part and offsets every later barrier of the block, so the merge could
-    // read state a late warp has not stored (the race behind session 15's
-    // 8-of-3840 differences).
+    // Lanes 1-31 skipped the loop: reconverge before the block barrier below
+    // (__syncthreads is bar.sync, an .aligned barrier: every thread of a warp
+    // must execute it together).
     __syncwarp();
   } else {
     pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv0) * group * kHd, group, qb, o, m, l);
@@ -281,10 +278,14 @@ bool tma_supports(const AttentionDecodeArgs& a) {
 // H200, `lantern bench`: batch 1 / 32 k 1.250-1.280 ms per step vs
 // 1.342-1.402 with the barrier form; batch 8 / 4 k 1.343 vs 1.394; prompt 128
 // at batch 1-8 equal within 10 us (docs/performance.md, sessions 15-16).
-// Session 15 saw its one-split form (then variant 18) differ from variant 14
-// in 8 of 3840 positions once; session 16 did not reproduce it (the one-split
-// form bit-identical in every repeat, racecheck and synccheck clean) and added
-// the __syncwarp that keeps the producer warp converged at the block barrier.
+// Session 15 kept it a knob for a suspected race: a variant 18 of that
+// session (this one-split form from 24 rows) differed from variant 14 in 8 of
+// 3840 positions of the 160-sequence graph test. Session 16 found the cause
+// outside the kernel: that variant ran variant 17's split path below 24 rows,
+// which the test's tail steps reach, and which is not bit-identical to 14 (a
+// new variant 18 with the same fallback gave the same 8 of 3840, 1.07e-2;
+// without it, 0). The one-split producer-warp form is bit-identical to 14 in
+// 16 repeats of that test; racecheck and synccheck are clean.
 int tma_ws_knob() {
   static const int v = env_int("LANTERN_TMA_WS", -1);
   return v;
