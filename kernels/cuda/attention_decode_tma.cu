@@ -486,12 +486,15 @@ __global__ void __launch_bounds__(5 * kWarp)
   }
 }
 
-// Ring depth of variant 18: LANTERN_PERSIST_STAGES = 2, 3 or 4 (default 4; an
-// experiment knob, read once); LANTERN_PERSIST_FROM = the rows from which it
-// runs (default 24, below it variant 17).
+// Ring depth of variant 18: LANTERN_PERSIST_STAGES = 2, 3 or 4 (an experiment
+// knob, read once). Default 2 (5 blocks per SM; 4 stages keep 3): H200,
+// session 16, three interleaved rounds, batch 128 1.518-1.531 ms per step vs
+// 1.526-1.585 (4 stages) and 1.537-1.544 (3), batch 256 2.081-2.097 vs
+// 2.088-2.166 and 2.088-2.148; bench_kernels b = 256 / ctx 512 77.4 vs 80.6
+// us. LANTERN_PERSIST_FROM = the rows from which it runs (default 24).
 int persist_stages() {
-  static const int v = env_int("LANTERN_PERSIST_STAGES", 4);
-  return v == 2 || v == 3 ? v : 4;
+  static const int v = env_int("LANTERN_PERSIST_STAGES", 2);
+  return v == 3 || v == 4 ? v : 2;
 }
 int persist_from() {
   static const int v = std::max(1, env_int("LANTERN_PERSIST_FROM", 24));
@@ -528,19 +531,19 @@ void launch_persist(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   CUDA_CHECK_LAST("decode_persist_kernel");
 }
 
-// Where variant 14 would run its one-split kernel in one wave (at most twice
-// the persistent grid's blocks: variant 14 keeps 6 blocks per SM resident, the
-// 4-stage persistent kernel 3), every persistent block would own one or two
-// items and gain nothing: batch 64 / ctx 4 k measured 173 vs 149 us
-// (bench_kernels, H200, session 16). Those batches keep variant 14.
-template <int St>
+// Where variant 14 would run its one-split kernel in one wave (6 blocks per SM
+// resident at head_dim 64; the 2-stage persistent kernel keeps 5), every
+// persistent block would own one or two items and gain nothing: batch 64 /
+// ctx 4 k measured 173 vs 149 us (bench_kernels, H200, session 16). Those
+// batches keep variant 14.
+constexpr long kBatchedWaveBlocksPerSm = 6;
 bool persist_pays(const AttentionDecodeArgs& a) {
-  return long(a.b) * a.cache.n_kv_heads > 2L * persist_blocks_per_sm<St>() * sm_count();
+  return long(a.b) * a.cache.n_kv_heads > kBatchedWaveBlocksPerSm * sm_count();
 }
 
 template <int St>
 void persist_or_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who) {
-  if (persist_pays<St>(a)) return launch_persist<St>(a, ctx);
+  if (persist_pays(a)) return launch_persist<St>(a, ctx);
   decode_batched_transposed(a, ctx, who);
 }
 
@@ -550,12 +553,12 @@ void decode_persist_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const 
   if (a.b < persist_from() || !tma_supports(a) || !pipe_supports(a) || batched_transposed_splits(a, ctx) != 1)
     return decode_batched_transposed(a, ctx, who);
   switch (persist_stages()) {
-    case 2:
-      return persist_or_batched<2>(a, ctx, who);
     case 3:
       return persist_or_batched<3>(a, ctx, who);
-    default:
+    case 4:
       return persist_or_batched<4>(a, ctx, who);
+    default:
+      return persist_or_batched<2>(a, ctx, who);
   }
 }
 
@@ -591,7 +594,7 @@ void register_attention_decode_tma_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_persist_only_t, attention_decode_cost<2>>(
       18, "persistent_tma_t", Backend::cuda,
       "batched_ring6_t, but from 24 rows where its one-split grid would need more than one wave, a "
-      "persistent grid whose blocks walk (sequence, kv head) items through one 4-stage TMA-filled "
+      "persistent grid whose blocks walk (sequence, kv head) items through one 2-stage TMA-filled "
       "ring streaming across items (a producer warp issues the next item's tiles while 4 warps "
       "compute): bit-identical to batched_ring6_t; head_dim 64, block sizes that are multiples of "
       "16, GQA groups <= 8",
