@@ -487,7 +487,7 @@ __global__ void __launch_bounds__(5 * kWarp)
 }
 
 // Ring depth of variant 18: LANTERN_PERSIST_STAGES = 2, 3 or 4 (an experiment
-// knob, read once). Default 2 (5 blocks per SM; 4 stages keep 3): H200,
+// knob, read once). Default 2 (4 blocks per SM, the 93 registers' limit; 3 and 4 stages keep 3, shared memory's): H200,
 // session 16, three interleaved rounds, batch 128 1.518-1.531 ms per step vs
 // 1.526-1.585 (4 stages) and 1.537-1.544 (3), batch 256 2.081-2.097 vs
 // 2.088-2.166 and 2.088-2.148; bench_kernels b = 256 / ctx 512 77.4 vs 80.6
@@ -532,7 +532,7 @@ void launch_persist(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 }
 
 // Where variant 14 would run its one-split kernel in one wave (6 blocks per SM
-// resident at head_dim 64; the 2-stage persistent kernel keeps 5), every
+// resident at head_dim 64; the 2-stage persistent kernel keeps 4), every
 // persistent block would own one or two items and gain nothing: batch 64 /
 // ctx 4 k measured 173 vs 149 us (bench_kernels, H200, session 16). Those
 // batches keep variant 14.
