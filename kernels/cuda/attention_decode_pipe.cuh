@@ -113,6 +113,9 @@ struct PipeSplit {
   __device__ int blk_of(int t) const { return bs_shift >= 0 ? t >> bs_shift : t / block_size; }
   __device__ int row_of(int t) const { return bs_shift >= 0 ? t & (block_size - 1) : t % block_size; }
   __device__ bool key_ok(int t) const { return t < end && table_s[blk_of(t) - first_blk] >= 0; }
+  __device__ static int shift_of(int block_size) {  // bs_shift for block_size
+    return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+  }
 };
 
 // The split of [0, ctx) a block owns, with its block-table entries copied to
@@ -131,7 +134,7 @@ __device__ __forceinline__ bool pipe_split_setup(PipeSplit& p, int& n_eff, int s
   p.begin = split * len;
   p.end = min(ctx, p.begin + len);
   p.block_size = block_size;
-  p.bs_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+  p.bs_shift = PipeSplit::shift_of(block_size);
   p.first_blk = p.begin / block_size;
   p.row_elems = size_t(n_kv_heads) * HD;
   p.half_block = size_t(block_size) * p.row_elems;
