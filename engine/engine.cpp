@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -144,7 +145,7 @@ class EngineImpl {
                   tp_lm_head_name(weights_.shard().lm_head), weights_.shard().world, tp_lm_head_name(lm_head),
                   comm_ ? comm_->world() : 1);
     kernels_ = kernels::KernelSet::defaults(opt.backend);
-    bool fused = opt.fused, prefill_graphs = opt.prefill_graphs;
+    bool fused = opt.fused, prefill_graphs = opt.prefill_graphs, overlap = opt.overlap;
     // Pseudo-families (engine switches, not registry families): "on" / "off".
     auto on_off = [](const std::string& family, const std::string& variant) {
       LANTERN_CHECK(variant == "on" || variant == "off", "kernels: %s must be 'on' or 'off', got '%s'",
@@ -156,6 +157,8 @@ class EngineImpl {
         fused = on_off(family, variant);
       else if (family == "prefill_graphs")
         prefill_graphs = on_off(family, variant);
+      else if (family == "overlap")
+        overlap = on_off(family, variant);
       else
         kernels_.select(kernels::family_from_name(family), variant, opt.backend);
     }
@@ -177,6 +180,7 @@ class EngineImpl {
                                            cfg_.num_layers, limits_.max_seqs,
                                            model_->max_blocks_per_seq(), opt.observer);
     scheduler_ = std::make_unique<Scheduler>(limits_, *kv_, cfg_.eos_token_ids);
+    overlap_ = overlap && comm_ == nullptr;
   }
 
   double now() const {
@@ -220,7 +224,7 @@ class EngineImpl {
   // Reads only what step() publishes under inbox_mutex_ (never the scheduler).
   bool idle() {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
-    return unfinished_ == 0;
+    return unfinished_ == 0 && !inflight_;
   }
 
   std::vector<RequestResult> take_finished() {
@@ -230,70 +234,145 @@ class EngineImpl {
     return out;
   }
 
-  // plan -> run -> postprocess. Called from one thread (the engine's); the
-  // state other threads read (inbox_, queued_, unfinished_, finished_) is
-  // touched only under inbox_mutex_.
+  // plan -> launch -> wait -> postprocess. Called from one thread (the
+  // engine's); the state other threads read (inbox_, queued_, unfinished_,
+  // inflight_, finished_) is touched only under inbox_mutex_.
+  //
+  // Overlapped decode (docs/architecture.md, "Overlapped steps"): once a pure
+  // decode step is launched, its continuation (Scheduler::plan_continuation:
+  // the same sequences one token further, their tokens gathered on the
+  // device) is launched before waiting for it, and stays in flight into the
+  // next call. So the host's postprocess and planning run while the GPU
+  // computes, and the GPU goes from one step to the next without waiting for
+  // the host. Each call still collects exactly one step.
   bool step() {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point t_begin = Clock::now();
-    if (!admit_inbox()) return false;
-    StepPlan plan = scheduler_->plan(steps_);
+    model_s_ = 0;
+    move_inbox();
+    std::optional<Launched> cur;
+    if (pending_) {
+      cur = std::move(pending_);
+      pending_.reset();
+    } else {
+      if (scheduler_->idle()) return false;
+      StepPlan plan = scheduler_->plan(steps_);
+      {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        queued_ = static_cast<int>(scheduler_->num_waiting());
+      }
+      LANTERN_ASSERT(!plan.empty(), "scheduler made no progress with %zu waiting and %zu running",
+                     scheduler_->num_waiting(), scheduler_->num_running());
+      const bool overlapped = overlap_ && overlappable(plan);
+      cur = launch(std::move(plan), nullptr, overlapped);
+      if (!overlapped) {
+        collect(*cur, t_begin, nullptr, -1);
+        LANTERN_OBSERVE(opt_.observer, on_kv_step(kv_->stats(cur->step)));
+        LANTERN_OBSERVE(opt_.observer, on_step_end(cur->info));
+        return true;
+      }
+    }
+    // `cur` is in flight: launch its continuation before waiting for it.
+    std::optional<Launched> next;
+    StepPlan cont;
+    if (scheduler_->plan_continuation(cur->plan, steps_, cont)) {
+      next = launch(std::move(cont), &*cur, true);
+      ++overlap_stats_.continuations;
+    }
+    collect(*cur, t_begin, next ? &next->plan : nullptr, next ? next->step : -1);
+    // The newest step's KV record, now with the blocks this collection released.
+    LANTERN_OBSERVE(opt_.observer, on_kv_step(kv_->stats(steps_ - 1)));
+    pending_ = std::move(next);
     {
       std::lock_guard<std::mutex> lock(inbox_mutex_);
-      queued_ = static_cast<int>(scheduler_->num_waiting());
+      inflight_ = pending_.has_value();
     }
-    LANTERN_ASSERT(!plan.empty(), "scheduler made no progress with %zu waiting and %zu running",
-                   scheduler_->num_waiting(), scheduler_->num_running());
+    return true;
+  }
+
+  // A step that may stay in flight: single-token decodes only, no logits to the host.
+  static bool overlappable(const StepPlan& plan) {
+    if (!plan.fresh.empty() || plan.copies_logits()) return false;
+    for (const auto& c : plan.paged)
+      if (c.count != 1 || !c.produces_token() || c.start < c.seq->num_prompt) return false;
+    return true;
+  }
+
+  // A step launched on the device, not yet postprocessed.
+  struct Launched {
+    StepPlan plan;
+    StepInfo info;
+    int64_t step = 0;
+    int rows = 0, decode_rows = 0;
+  };
+
+  // Builds the step input, reports the step to the observers and launches
+  // it. `prev`: the step `plan` continues (its tokens are gathered on the
+  // device). `overlapped`: the step stays in flight, so its observer range
+  // closes here (it covers the planning and the launches); otherwise the
+  // caller closes it after collect().
+  Launched launch(StepPlan&& plan, const Launched* prev, bool overlapped) {
+    Launched l;
+    l.step = steps_;
     const double step_start = now();
     for (const auto& c : plan.fresh)  // admission wait ends when the prefill begins
       if (c.seq->admit_s < 0) c.seq->admit_s = step_start;
-    StepInput in = build_input(plan);
+    StepInput in = prev ? build_continuation(plan, prev->plan) : build_input(plan);
     // Single-token decodes past the prompt (StepTiming), counted before postprocess appends the tokens.
-    const int rows = plan.rows();
-    const int decode_rows = static_cast<int>(std::count_if(plan.paged.begin(), plan.paged.end(), [](const ScheduledChunk& c) {
+    l.rows = plan.rows();
+    l.decode_rows = prev ? l.rows : static_cast<int>(std::count_if(plan.paged.begin(), plan.paged.end(), [](const ScheduledChunk& c) {
       return c.count == 1 && c.start >= c.seq->num_prompt && c.produces_token();
     }));
-    [[maybe_unused]] const StepInfo info = describe_step(plan, in);  // hooks only
-    LANTERN_OBSERVE(opt_.observer, on_step_begin(info));
+    l.info = describe_step(plan, in, prev != nullptr);  // hooks only
+    LANTERN_OBSERVE(opt_.observer, on_step_begin(l.info));
     if (opt_.profile_first_step == steps_) profiler(true);
-
     if (comm_) {  // the followers run the same step on their shards
       std::vector<uint8_t> plan_bytes = encode_step(in);
       comm_->broadcast(plan_bytes);
     }
-    const Clock::time_point t_run = Clock::now();
-    StepOutput out = model_->run(in);
+    const auto t_launch = std::chrono::steady_clock::now();
+    model_->launch(in);
+    model_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_launch).count();
+    if (overlapped) {
+      LANTERN_OBSERVE(opt_.observer, on_kv_step(kv_->stats(steps_)));
+      LANTERN_OBSERVE(opt_.observer, on_step_end(l.info));
+    }
+    ++steps_;
+    l.plan = std::move(plan);
+    return l;
+  }
+
+  // Waits for `l`'s tokens, postprocesses them and publishes the finished
+  // requests. `inflight`: the continuation already launched after `l`.
+  void collect(Launched& l, std::chrono::steady_clock::time_point t_begin, const StepPlan* inflight,
+               int64_t inflight_step) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t_wait = Clock::now();
+    StepOutput out = model_->wait();
     const Clock::time_point t_ran = Clock::now();
     std::vector<RequestResult> done = scheduler_->postprocess(
-        plan, StepTokens{out.tokens.data(), out.logits.empty() ? nullptr : out.logits.data(), cfg_.vocab_size},
-        steps_, now());
+        l.plan, StepTokens{out.tokens.data(), out.logits.empty() ? nullptr : out.logits.data(), cfg_.vocab_size},
+        l.step, now(), inflight, inflight_step);
+    scheduler_->release_retired(l.step);
     if (!done.empty()) {
       std::lock_guard<std::mutex> lock(inbox_mutex_);
       unfinished_ -= static_cast<int64_t>(done.size());
       for (auto& r : done) finished_.push_back(std::move(r));
     }
-
-    LANTERN_OBSERVE(opt_.observer, on_kv_step(kv_->stats(steps_)));
-    if (opt_.profile_last_step == steps_) profiler(false);
-    LANTERN_OBSERVE(opt_.observer, on_step_end(info));
-    ++steps_;
+    if (opt_.profile_last_step == l.step) profiler(false);
     auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-    timing_.model_s = secs(t_ran - t_run);
-    timing_.host_s = secs(Clock::now() - t_begin) - timing_.model_s;
-    timing_.rows = rows;
-    timing_.decode_rows = decode_rows;
-    return true;
+    model_s_ += secs(t_ran - t_wait);
+    timing_.model_s = model_s_;
+    timing_.host_s = secs(Clock::now() - t_begin) - model_s_;
+    timing_.rows = l.rows;
+    timing_.decode_rows = l.decode_rows;
   }
 
-  // Moves submitted requests into the scheduler's queue; false when there is
-  // nothing to do at all.
-  bool admit_inbox() {
-    {
-      std::lock_guard<std::mutex> lock(inbox_mutex_);
-      for (auto& s : inbox_) scheduler_->enqueue(std::move(s));
-      inbox_.clear();
-    }
-    return !scheduler_->idle();
+  // Moves submitted requests into the scheduler's queue.
+  void move_inbox() {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    for (auto& s : inbox_) scheduler_->enqueue(std::move(s));
+    inbox_.clear();
   }
 
   // The model's view of a plan: rows ordered fresh chunks | paged chunks, the
@@ -328,13 +407,47 @@ class EngineImpl {
     return in;
   }
 
-  StepInfo describe_step(const StepPlan& plan, const StepInput& in) const {
+  // The input of a continuation (Scheduler::plan_continuation): row i's token
+  // is the one `prev` computes for the same sequence, gathered on the device;
+  // its generation index is one past the sequence's count (the token is not
+  // appended yet).
+  StepInput build_continuation(const StepPlan& plan, const StepPlan& prev) {
+    StepInput in;
+    in.fresh_starts.push_back(0);
+    for (const auto& c : plan.paged) {
+      int src = -1;
+      for (const LogitRow& lr : prev.logit_rows)
+        if (lr.seq == c.seq) src = lr.row;
+      LANTERN_ASSERT(src >= 0, "continuation of a sequence without a logit row in the previous step");
+      // A forced token (Request::forced_tokens) is the host's: no gather.
+      const Sequence& s = *c.seq;
+      const int g = s.num_generated();
+      const bool forced = g < static_cast<int>(s.req.forced_tokens.size());
+      in.tokens.push_back(forced ? s.req.forced_tokens[g] : 0);
+      in.token_src.push_back(forced ? -1 : src);
+      in.positions.push_back(c.start);
+      in.slots.push_back(c.seq->slot);
+    }
+    for (const LogitRow& lr : plan.logit_rows) {
+      const SamplingParams& sp = lr.seq->req.sampling;
+      in.logit_rows.push_back(lr.row);
+      in.temperature.push_back(sp.temperature);
+      in.top_k.push_back(sp.top_k);
+      in.top_p.push_back(sp.top_p);
+      in.seeds.push_back(sp.seed);
+      in.gen_index.push_back(lr.seq->num_generated() + 1);
+    }
+    in.table_updates = kv_->take_table_updates();
+    return in;
+  }
+
+  StepInfo describe_step(const StepPlan& plan, const StepInput& in, bool continuation) const {
     StepInfo info;
     info.step = steps_;
     info.num_prefill_seqs = static_cast<int>(plan.fresh.size());
     info.num_decode_seqs = 0;
     for (const auto& c : plan.paged)
-      (c.count == 1 && c.produces_token() ? info.num_decode_seqs : info.num_prefill_seqs)++;
+      (c.count == 1 && (continuation || c.produces_token()) ? info.num_decode_seqs : info.num_prefill_seqs)++;
     info.num_tokens = in.num_rows();
     info.phase = info.num_decode_seqs == 0 ? "prefill" : (info.num_prefill_seqs == 0 ? "decode" : "mixed");
     return info;
@@ -388,6 +501,8 @@ class EngineImpl {
   Device device_;
   kernels::KernelSet kernels_;
   StepTiming timing_;  // of the last step
+  double model_s_ = 0;  // this step() call's seconds in Model::launch and Model::wait
+  OverlapStats overlap_stats_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvBlockManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -397,6 +512,9 @@ class EngineImpl {
   std::vector<std::unique_ptr<Sequence>> inbox_;
   int queued_ = 0;           // the scheduler's waiting queue after the last plan
   int64_t unfinished_ = 0;   // submitted and not yet finished
+  bool inflight_ = false;    // a step is in flight (its retired sequences still hold their blocks)
+  bool overlap_ = false;     // opt_.overlap without tensor parallelism
+  std::optional<Launched> pending_;  // launched, not yet collected (engine thread only)
   int64_t next_id_ = 0;
   std::vector<RequestResult> finished_;
   int64_t steps_ = 0;        // engine thread only
@@ -438,6 +556,11 @@ const MemoryBudget& Engine::memory_budget() const { return impl_->model_->budget
 const kernels::KernelSet& Engine::kernel_set() const { return impl_->kernels_; }
 int64_t Engine::steps_run() const { return impl_->steps_; }
 const StepTiming& Engine::last_step_timing() const { return impl_->timing_; }
+OverlapStats Engine::overlap_stats() const {
+  OverlapStats s = impl_->overlap_stats_;
+  s.discarded_rows = impl_->scheduler_->discarded_rows();
+  return s;
+}
 double Engine::now_s() const { return impl_->now(); }
 
 std::vector<kernels::GemmPlan> Engine::gemm_plans() const { return impl_->model_->gemm_plans(); }
@@ -517,6 +640,7 @@ nlohmann::json Engine::describe() const {
                         {"kernels", k},
                         {"fusion", impl_->model_->fused() ? "on" : "off"},
                         {"prefill_graphs", impl_->model_->prefill_graphs() ? "on" : "off"},
+                        {"overlap", impl_->overlap_ ? "on" : "off"},
                         {"memory", memory_budget().to_json()}};
   const std::vector<kernels::GemmPlan> plans = gemm_plans();
   if (!plans.empty()) {

@@ -107,6 +107,12 @@ struct EngineOptions {
   // graphs). The pseudo-family "prefill_graphs" ("on" / "off") in `kernels`
   // sets it, so `--kernels prefill_graphs=off` and experiment files A/B it.
   bool prefill_graphs = true;
+  // Overlapped decode (docs/architecture.md, "Overlapped steps"): a pure
+  // decode step stays in flight while the host launches its continuation and
+  // postprocesses it, so host time no longer adds to each step. Off with
+  // tensor parallelism. The pseudo-family "overlap" ("on" / "off") in
+  // `kernels` sets it (--kernels overlap=off, experiment files).
+  bool overlap = true;
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
   int profile_last_step = -1;    // cudaProfilerStop after this step
   // The engine clock (seconds); empty: steady_clock since construction. Tests
@@ -127,11 +133,13 @@ struct EngineOptions {
   TpAllReduce tp_all_reduce = TpAllReduce::automatic;
 };
 
-// Wall time of the last step() split at Model::run: host bookkeeping
-// (admission, scheduling, the step input, postprocess and stop checks) and
-// Model::run (metadata upload, the launches or graph replay, the wait for the
-// GPU's results). Steps are synchronous, so host_s adds to every step: a large
-// share says preparing step N+1 while the GPU runs step N would pay.
+// Wall time of the last step() call split into host bookkeeping (admission,
+// scheduling, the step input, postprocess and stop checks) and the model
+// (Model::launch: metadata upload, the launches or graph replay; Model::wait:
+// the wait for the collected step's tokens).
+// Synchronous steps: host_s adds to every step. Overlapped decode steps: the
+// host time runs while the device computes the next step; a call that only
+// launched (nothing collected) has rows == 0.
 // `rows` / `decode_rows`: the step's rows and, of them, single-token decodes
 // of a sequence past its prompt (the others are prompt chunks, first or
 // continuing, and re-prefills after preemption), so a benchmark can tell a
@@ -142,6 +150,14 @@ struct StepTiming {
   double model_s = 0;
   int rows = 0;
   int decode_rows = 0;
+};
+
+// Overlapped decode so far: continuations launched before the step they
+// continue was postprocessed, and their rows computed for sequences that
+// had stopped (EOS) in that step, whose tokens were ignored.
+struct OverlapStats {
+  int64_t continuations = 0;
+  int64_t discarded_rows = 0;
 };
 
 class EngineImpl;
@@ -180,6 +196,7 @@ class Engine {
   const kernels::KernelSet& kernel_set() const;
   int64_t steps_run() const;
   const StepTiming& last_step_timing() const;
+  OverlapStats overlap_stats() const;  // engine thread
   double now_s() const;  // engine clock used in RequestResult
   // Resolved config: model, limits, kernels, backend; gemm_plans when the gemm
   // variant measured per-shape plans (gemm.6).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/base/cuda_check.h"
 #include "kernels/base/errors.h"
 #include "engine/device_kernels.h"
 
@@ -45,7 +46,11 @@ Model::~Model() {
   dev_.free(block_tables_, "kv_pool", "block tables");
   dev_.free(workspace_, "workspace", "kernel workspace");
   dev_.free(cublas_ws_, "cublas_workspace", "cuBLAS workspace");
-  dev_.free_pinned(meta_host_);
+  for (int b = 0; b < 2; ++b) {
+    dev_.free_pinned(meta_host_bufs_[b]);
+    dev_.free_pinned(tokens_host_[b]);
+    if (tokens_ready_[b]) cudaEventDestroy(tokens_ready_[b]);
+  }
 }
 
 // ---- activation arena (the seed's buffers, sized from the limits; op_table.h)
@@ -67,8 +72,13 @@ void Model::declare_arena() {
   LANTERN_OBSERVE(obs_, on_arena(arena_));
   std::vector<float> inv_freq = rope_inv_freq(cfg_);
   dev_.copy_h2d(arena_.ptr(v_.inv_freq), inv_freq.data(), inv_freq.size() * 4);
-  meta_host_ = dev_.alloc_pinned(meta_.bytes);
-  std::memset(meta_host_, 0, meta_.bytes);
+  for (int b = 0; b < 2; ++b) {
+    meta_host_bufs_[b] = dev_.alloc_pinned(meta_.bytes);
+    std::memset(meta_host_bufs_[b], 0, meta_.bytes);
+    tokens_host_[b] = static_cast<int32_t*>(dev_.alloc_pinned(4 * std::max(1, R)));
+    if (dev_.is_cuda()) CUDA_CHECK(cudaEventCreateWithFlags(&tokens_ready_[b], cudaEventDisableTiming));
+  }
+  meta_host_ = meta_host_bufs_[0];
   dev_.synchronize();  // inv_freq is a local
 }
 
@@ -169,19 +179,55 @@ Model::ForwardShape Model::shape_of(const StepInput& in) {
 }
 
 StepOutput Model::run(const StepInput& in) {
+  launch(in);
+  return wait();
+}
+
+void Model::launch(const StepInput& in) {
   const ForwardShape s = shape_of(in);
   LANTERN_ASSERT(s.n > 0 && s.n <= limits_.max_batch_tokens, "step rows %d outside (0, %d]", s.n,
                  limits_.max_batch_tokens);
   LANTERN_ASSERT(s.r <= limits_.logits_rows, "logit rows %d > %d", s.r, limits_.logits_rows);
+  LANTERN_ASSERT(inflight_.size() < 2, "Model::launch with two steps in flight: wait for one first");
+  LANTERN_ASSERT(!in.copy_logits || inflight_.empty(), "a step that copies logits must be the only one in flight");
+  LANTERN_ASSERT(in.token_src.empty() || static_cast<int>(in.token_src.size()) == s.n,
+                 "token_src has %zu entries for %d rows", in.token_src.size(), s.n);
+  // The other buffer may still feed the step in flight; this one's last user has been waited for.
+  const int buf = next_buf_;
+  next_buf_ ^= 1;
+  meta_host_ = meta_host_bufs_[buf];
   apply_table_updates(in.table_updates);
   int graph = graph_index(s);
   if (graph < 0) graph = prefill_graph_index(s);
   upload_meta(in, graph >= 0 ? graphs_[graph].shape : MetaPad{s.n, s.r, s.num_fresh});
+  if (!in.token_src.empty()) gather_tokens(s.n);
   if (graph >= 0)
     replay(graph);
   else
     forward(s);
-  return collect(in);
+  // Tokens of the real logit rows back to the (pinned) host buffer.
+  if (s.r > 0) dev_.copy_d2h(tokens_host_[buf], static_cast<char*>(arena_.ptr(v_.meta)) + meta_.out_tokens, 4 * s.r);
+  if (dev_.is_cuda()) CUDA_CHECK(cudaEventRecord(tokens_ready_[buf], dev_.stream()));
+  inflight_.push_back(InFlight{buf, s.r, in.copy_logits});
+}
+
+StepOutput Model::wait() {
+  LANTERN_ASSERT(!inflight_.empty(), "Model::wait with no step in flight");
+  const InFlight f = inflight_.front();
+  inflight_.pop_front();
+  StepOutput out;
+  if (f.copy_logits && f.r > 0) {  // the only step in flight (launch): the stream is this step's
+    out.logits.resize(static_cast<size_t>(f.r) * cfg_.vocab_size);
+    dev_.copy_d2h(out.logits.data(), arena_.ptr(v_.logits), out.logits.size() * 4);
+  }
+  if (dev_.is_cuda()) {
+    if (f.copy_logits)
+      dev_.synchronize();
+    else
+      CUDA_CHECK(cudaEventSynchronize(tokens_ready_[f.buf]));
+  }
+  out.tokens.assign(tokens_host_[f.buf], tokens_host_[f.buf] + f.r);
+  return out;
 }
 
 // Step metadata: fill the pinned mirror, one copy to the device (the
@@ -194,26 +240,31 @@ void Model::upload_meta(const StepInput& in, const MetaPad& pad) {
     dev_.copy_h2d(devm, host, meta_.out_tokens);  // ids .. gen_index
     dev_.copy_h2d(devm + meta_.temperature, host + meta_.temperature, meta_.updates - meta_.temperature);
   } else {
-    std::memcpy(devm, host, meta_.updates);
+    // out_tokens stays: the previous step's tokens feed gather_tokens.
+    std::memcpy(devm, host, meta_.out_tokens);
+    std::memcpy(devm + meta_.temperature, host + meta_.temperature, meta_.updates - meta_.temperature);
   }
 }
 
-// Tokens (and logits) of the real logit rows back to the host.
-StepOutput Model::collect(const StepInput& in) {
-  const int r = static_cast<int>(in.logit_rows.size());
-  StepOutput out;
-  if (r == 0) {
-    dev_.synchronize();
-    return out;
+// Overlapped decode: each row's token is the previous step's token of its
+// logit row, still on the device. On cuda an op like any other launch
+// ("token_gather", as kv_table_update); on the cpu host bookkeeping.
+void Model::gather_tokens(int n) {
+  char* devm = static_cast<char*>(arena_.ptr(v_.meta));
+  auto* ids = reinterpret_cast<int32_t*>(devm + meta_.ids);
+  const auto* prev = reinterpret_cast<const int32_t*>(devm + meta_.out_tokens);
+  const auto* src = reinterpret_cast<const int32_t*>(devm + meta_.token_src);
+  if (!dev_.is_cuda()) {
+    for (int i = 0; i < n; ++i)
+      if (src[i] >= 0) ids[i] = prev[src[i]];
+    return;
   }
-  out.tokens.resize(r);
-  dev_.copy_d2h(out.tokens.data(), static_cast<char*>(arena_.ptr(v_.meta)) + meta_.out_tokens, 4 * r);
-  if (in.copy_logits) {
-    out.logits.resize(static_cast<size_t>(r) * cfg_.vocab_size);
-    dev_.copy_d2h(out.logits.data(), arena_.ptr(v_.logits), out.logits.size() * 4);
-  }
-  dev_.synchronize();
-  return out;
+  OpInfo info;
+  info.op = "token_gather";
+  info.cost = kernels::Cost{static_cast<double>(n * 3 * sizeof(int32_t)), 0};
+  LANTERN_OBSERVE(obs_, on_op_begin(info));
+  launch_gather_i32(ids, prev, src, n, dev_.stream());
+  LANTERN_OBSERVE(obs_, on_op_end(info));
 }
 
 // New block-table entries, scattered on the device. The KV manager numbers

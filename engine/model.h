@@ -5,6 +5,7 @@
 // workspace, the step metadata and the decode CUDA graphs. Nothing is
 // allocated after construction.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <set>
 #include <tuple>
@@ -41,6 +42,12 @@ struct StepInput {
   std::vector<uint64_t> seeds;
   bool copy_logits = false;           // bring every logits row back to the host
   std::vector<KvTableUpdate> table_updates;
+  // Overlapped decode (Engine, docs/architecture.md "Overlapped steps"): when
+  // not empty ([n]), row i's token is the previous launched step's token of
+  // its logit row token_src[i], gathered on the device (tokens[i] is ignored;
+  // token_src[i] = -1: tokens[i], a forced token), so this step can be
+  // launched before the host has seen that token.
+  std::vector<int32_t> token_src;
   int num_rows() const { return static_cast<int>(tokens.size()); }
   int num_fresh_rows() const { return fresh_starts.empty() ? 0 : fresh_starts.back(); }
 };
@@ -90,7 +97,15 @@ class Model {
         TpLmHead lm_head = TpLmHead::replicated);
   ~Model();
 
+  // run = launch + wait. launch enqueues the step on the device and returns;
+  // wait blocks until the oldest launched step's tokens are on the host and
+  // returns them. At most two steps are in flight (launch N, launch N+1,
+  // wait N, ...): the pinned metadata mirror and token buffers are double
+  // buffered. A step that copies logits must be the only one in flight.
   StepOutput run(const StepInput& in);
+  void launch(const StepInput& in);
+  StepOutput wait();
+  int in_flight() const { return static_cast<int>(inflight_.size()); }
 
   const Arena& arena() const { return arena_; }
   const OpTable& op_table() const { return *op_table_; }
@@ -131,7 +146,16 @@ class Model {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* cublas_ws_ = nullptr;
-  void* meta_host_ = nullptr;       // pinned mirror of the step_meta buffer
+  void* meta_host_ = nullptr;       // pinned mirror of the step_meta buffer (the current launch's)
+  void* meta_host_bufs_[2] = {nullptr, nullptr};  // meta_host_ alternates between these per launch
+  int32_t* tokens_host_[2] = {nullptr, nullptr};  // pinned: each launch's tokens, copied back
+  cudaEvent_t tokens_ready_[2] = {nullptr, nullptr};
+  struct InFlight {
+    int buf = 0, r = 0;
+    bool copy_logits = false;
+  };
+  std::deque<InFlight> inflight_;   // launched, not yet waited for (oldest first)
+  int next_buf_ = 0;
   // This step's context lengths in that mirror (attention_decode's cost reads them).
   const int32_t* host_ctx_lens() const {
     return reinterpret_cast<const int32_t*>(static_cast<const char*>(meta_host_) + meta_.ctx_lens);
@@ -159,7 +183,7 @@ class Model {
   };
   static ForwardShape shape_of(const StepInput& in);
   void upload_meta(const StepInput& in, const MetaPad& pad);
-  StepOutput collect(const StepInput& in);
+  void gather_tokens(int n);  // ids[i] = out_tokens[token_src[i]], i < n (overlapped decode)
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
 
   // The forward pass walks the op table (model_forward.cpp).

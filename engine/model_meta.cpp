@@ -29,6 +29,7 @@ MetaLayout::MetaLayout(int T, int R, int U) {
   temperature = take(4 * R);
   top_p = take(4 * R);
   seeds = take(8 * R);
+  token_src = take(4 * T);
   updates = take(8 * static_cast<size_t>(U));
   bytes = o;
 }
@@ -49,6 +50,7 @@ void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, const 
   put(m.temperature, in.temperature.data(), 4 * r);
   put(m.top_p, in.top_p.data(), 4 * r);
   put(m.seeds, in.seeds.data(), 8 * r);
+  put(m.token_src, in.token_src.data(), 4 * in.token_src.size());
   for (int i = n; i < pad.rows; ++i) {
     i32(m.ids)[i] = 0;
     i32(m.positions)[i] = 0;

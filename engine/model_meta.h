@@ -16,7 +16,7 @@ struct StepInput;
 struct MetaLayout {
   size_t ids = 0, positions = 0, slots = 0, fresh_starts = 0, ctx_lens = 0, logit_rows = 0,
          top_k = 0, gen_index = 0, out_tokens = 0, temperature = 0, top_p = 0, seeds = 0,
-         updates = 0, bytes = 0;
+         token_src = 0, updates = 0, bytes = 0;
   MetaLayout() = default;
   MetaLayout(int T, int R, int U);
 };

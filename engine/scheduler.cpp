@@ -69,7 +69,7 @@ StepPlan Scheduler::plan(int64_t step) {
   std::sort(order.begin(), order.end(),
             [](const Sequence* a, const Sequence* b) { return a->admit_order < b->admit_order; });
   for (Sequence* s : order) {
-    if (s->slot < 0 || s->pending() != 1) continue;
+    if (s->slot < 0 || s->retired || s->pending() != 1) continue;
     if (budget < 1 || logit_budget < 1) break;
     while (!kv_.can_grow(s->slot, s->cached + 1))
       if (!preempt_one(s, step, plan)) break;
@@ -83,7 +83,7 @@ StepPlan Scheduler::plan(int64_t step) {
 
   // 2. Admitted sequences still prefilling (chunked prompts, recomputes).
   for (Sequence* s : order) {
-    if (s->slot < 0 || s->pending() <= 1 || budget <= 0) continue;
+    if (s->slot < 0 || s->retired || s->pending() <= 1 || budget <= 0) continue;
     int count = std::min(s->pending(), budget);
     ScheduledChunk c{s, s->cached, count};
     if (logit_rows(c) > logit_budget) {
@@ -152,12 +152,23 @@ const char* Scheduler::stop_reason(const Sequence& s, bool forced) const {
 
 std::vector<RequestResult> Scheduler::postprocess(const StepPlan& plan, const StepTokens& out,
                                                   int64_t step, double now_s) {
+  return postprocess(plan, out, step, now_s, nullptr, -1);
+}
+
+std::vector<RequestResult> Scheduler::postprocess(const StepPlan& plan, const StepTokens& out, int64_t step,
+                                                  double now_s, const StepPlan* inflight,
+                                                  int64_t inflight_step) {
   for (const auto* list : {&plan.fresh, &plan.paged})
-    for (const auto& c : *list) c.seq->cached = c.start + c.count;
+    for (const auto& c : *list)
+      if (!c.seq->retired) c.seq->cached = c.start + c.count;
   std::vector<Sequence*> finished;
   for (size_t i = 0; i < plan.logit_rows.size(); ++i) {
     const LogitRow& lr = plan.logit_rows[i];
     Sequence& s = *lr.seq;
+    if (s.retired) {  // finished a step ago; this row was computed ahead and is ignored
+      ++discarded_rows_;
+      continue;
+    }
     if (s.req.on_logits && lr.position >= s.logits_delivered) {
       LANTERN_ASSERT(out.logits != nullptr, "on_logits needs the step's logits on the host");
       s.req.on_logits(s.id, lr.position, out.logits + i * static_cast<size_t>(out.vocab));
@@ -173,23 +184,70 @@ std::vector<RequestResult> Scheduler::postprocess(const StepPlan& plan, const St
     s.finish_reason = stop_reason(s, forced);
     if (!s.finish_reason.empty()) finished.push_back(&s);
   }
+  auto in_flight = [inflight](const Sequence* s) {
+    if (!inflight) return false;
+    for (const auto& c : inflight->paged)
+      if (c.seq == s) return true;
+    return false;
+  };
   std::vector<RequestResult> results;
   for (Sequence* s : finished) {
-    std::unique_ptr<Sequence> done = finish(s, step);
     RequestResult res;
-    res.id = done->id;
-    res.tag = done->req.tag;
-    res.prompt.assign(done->tokens.begin(), done->tokens.begin() + done->num_prompt);
-    res.tokens.assign(done->tokens.begin() + done->num_prompt, done->tokens.end());
-    res.finish_reason = done->finish_reason;
-    res.submit_s = done->submit_s;
-    res.first_token_s = done->first_token_s;
-    res.admit_s = done->admit_s;
+    res.id = s->id;
+    res.tag = s->req.tag;
+    res.prompt.assign(s->tokens.begin(), s->tokens.begin() + s->num_prompt);
+    res.tokens.assign(s->tokens.begin() + s->num_prompt, s->tokens.end());
+    res.finish_reason = s->finish_reason;
+    res.submit_s = s->submit_s;
+    res.first_token_s = s->first_token_s;
+    res.admit_s = s->admit_s;
     res.finish_s = now_s;
-    res.preemptions = done->preemptions;
+    res.preemptions = s->preemptions;
     results.push_back(std::move(res));
+    if (in_flight(s)) {
+      s->retired = true;
+      s->retire_after = inflight_step;
+      retired_.push_back(s);
+    } else {
+      finish(s, step);
+    }
   }
   return results;
+}
+
+void Scheduler::release_retired(int64_t step) {
+  auto keep = std::remove_if(retired_.begin(), retired_.end(), [&](Sequence* s) {
+    if (s->retire_after > step) return false;
+    finish(s, step);
+    return true;
+  });
+  retired_.erase(keep, retired_.end());
+}
+
+bool Scheduler::plan_continuation(const StepPlan& prev, int64_t step, StepPlan& next) {
+  if (!waiting_.empty() || !prev.fresh.empty() || prev.paged.empty()) return false;
+  std::vector<const ScheduledChunk*> go;
+  int blocks = 0;
+  for (const ScheduledChunk& c : prev.paged) {
+    const Sequence& s = *c.seq;
+    if (s.retired) continue;
+    const int g = s.num_generated();
+    if (c.count != 1 || !c.produces_token() || s.req.all_logits || s.req.on_logits) return false;
+    if (g + 1 >= s.req.max_new_tokens) return false;                           // stops by length
+    if (static_cast<int>(s.tokens.size()) + 1 >= limits_.max_context) return false;  // ... or context
+    if (!kv_.can_grow(s.slot, c.start + 2)) return false;
+    blocks += kv_.blocks_to_grow(s.slot, c.start + 2);
+    go.push_back(&c);
+  }
+  if (go.empty() || blocks > kv_.free_blocks()) return false;  // plan() would preempt
+  next = StepPlan{};
+  int row = 0;
+  for (const ScheduledChunk* c : go) {
+    kv_.grow(c->seq->slot, c->seq->id, c->start + 2, step);
+    next.paged.push_back(ScheduledChunk{c->seq, c->start + 1, 1});
+    next.logit_rows.push_back(LogitRow{c->seq, row++, c->start + 1});
+  }
+  return true;
 }
 
 std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq, int64_t step) {

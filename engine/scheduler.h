@@ -32,6 +32,11 @@ struct Sequence {
   int preemptions = 0;
   double submit_s = 0, first_token_s = -1, admit_s = -1;
   std::string finish_reason;    // set when the sequence ends
+  // Finished (result delivered) while a launched step still computes a row of
+  // it (overlapped decode): that row is ignored, and the slot and blocks are
+  // released when that step is collected (Scheduler::release_retired).
+  bool retired = false;
+  int64_t retire_after = -1;    // the step whose collection releases it
 
   int num_generated() const { return static_cast<int>(tokens.size()) - num_prompt; }
   int pending() const { return static_cast<int>(tokens.size()) - cached; }
@@ -91,6 +96,28 @@ class Scheduler {
   // Sequence finished: frees its slot and blocks; returns ownership.
   std::unique_ptr<Sequence> finish(Sequence* seq, int64_t step);
 
+  // Overlapped decode (docs/architecture.md, "Overlapped steps"). The plan
+  // of step `step` that continues `prev` -- a pure decode step launched but
+  // not yet postprocessed -- assuming each of its sequences takes the token
+  // `prev` is computing and goes on: the same sequences in the same order,
+  // one position further, their blocks grown. False (nothing changed) when
+  // that is not what plan() would do after postprocess(prev): a request is
+  // waiting, a row of `prev` is not a plain decode (prompt chunk, logits
+  // wanted), a sequence stops by length or context with
+  // prev's token, or a block is short (plan() would preempt). Sequences
+  // that stop at EOS are only known after postprocess(prev): their row in
+  // the continuation is computed and ignored (Sequence::retired).
+  bool plan_continuation(const StepPlan& prev, int64_t step, StepPlan& next);
+  // Postprocess with a continuation in flight: sequences finishing here that
+  // have a row in `inflight` are retired instead of finished; their results
+  // are returned now all the same. Rows of retired sequences are skipped.
+  std::vector<RequestResult> postprocess(const StepPlan& plan, const StepTokens& out, int64_t step,
+                                         double now_s, const StepPlan* inflight, int64_t inflight_step);
+  // Finishes the sequences retired until `step` was collected.
+  void release_retired(int64_t step);
+  bool has_retired() const { return !retired_.empty(); }
+  int64_t discarded_rows() const { return discarded_rows_; }  // continuation rows of retired sequences
+
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   bool idle() const { return waiting_.empty() && running_.empty(); }
@@ -103,6 +130,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int> free_slots_;
   int64_t admit_counter_ = 0;
+  int64_t discarded_rows_ = 0;
+  std::vector<Sequence*> retired_;  // finished, slot and blocks held until retire_after is collected
 
   bool preempt_one(const Sequence* keep, int64_t step, StepPlan& plan);
   int logit_rows(const ScheduledChunk& c) const;

@@ -16,6 +16,7 @@
 
 #include "kernels/base/errors.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/engine/kv_watch.h"
 #include "tests/test_util.h"
 
 namespace lantern {
@@ -221,6 +222,106 @@ TEST(EngineCpu, BatchedAndPreemptedRunsMatchSoloRuns) {
         << "request " << i;
   }
   EXPECT_GT(preemptions, 0) << "the tight pool should have forced a preemption";
+}
+
+// Overlapped decode (a step's continuation launched before its tokens are
+// postprocessed) against synchronous steps and against a run without stops:
+// with EOS stops that only postprocess can see (the continuation's row of a
+// stopping sequence is computed and ignored), length stops, a forced-token
+// request, sampled and greedy rows and requests that arrive mid-run, both
+// engines return the same tokens and finish reasons, each sequence is the
+// unstopped run's tokens cut at its first EOS, and every KV block comes back.
+TEST(EngineCpu, OverlappedDecodeMatchesSynchronousSteps) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = test::random_token_ids(2 + 5 * i);
+    r.max_new_tokens = 10 + 2 * i;
+    r.stop_at_eos = false;
+    if (i % 2) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 1000 + i;
+    }
+    if (i == 3) r.forced_tokens = test::random_token_ids(3);
+    r.tag = std::to_string(i);
+    reqs.push_back(r);
+  }
+  ModelConfig cfg = ModelConfig::load(tiny_model());
+  auto engine = [&](bool overlap, const std::vector<int>& eos, test::KvWatch* watch) {
+    ModelConfig c = cfg;
+    c.eos_token_ids = eos;
+    EngineOptions opt;
+    opt.backend = kernels::Backend::cpu;
+    opt.kernels = {{"overlap", overlap ? "on" : "off"}};
+    opt.observer = watch;
+    return std::make_unique<Engine>(c, Weights::load(c, tiny_model(), kernels::Backend::cpu), opt);
+  };
+  // Requests 6 and 7 arrive after 5 steps, while continuations are in flight.
+  auto run = [&](Engine& e, bool stop_at_eos) {
+    for (size_t i = 0; i < 6; ++i) {
+      Request r = reqs[i];
+      r.stop_at_eos = stop_at_eos;
+      e.submit(r);
+    }
+    for (int k = 0; k < 5; ++k) EXPECT_TRUE(e.step());
+    for (size_t i = 6; i < reqs.size(); ++i) {
+      Request r = reqs[i];
+      r.stop_at_eos = stop_at_eos;
+      e.submit(r);
+    }
+    e.run_until_idle();
+    EXPECT_TRUE(e.idle());
+    auto res = e.take_finished();
+    std::sort(res.begin(), res.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
+    return res;
+  };
+  // No stops but length: the full sequences, synchronous steps.
+  auto full = run(*engine(false, cfg.eos_token_ids, nullptr), false);
+  ASSERT_EQ(full.size(), reqs.size());
+  // EOS ids: a token early in one sequence (while requests arrive and
+  // prefill: synchronous steps) and three in the all-decode phase (steps 8,
+  // 14 and ~18, none a step where another sequence stops by length), where a
+  // continuation is in flight when the EOS is seen.
+  std::vector<int> eos = {full[5].tokens[2], full[2].tokens[8], full[4].tokens[14], full[7].tokens[12]};
+
+  test::KvWatch watch_sync, watch_overlap;
+  auto e_sync = engine(false, eos, &watch_sync);
+  auto e_overlap = engine(true, eos, &watch_overlap);
+  EXPECT_EQ(e_sync->describe()["overlap"], "off");
+  EXPECT_EQ(e_overlap->describe()["overlap"], "on");
+  auto sync = run(*e_sync, true);
+  auto overlapped = run(*e_overlap, true);
+  ASSERT_EQ(sync.size(), reqs.size());
+  ASSERT_EQ(overlapped.size(), reqs.size());
+  int eos_stops = 0, length_stops = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(overlapped[i].tokens, sync[i].tokens) << "request " << i;
+    EXPECT_EQ(overlapped[i].finish_reason, sync[i].finish_reason) << "request " << i;
+    std::vector<int32_t> want;
+    for (size_t k = 0; k < full[i].tokens.size(); ++k) {
+      want.push_back(full[i].tokens[k]);
+      const bool forced = k < reqs[i].forced_tokens.size();
+      if (!forced && std::find(eos.begin(), eos.end(), full[i].tokens[k]) != eos.end()) break;
+    }
+    EXPECT_EQ(overlapped[i].tokens, want) << "request " << i;
+    eos_stops += overlapped[i].finish_reason == "eos";
+    length_stops += overlapped[i].finish_reason == "length";
+  }
+  EXPECT_GE(eos_stops, 4);
+  EXPECT_GE(length_stops, 1);
+  // The overlapped engine did launch continuations, and computed (and
+  // ignored) rows of sequences that had stopped; the synchronous one none.
+  EXPECT_GT(e_overlap->overlap_stats().continuations, 10);
+  EXPECT_GE(e_overlap->overlap_stats().discarded_rows, 2);
+  EXPECT_EQ(e_sync->overlap_stats().continuations, 0);
+  EXPECT_EQ(e_sync->overlap_stats().discarded_rows, 0);
+  for (test::KvWatch* w : {&watch_sync, &watch_overlap}) {
+    EXPECT_EQ(w->last.used_blocks, 0);
+    EXPECT_GT(w->max_used, 0);
+  }
+  // Continuation rows of stopped sequences are extra launches, never fewer.
+  EXPECT_GE(e_overlap->steps_run(), e_sync->steps_run());
 }
 
 TEST(EngineCpu, AcceptsRequestsFromAnotherThreadWhileRunning) {
