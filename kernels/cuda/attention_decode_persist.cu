@@ -90,13 +90,7 @@ __device__ __forceinline__ void persist_produce(const CUtensorMap* map, const Pe
 }
 
 template <int St>
-__global__ void __launch_bounds__(5 * kWarp)
-    decode_persist_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out,
-                          const int32_t* __restrict__ seq_slots, const int32_t* __restrict__ context_lens,
-                          const int32_t* __restrict__ block_tables, int block_size, int max_blocks_per_seq,
-                          int n_kv_heads, int group, int q_stride, int max_context, int n_items, float scale_log2) {
-  const PersistParams a{q,         out,        seq_slots, context_lens, block_tables, block_size, max_blocks_per_seq,
-                        n_kv_heads, group,     q_stride,  max_context,  n_items,      scale_log2};
+__device__ __forceinline__ void persist_body(const CUtensorMap& kv_map, const PersistParams& a) {
   using S = TS<St>;
   constexpr int kConsumers = S::kKeyGroups;  // warps 0-3; warp 4 is the producer
   extern __shared__ unsigned char smem_raw[];
@@ -145,6 +139,37 @@ __global__ void __launch_bounds__(5 * kWarp)
   }
 }
 
+#define LANTERN_PERSIST_PARAMS                                                                           \
+  const __grid_constant__ CUtensorMap kv_map, const bf16 *q, bf16 *out, const int32_t *__restrict__ seq_slots, \
+      const int32_t *__restrict__ context_lens, const int32_t *__restrict__ block_tables, int block_size,       \
+      int max_blocks_per_seq, int n_kv_heads, int group, int q_stride, int max_context, int n_items,           \
+      float scale_log2
+#define LANTERN_PERSIST_ARGS                                                                                    \
+  PersistParams {                                                                                               \
+    q, out, seq_slots, context_lens, block_tables, block_size, max_blocks_per_seq, n_kv_heads, group, q_stride, \
+        max_context, n_items, scale_log2                                                                        \
+  }
+
+// ptxas's own register choice (93; an explicit minimum of 1 block per SM gives 102)...
+template <int St>
+__global__ void __launch_bounds__(5 * kWarp) decode_persist_kernel(LANTERN_PERSIST_PARAMS) {
+  persist_body<St>(kv_map, LANTERN_PERSIST_ARGS);
+}
+// ... and the 2-stage kernel held to 5 blocks per SM (72 registers; LANTERN_PERSIST_MIN_BLOCKS).
+__global__ void __launch_bounds__(5 * kWarp, 5) decode_persist_kernel_5(LANTERN_PERSIST_PARAMS) {
+  persist_body<2>(kv_map, LANTERN_PERSIST_ARGS);
+}
+#undef LANTERN_PERSIST_PARAMS
+#undef LANTERN_PERSIST_ARGS
+
+template <int St, int MinB>
+constexpr auto persist_kernel() {
+  if constexpr (MinB == 5)
+    return decode_persist_kernel_5;
+  else
+    return decode_persist_kernel<St>;
+}
+
 // Ring depth of variant 18: LANTERN_PERSIST_STAGES = 2, 3 or 4 (an experiment
 // knob, read once). Default 2 (4 blocks per SM, the 93 registers' limit; 3
 // and 4 stages keep 3, shared memory's): H200, session 16, three interleaved
@@ -160,15 +185,23 @@ int persist_from() {
   static const int v = std::max(1, env_int("LANTERN_PERSIST_FROM", 24));
   return v;
 }
+// LANTERN_PERSIST_MIN_BLOCKS=5 (2 stages only; an experiment knob, read
+// once): the kernel compiled with __launch_bounds__(160, 5), so ptxas keeps
+// it within 80 registers and 5 blocks fit an SM (shared memory allows 5 at 2
+// stages); default 1: ptxas's own choice (93 registers, 4 blocks per SM).
+int persist_min_blocks() {
+  static const int v = env_int("LANTERN_PERSIST_MIN_BLOCKS", 1);
+  return v == 5 ? 5 : 1;
+}
 
 template <int St>
 constexpr size_t kPersistSmem = 1024 + St * kStageBytes;  // + alignment slack
 
 // Resident blocks per SM of the St-stage persistent kernel (the driver's carveout choice).
-template <int St>
+template <int St, int MinB>
 int persist_blocks_per_sm() {
   static const int per_sm = [] {
-    auto* kernel = decode_persist_kernel<St>;
+    auto* kernel = persist_kernel<St, MinB>();
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kPersistSmem<St>)));
     int r = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r, kernel, 5 * kWarp, kPersistSmem<St>));
@@ -177,13 +210,13 @@ int persist_blocks_per_sm() {
   return per_sm;
 }
 
-template <int St>
+template <int St, int MinB = 1>
 void launch_persist(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   const KvCacheRef& c = a.cache;
-  auto* kernel = decode_persist_kernel<St>;
+  auto* kernel = persist_kernel<St, MinB>();
   constexpr size_t kSmem = kPersistSmem<St>;
   const int n_items = a.b * c.n_kv_heads;
-  const int grid = int(std::min<long>(n_items, long(persist_blocks_per_sm<St>()) * sm_count()));
+  const int grid = int(std::min<long>(n_items, long(persist_blocks_per_sm<St, MinB>()) * sm_count()));
   launch_kernel(true, kernel, dim3(grid), dim3(5 * kWarp), kSmem, ctx.stream, pool_rows_map(c),
                 static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), a.seq_slots, a.context_lens,
                 c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads, a.n_q_heads / c.n_kv_heads,
@@ -203,7 +236,10 @@ bool persist_pays(const AttentionDecodeArgs& a) {
 
 template <int St>
 void persist_or_batched(const AttentionDecodeArgs& a, const LaunchCtx& ctx, const char* who) {
-  if (persist_pays(a)) return launch_persist<St>(a, ctx);
+  if (persist_pays(a)) {
+    if (St == 2 && persist_min_blocks() == 5) return launch_persist<2, 5>(a, ctx);
+    return launch_persist<St>(a, ctx);
+  }
   decode_batched_transposed(a, ctx, who);
 }
 
