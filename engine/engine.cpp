@@ -263,7 +263,7 @@ class EngineImpl {
       }
       LANTERN_ASSERT(!plan.empty(), "scheduler made no progress with %zu waiting and %zu running",
                      scheduler_->num_waiting(), scheduler_->num_running());
-      const bool overlapped = overlap_ && overlappable(plan);
+      const bool overlapped = overlap_ && overlappable(plan) && !profile_stops_at(steps_);
       cur = launch(std::move(plan), nullptr, overlapped);
       if (!overlapped) {
         collect(*cur, t_begin, nullptr, -1);
@@ -275,7 +275,7 @@ class EngineImpl {
     // `cur` is in flight: launch its continuation before waiting for it.
     std::optional<Launched> next;
     StepPlan cont;
-    if (scheduler_->plan_continuation(cur->plan, steps_, cont)) {
+    if (!profile_stops_at(steps_) && scheduler_->plan_continuation(cur->plan, steps_, cont)) {
       next = launch(std::move(cont), &*cur, true);
       ++overlap_stats_.continuations;
     }
@@ -289,6 +289,12 @@ class EngineImpl {
     }
     return true;
   }
+
+  // --profile-steps A:B stops the profiler once step B's work is done, inside
+  // step B's observer range (nsys's capture range then ends with that step),
+  // so step B runs synchronously: no continuation launched ahead of it, none
+  // launched from it.
+  bool profile_stops_at(int64_t step) const { return opt_.profile_last_step >= 0 && step == opt_.profile_last_step; }
 
   // A step that may stay in flight: single-token decodes only, no logits to the host.
   static bool overlappable(const StepPlan& plan) {

@@ -37,7 +37,11 @@ MetaLayout::MetaLayout(int T, int R, int U) {
 void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, const MetaPad& pad, int pad_slot) {
   const int n = in.num_rows();
   const int r = static_cast<int>(in.logit_rows.size());
-  auto put = [host](size_t off, const void* src, size_t bytes) { std::memcpy(host + off, src, bytes); };
+  // Empty vectors may hand a null data(): memcpy's arguments must not be null
+  // even for zero bytes (UBSan), so an empty region is skipped.
+  auto put = [host](size_t off, const void* src, size_t bytes) {
+    if (bytes != 0) std::memcpy(host + off, src, bytes);
+  };
   auto i32 = [host](size_t off) { return reinterpret_cast<int32_t*>(host + off); };
   put(m.ids, in.tokens.data(), 4 * n);
   put(m.positions, in.positions.data(), 4 * n);
