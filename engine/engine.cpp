@@ -366,6 +366,7 @@ class EngineImpl {
       for (auto& r : done) finished_.push_back(std::move(r));
     }
     if (opt_.profile_last_step == l.step) profiler(false);
+    LANTERN_OBSERVE(opt_.observer, on_step_collected(l.step));
     auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     model_s_ += secs(t_ran - t_wait);
     timing_.model_s = model_s_;

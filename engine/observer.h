@@ -118,6 +118,12 @@ class Observer {
   }
   virtual void on_kv_event(const KvEvent&) {}
   virtual void on_kv_step(const KvStepStats&) {}
+  // The step's tokens reached the host and were postprocessed. A synchronous
+  // step reports it just before its on_step_end; an overlapped step (whose
+  // range closes at its launch; docs/architecture.md, "Overlapped steps") in
+  // a later step() call, after the next step's launch. Time from one
+  // collection to the next is the step's share of the run.
+  virtual void on_step_collected(int64_t /*step*/) {}
 };
 
 }  // namespace lantern

@@ -61,9 +61,15 @@ nlohmann::json compute_metrics(const std::vector<runfmt::OutputRow>& outputs,
     std::map<std::string, std::vector<double>> step_ms;
     double total = 0;
     int64_t count = 0;
+    // A step's time is its share of the run (step_share_ns): with overlapped
+    // decode steps the time from the previous step's collection to its own,
+    // not its range (which covers only its planning and launches).
+    uint64_t prev_collected = 0;
     for (const StepRecord& s : timeline->steps()) {
+      const uint64_t prev = prev_collected;
+      if (s.collected_ns) prev_collected = s.collected_ns;
       if (s.end_ns <= s.begin_ns) continue;
-      const double secs = static_cast<double>(s.end_ns - s.begin_ns) * 1e-9;
+      const double secs = static_cast<double>(step_share_ns(s, prev)) * 1e-9;
       std::string phase = *s.phase ? s.phase : "unknown";
       nlohmann::json& p = phases[phase];
       if (p.is_null()) p = {{"count", 0}, {"time_s", 0.0}, {"tokens", 0}};

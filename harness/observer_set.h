@@ -34,6 +34,7 @@ class ObserverSet : public Observer {
   }
   void on_kv_event(const KvEvent& e) override { for (auto* o : observers_) o->on_kv_event(e); }
   void on_kv_step(const KvStepStats& s) override { for (auto* o : observers_) o->on_kv_step(s); }
+  void on_step_collected(int64_t step) override { for (auto* o : observers_) o->on_step_collected(step); }
 
  private:
   std::vector<Observer*> observers_;

@@ -49,6 +49,23 @@ void Timeline::on_step_end(const StepInfo& s) {
   in_step_ = false;
 }
 
+void Timeline::on_step_collected(int64_t step) {
+  const uint64_t now = clock_();
+  // The collected step is the newest or (overlapped) the one before it.
+  for (auto it = steps_.rbegin(); it != steps_.rend() && it - steps_.rbegin() < 4; ++it)
+    if (it->step == step) {
+      it->collected_ns = now;
+      return;
+    }
+  error(strformat("step %lld collected but never begun", static_cast<long long>(step)));
+}
+
+uint64_t step_share_ns(const StepRecord& s, uint64_t prev_collected_ns) {
+  if (s.collected_ns == 0) return s.end_ns > s.begin_ns ? s.end_ns - s.begin_ns : 0;
+  const uint64_t from = std::max(s.begin_ns, prev_collected_ns);
+  return s.collected_ns > from ? s.collected_ns - from : 0;
+}
+
 void Timeline::on_layer_begin(int layer) {
   if (open_layer_ >= 0) error(strformat("layer %d began inside layer %d", layer, layers_[open_layer_].layer));
   LayerRecord r;

@@ -29,8 +29,19 @@ struct StepRecord {
   int32_t prefill_seqs = 0, decode_seqs = 0, tokens = 0;
   uint32_t first_launch = 0, end_launch = 0;  // op-log range [first, end)
   int32_t reserved = 0;
+  // When its tokens were collected (Observer::on_step_collected), 0 if never.
+  // An overlapped step's range [begin, end) covers only its planning and
+  // launches; the step occupies the run from the previous step's collection
+  // to its own (step_share_ns).
+  uint64_t collected_ns = 0;
 };
-static_assert(sizeof(StepRecord) == 56);
+static_assert(sizeof(StepRecord) == 64);
+
+// The time a step occupied the run: from its begin (or the previous step's
+// collection, if later) to its collection; end - begin for a step never
+// collected. `prev_collected_ns`: the collection time of the step before it (0
+// for the first).
+uint64_t step_share_ns(const StepRecord& s, uint64_t prev_collected_ns);
 
 struct LayerRecord {
   uint64_t begin_ns = 0, end_ns = 0;
@@ -96,6 +107,7 @@ class Timeline : public Observer {
   void on_op_end(const OpInfo& op) override;
   void on_graph_captured(const GraphReplay& g) override;
   void on_graph_replay(const GraphReplay& g) override;
+  void on_step_collected(int64_t step) override;
 
   // The op-log index of the op now running, or -1 (read by the CUPTI
   // collector in its own on_op_begin, which runs after this one).

@@ -48,9 +48,14 @@ TraceEvent counter(const char* name, double ts_us, nlohmann::json values) {
 void host_ranges(const Timeline& t, uint64_t origin, std::vector<TraceEvent>& out) {
   for (const StepRecord& s : t.steps()) {
     if (s.end_ns < s.begin_ns || s.end_ns == 0) continue;  // never ended
+    nlohmann::json step_args = {{"step", s.step}, {"phase", s.phase}};
+    // When the step's tokens were collected: inside the range for a
+    // synchronous step, later (after the next step's launch) for an
+    // overlapped one, whose range covers only its planning and launches.
+    if (s.collected_ns) step_args["collected_us"] = us(s.collected_ns, origin);
     out.push_back(complete(strformat("step %lld", static_cast<long long>(s.step)), "step",
                            track::kHostPid, track::kEngineTid, s.begin_ns, s.end_ns, origin,
-                           {{"step", s.step}, {"phase", s.phase}}));
+                           std::move(step_args)));
     out.push_back(complete(*s.phase ? s.phase : "step", "phase", track::kHostPid,
                            track::kEngineTid, s.begin_ns, s.end_ns, origin,
                            {{"step", s.step},

@@ -2,6 +2,7 @@
 // checked: nesting per thread, microsecond units, counter tracks, names.
 #include "harness/runfmt/trace.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 
 #include "harness/attribution.h"
 #include "harness/kv_recorder.h"
+#include "harness/metrics.h"
 #include "harness/memory_recorder.h"
 #include "harness/observer_set.h"
 #include "harness/timeline.h"
@@ -225,6 +227,86 @@ TEST(TraceJson, MalformedEventsAreOneLineErrors) {
     EXPECT_STREQ(e.what(), "trace.json: event 0: missing 'ts'");
   }
   EXPECT_THROW(runfmt::parse_trace(nlohmann::json{{"events", 1}}), Error);
+}
+
+// Overlapped decode steps (docs/architecture.md, "Overlapped steps"): a
+// step's range covers only its planning and launches, and its tokens are
+// collected in the next step() call. metrics.json charges each step the time
+// from the previous collection to its own, so per-step times and decode
+// tokens/s are those of the pipelined run, not of the launches. Random
+// durations; the expected values are computed from the event times here.
+TEST(StepShare, OverlappedStepsAreChargedFromCollectionToCollection) {
+  uint64_t now = 1'000'000;
+  static uint64_t* clock_now = nullptr;
+  clock_now = &now;
+  Timeline t(+[] { return *clock_now; });
+  std::mt19937_64& rng = test::rng();
+  auto us = [&](int lo, int hi) { return static_cast<uint64_t>(std::uniform_int_distribution<int>(lo, hi)(rng)) * 1000; };
+  auto info = [](int64_t step, const char* phase, int tokens) {
+    StepInfo s;
+    s.step = step;
+    s.phase = phase;
+    s.num_tokens = tokens;
+    s.num_decode_seqs = std::string(phase) == "decode" ? tokens : 0;
+    s.num_prefill_seqs = std::string(phase) == "prefill" ? 1 : 0;
+    return s;
+  };
+  // Step 0: a synchronous prefill (collected inside its range).
+  t.on_step_begin(info(0, "prefill", 16));
+  now += us(200, 400);
+  t.on_step_collected(0);
+  const uint64_t c0 = now;
+  now += us(5, 20);
+  t.on_step_end(info(0, "prefill", 16));
+  const uint64_t begin0 = 1'000'000;
+  // Steps 1..n: overlapped decodes of 8 rows; step k+1 is launched before
+  // step k is collected.
+  const int n = 6;
+  std::vector<uint64_t> collected(n + 1, 0);
+  collected[0] = c0;
+  now += us(1, 10);
+  t.on_step_begin(info(1, "decode", 8));
+  const uint64_t begin1 = now;  // after c0: step 1's share starts at its begin
+  now += us(10, 30);
+  t.on_step_end(info(1, "decode", 8));
+  for (int k = 1; k <= n; ++k) {
+    if (k < n) {  // launch k + 1, then collect k
+      now += us(1, 5);
+      t.on_step_begin(info(k + 1, "decode", 8));
+      now += us(10, 30);
+      t.on_step_end(info(k + 1, "decode", 8));
+    }
+    now += us(500, 900);  // waiting for step k on the device
+    t.on_step_collected(k);
+    collected[k] = now;
+  }
+  EXPECT_TRUE(t.errors().empty()) << t.errors().front();
+  const nlohmann::json m = compute_metrics({}, &t);
+  double decode_s = 0;
+  std::vector<double> decode_ms;
+  for (int k = 1; k <= n; ++k) {
+    const uint64_t from = k == 1 ? begin1 : collected[k - 1];
+    decode_s += static_cast<double>(collected[k] - from) * 1e-9;
+    decode_ms.push_back(static_cast<double>(collected[k] - from) * 1e-6);
+  }
+  const auto& phases = m["steps"]["phases"];
+  EXPECT_EQ(phases["decode"]["count"], n);
+  EXPECT_NEAR(phases["decode"]["time_s"].get<double>(), decode_s, 1e-12);
+  EXPECT_NEAR(m["decode_tokens_per_s"].get<double>(), 8.0 * n / decode_s, 1e-6 * 8.0 * n / decode_s);
+  EXPECT_NEAR(phases["decode"]["step_ms"]["max"].get<double>(),
+              *std::max_element(decode_ms.begin(), decode_ms.end()), 1e-9);
+  // The synchronous prefill keeps its collection as its end.
+  EXPECT_NEAR(phases["prefill"]["time_s"].get<double>(), static_cast<double>(c0 - begin0) * 1e-9, 1e-12);
+  // Each decode range alone (planning and launches) is far shorter: the old,
+  // wrong accounting would give at most 30 us per step.
+  EXPECT_GT(phases["decode"]["step_ms"]["p50"].get<double>(), 0.4);
+  // A step never collected (an error mid-step) is charged its range.
+  t.on_step_begin(info(n + 1, "decode", 8));
+  now += 7000;
+  t.on_step_end(info(n + 1, "decode", 8));
+  EXPECT_EQ(step_share_ns(t.steps().back(), collected[n]), 7000u);
+  t.on_step_collected(99);
+  EXPECT_EQ(t.errors().size(), 1u) << "a collection of a step never begun is a hook error";
 }
 
 }  // namespace
