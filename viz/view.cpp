@@ -96,7 +96,7 @@ void View::fit_timeline_to_run() {
 
 void View::fit_timeline_to_step() {
   if (!runs_[0]) return;
-  if (const StepSpan* s = runs_[0]->timeline.step(cursor_.step)) focus_time(s->t0, s->t1);
+  if (const StepSpan* s = runs_[0]->timeline.step(cursor_.step)) focus_time(s->t0, s->end());
 }
 
 void View::select_longest_in_step() {
@@ -105,17 +105,26 @@ void View::select_longest_in_step() {
   const StepSpan* span = t.step(cursor_.step);
   if (!span) return;
   double best = -1;
+  // An overlapped step's kernels run until its collection, beside the next
+  // step's: kernels count only with the step's own number.
+  const runfmt::IndexTable* kernels = runs_[0]->data.index.find("kernels");
+  const runfmt::IndexColumn* kstep = kernels ? kernels->find("step") : nullptr;
   for (int pass = 0; pass < 2 && best < 0; ++pass)  // GPU streams first, then host ops
     for (size_t l = 0; l < t.lanes.size(); ++l) {
       const Lane& lane = t.lanes[l];
       if (pass == 0 ? lane.group.rfind("GPU", 0) != 0 : lane.label != "op") continue;
+      const double end = pass == 0 ? span->end() : span->t1;
       auto i = std::lower_bound(lane.t0.begin(), lane.t0.end(), span->t0) - lane.t0.begin();
-      for (; i < static_cast<long>(lane.size()) && lane.t0[i] < span->t1; ++i)
+      for (; i < static_cast<long>(lane.size()) && lane.t0[i] < end; ++i) {
+        if (pass == 0 && kstep && lane.source[i] == Lane::kernel && kstep->type != runfmt::IndexColumn::f64 &&
+            kstep->i[lane.row[i]] != cursor_.step)
+          continue;
         if (lane.t1[i] - lane.t0[i] > best) {
           best = lane.t1[i] - lane.t0[i];
           tl_.sel_lane = static_cast<int>(l);
           tl_.sel_item = static_cast<uint32_t>(i);
         }
+      }
     }
 }
 

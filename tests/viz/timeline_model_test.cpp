@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_util.h"
+#include "tests/viz/recorded_run.h"
 #include "tests/viz/synthetic_run.h"
 #include "viz/model/run_data.h"
 #include "viz/model/timeline_model.h"
@@ -123,6 +124,68 @@ TEST(TimelineModel, LanesOfASyntheticRunFromTheSideFileAndFromJsonAgree) {
   EXPECT_EQ(a.steps[1].phase, "decode");
   EXPECT_EQ(a.step_at(a.steps[1].t0 + 1), a.steps[1].step);
   ASSERT_FALSE(a.counters.empty());
+}
+
+// Overlapped decode steps (docs/architecture.md, "Overlapped steps"): a
+// step's host range covers only its planning and launches; its tokens are
+// collected in the next step() call (trace step args collected_us). The
+// timeline shows each such step in flight, from its range's end to its
+// collection, on two lanes (even and odd steps: two are in flight at once).
+// Recorded on the CPU backend with overlap on and off.
+TEST(TimelineModel, OverlappedStepsAreInFlightFromTheirLaunchesToTheirCollection) {
+  const auto& base = test::recorded_cpu_run();
+  auto record = [&](const char* name, const char* overlap) {
+    const std::filesystem::path dir = test::scratch_dir("viz-overlap") / name;
+    test::CommandResult g = test::run_command(
+        test::built_binary("lantern").string() + " generate --model " + base.model.string() +
+        " --device cpu --prompt-ids 11,12,13,14,15 --repeat 2 --max-seqs 2 --max-new-tokens 14 --ignore-eos"
+        " --quiet --kernels overlap=" + overlap + " --record " + dir.string());
+    EXPECT_EQ(g.status, 0) << g.output;
+    RunData run = load_run(dir);
+    EXPECT_FALSE(run.has_errors()) << run.messages[0].text;
+    return build_timeline(run);
+  };
+  const TimelineModel on = record("on", "on");
+  const int even = on.lane_index("in flight (even steps)"), odd = on.lane_index("in flight (odd steps)");
+  ASSERT_GE(even, 0);
+  ASSERT_GE(odd, 0);
+  size_t items = 0, overlapping_pairs = 0;
+  for (int l : {even, odd}) {
+    const Lane& lane = on.lanes[l];
+    for (size_t i = 0; i < lane.size(); ++i) {
+      ++items;
+      const StepSpan* span = nullptr;
+      for (const StepSpan& s : on.steps)
+        if (s.range_row == lane.row[i]) span = &s;
+      ASSERT_NE(span, nullptr) << "an in-flight item points at its step's range";
+      EXPECT_EQ(span->step % 2, l == odd ? 1 : 0);
+      EXPECT_DOUBLE_EQ(lane.t0[i], span->t1) << "in flight from the end of its launches";
+      EXPECT_DOUBLE_EQ(lane.t1[i], span->collected);
+      EXPECT_GT(span->collected, span->t1);
+      EXPECT_DOUBLE_EQ(span->end(), span->collected);
+      if (i + 1 < lane.size()) {
+        EXPECT_LE(lane.t1[i], lane.t0[i + 1]) << "a lane never overlaps itself";
+      }
+    }
+  }
+  // 13 decode steps per request after the prefill; all but the length-stop
+  // edges overlap.
+  EXPECT_GE(items, 8u);
+  // Step k + 1 is launched before step k is collected.
+  for (const StepSpan& s : on.steps) {
+    const StepSpan* next = on.step(s.step + 1);
+    if (s.collected > 0 && next && next->collected > 0 && next->t1 < s.collected) ++overlapping_pairs;
+  }
+  EXPECT_GE(overlapping_pairs, 6u);
+
+  const TimelineModel off = record("off", "off");
+  EXPECT_LT(off.lane_index("in flight (even steps)"), 0);
+  EXPECT_LT(off.lane_index("in flight (odd steps)"), 0);
+  ASSERT_FALSE(off.steps.empty());
+  for (const StepSpan& s : off.steps) {
+    EXPECT_EQ(s.collected, 0) << "a synchronous step is collected inside its range";
+    EXPECT_DOUBLE_EQ(s.end(), s.t1);
+  }
 }
 
 }  // namespace

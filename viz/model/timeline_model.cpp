@@ -7,6 +7,8 @@
 #include <numeric>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 namespace lantern::view {
 
 namespace {
@@ -73,12 +75,16 @@ void add_host_lanes(const RunData& run, TimelineModel& m,
                     std::map<std::pair<int64_t, int64_t>, std::vector<Pending>>& gpu) {
   Cols ranges{run.index.find("ranges")};
   auto pid = ranges.i("pid"), tid = ranges.i("tid"), name = ranges.i("name"), cat = ranges.i("cat"),
-       step = ranges.i("step");
+       step = ranges.i("step"), args = ranges.i("args");
   auto ts = ranges.f("ts_us"), dur = ranges.f("dur_us");
   if (!ts || !dur) return;
   const char* kLevels[] = {"step", "phase", "layer", "op"};
   std::vector<Pending> levels[5];
   std::map<int64_t, std::vector<Pending>> api;  // tid -> calls
+  // Overlapped decode steps: from the end of the step's range (its launches)
+  // to the collection of its tokens (args.collected_us). Up to two steps are
+  // in flight at once, so even and odd steps get a lane each.
+  std::vector<Pending> in_flight[2];
   for (size_t r = 0; r < ranges.rows(); ++r) {
     Pending p{(*ts)[r], (*ts)[r] + (*dur)[r], static_cast<uint32_t>(r), Lane::range,
               static_cast<int32_t>(at(name, r, -1))};
@@ -104,10 +110,25 @@ void add_host_lanes(const RunData& run, TimelineModel& m,
       s.t1 = p.t1;
       s.range_row = p.row;
       m.steps.push_back(s);
+      const std::string& a = run.str(at(args, r, -1));
+      if (a.find("collected_us") != std::string::npos) {
+        const nlohmann::json j = nlohmann::json::parse(a, nullptr, false);
+        const double collected = j.is_object() && j.value("collected_us", nlohmann::json()).is_number()
+                                     ? j["collected_us"].get<double>()
+                                     : p.t1;
+        if (collected > p.t1 + 1e-3) {
+          m.steps.back().collected = collected;
+          in_flight[s.step & 1].push_back({p.t1, collected, p.row, Lane::range, p.name});
+        }
+      }
     }
   }
   for (int l = 0; l < 5; ++l)
     if (!levels[l].empty()) m.lanes.push_back(make_lane("host", l < 4 ? kLevels[l] : "other", std::move(levels[l])));
+  for (int parity = 0; parity < 2; ++parity)
+    if (!in_flight[parity].empty())
+      m.lanes.push_back(make_lane("host", parity ? "in flight (odd steps)" : "in flight (even steps)",
+                                  std::move(in_flight[parity])));
   for (auto& [thread, calls] : api)
     m.lanes.push_back(make_lane("CUDA API", thread_name(run, 1, thread, "thread " + std::to_string(thread)),
                                 std::move(calls)));

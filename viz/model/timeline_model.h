@@ -4,6 +4,7 @@
 // counter series, the steps' time spans, and the per-frame level of detail
 // (culling to the visible window and merging items narrower than a pixel,
 // as Tracy does, in O(pixels · log n) per lane).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct StepSpan {
   double t0 = 0, t1 = 0;
   std::string phase;
   uint32_t range_row = 0;  // the step range in index.ranges
+  // When its tokens were collected, if after t1: an overlapped decode step,
+  // whose range covers only its planning and launches (0: not overlapped).
+  double collected = 0;
+  // Where the step's work ends: its collection for an overlapped step (its
+  // kernels run after its range), else its range's end.
+  double end() const { return std::max(t1, collected); }
 };
 
 struct Mark {  // instant events (CUDA-graph replays)
