@@ -326,6 +326,7 @@ nlohmann::json Session::metrics_json(const EngineSummary& summary, const Collect
   add_cupti_metrics(h, c.gpu);
   metrics["harness"] = std::move(h);
   metrics["steps"]["engine_steps"] = summary.steps;
+  if (!summary.overlap.is_null()) metrics["steps"]["overlap"] = summary.overlap;
   for (auto& [key, value] : extra_metrics_.items()) metrics[key] = value;
   return metrics;
 }

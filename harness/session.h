@@ -60,6 +60,9 @@ struct EngineSummary {
   int kv_block_size = 0;
   int64_t steps = 0;
   nlohmann::json describe;       // Engine::describe(): used when set_config was not called
+  // Overlapped decode (Engine::overlap_stats): {mode, continuations,
+  // discarded_rows} into metrics.json's steps.overlap; null: not reported.
+  nlohmann::json overlap;
 };
 
 class NvtxObserver;

@@ -14,6 +14,10 @@ void Session::finish(const Engine& engine) {
   s.kv_block_size = engine.limits().kv_block_size;
   s.steps = engine.steps_run();
   s.describe = engine.describe();
+  const OverlapStats o = engine.overlap_stats();
+  s.overlap = {{"mode", s.describe.value("overlap", "off")},
+               {"continuations", o.continuations},
+               {"discarded_rows", o.discarded_rows}};
   finish(s);
 }
 

@@ -68,6 +68,17 @@ void print_header(const Run& run) {
     std::printf("  roofline: copy %s GB/s, bf16 GEMM %s TFLOP/s\n",
                 opt_num(run.manifest.copy_gb_per_s, "%.0f").c_str(),
                 opt_num(run.manifest.gemm_tflop_per_s, "%.0f").c_str());
+  if (x.contains("steps") && x["steps"].is_object() && x["steps"].contains("overlap")) {
+    const nlohmann::json& o = x["steps"]["overlap"];
+    if (o.is_object() && o.value("mode", "") == "on")
+      std::printf("  overlapped decode: %.0f steps launched ahead of their predecessor's collection (of %.0f decode "
+                  "steps), %.0f rows computed past an EOS and ignored\n",
+                  metric(o, "continuations"),
+                  x["steps"].contains("phases") ? metric(x["steps"]["phases"], "decode", "count") : 0.0,
+                  metric(o, "discarded_rows"));
+    else if (o.is_object())
+      std::printf("  overlapped decode: off (every step synchronous)\n");
+  }
   const nlohmann::json& h = x.contains("harness") ? x["harness"] : nlohmann::json::object();
   if (metric(h, "cupti_dropped_records") > 0)
     std::printf("  WARNING: CUPTI dropped %.0f records: kernel timings are incomplete\n",

@@ -111,6 +111,13 @@ TEST(EngineRecord, CpuRunDirectoryIsCompleteAndClean) {
   for (const auto& o : run.outputs) EXPECT_EQ(o.tokens.size(), 6u);
   EXPECT_EQ(run.metrics["generated_tokens"], 6 * kRequests);
   EXPECT_EQ(run.metrics["steps"]["count"], engine.steps_run());
+  // Overlapped decode (the default): the decode steps launched ahead, as the engine counted them.
+  const nlohmann::json& overlap = run.metrics["steps"]["overlap"];
+  EXPECT_EQ(overlap["mode"], "on");
+  EXPECT_EQ(overlap["continuations"], engine.overlap_stats().continuations);
+  EXPECT_GT(overlap["continuations"].get<int64_t>(), 0);
+  EXPECT_LT(overlap["continuations"].get<int64_t>(), engine.steps_run());
+  EXPECT_EQ(overlap["discarded_rows"], 0) << "no EOS stops in this run";
   EXPECT_EQ(runfmt::check_trace(run.trace), std::vector<std::string>{});
 }
 
