@@ -14,6 +14,7 @@
 #include "engine/limits_fit.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
+#include "engine/step_input.h"
 #include "engine/tensor_parallel.h"
 
 namespace lantern {
@@ -323,13 +324,14 @@ class EngineImpl {
     const double step_start = now();
     for (const auto& c : plan.fresh)  // admission wait ends when the prefill begins
       if (c.seq->admit_s < 0) c.seq->admit_s = step_start;
-    StepInput in = prev ? build_continuation(plan, prev->plan) : build_input(plan);
+    StepInput in = prev ? continuation_input(plan, prev->plan) : step_input(plan);
+    in.table_updates = kv_->take_table_updates();
     // Single-token decodes past the prompt (StepTiming), counted before postprocess appends the tokens.
     l.rows = plan.rows();
     l.decode_rows = prev ? l.rows : static_cast<int>(std::count_if(plan.paged.begin(), plan.paged.end(), [](const ScheduledChunk& c) {
       return c.count == 1 && c.start >= c.seq->num_prompt && c.produces_token();
     }));
-    l.info = describe_step(plan, in, prev != nullptr);  // hooks only
+    l.info = describe_step(plan, in, steps_, prev != nullptr);  // hooks only
     LANTERN_OBSERVE(opt_.observer, on_step_begin(l.info));
     if (opt_.profile_first_step == steps_) profiler(true);
     if (comm_) {  // the followers run the same step on their shards
@@ -380,84 +382,6 @@ class EngineImpl {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     for (auto& s : inbox_) scheduler_->enqueue(std::move(s));
     inbox_.clear();
-  }
-
-  // The model's view of a plan: rows ordered fresh chunks | paged chunks, the
-  // logit rows with their sampling parameters, and the new block-table entries.
-  StepInput build_input(const StepPlan& plan) {
-    StepInput in;
-    in.fresh_starts.push_back(0);
-    auto add_rows = [&in](const ScheduledChunk& c) {
-      for (int i = 0; i < c.count; ++i) {
-        in.tokens.push_back(c.seq->tokens[c.start + i]);
-        in.positions.push_back(c.start + i);
-        in.slots.push_back(c.seq->slot);
-      }
-    };
-    for (const auto& c : plan.fresh) {
-      add_rows(c);
-      in.fresh_starts.push_back(in.num_rows());
-      in.max_fresh_len = std::max(in.max_fresh_len, c.count);
-    }
-    for (const auto& c : plan.paged) add_rows(c);
-    for (const LogitRow& lr : plan.logit_rows) {
-      const SamplingParams& sp = lr.seq->req.sampling;
-      in.logit_rows.push_back(lr.row);
-      in.temperature.push_back(sp.temperature);
-      in.top_k.push_back(sp.top_k);
-      in.top_p.push_back(sp.top_p);
-      in.seeds.push_back(sp.seed);
-      in.gen_index.push_back(lr.seq->num_generated());
-    }
-    in.copy_logits = plan.copies_logits();
-    in.table_updates = kv_->take_table_updates();
-    return in;
-  }
-
-  // The input of a continuation (Scheduler::plan_continuation): row i's token
-  // is the one `prev` computes for the same sequence, gathered on the device;
-  // its generation index is one past the sequence's count (the token is not
-  // appended yet).
-  StepInput build_continuation(const StepPlan& plan, const StepPlan& prev) {
-    StepInput in;
-    in.fresh_starts.push_back(0);
-    for (const auto& c : plan.paged) {
-      int src = -1;
-      for (const LogitRow& lr : prev.logit_rows)
-        if (lr.seq == c.seq) src = lr.row;
-      LANTERN_ASSERT(src >= 0, "continuation of a sequence without a logit row in the previous step");
-      // A forced token (Request::forced_tokens) is the host's: no gather.
-      const Sequence& s = *c.seq;
-      const int g = s.num_generated();
-      const bool forced = g < static_cast<int>(s.req.forced_tokens.size());
-      in.tokens.push_back(forced ? s.req.forced_tokens[g] : 0);
-      in.token_src.push_back(forced ? -1 : src);
-      in.positions.push_back(c.start);
-      in.slots.push_back(c.seq->slot);
-    }
-    for (const LogitRow& lr : plan.logit_rows) {
-      const SamplingParams& sp = lr.seq->req.sampling;
-      in.logit_rows.push_back(lr.row);
-      in.temperature.push_back(sp.temperature);
-      in.top_k.push_back(sp.top_k);
-      in.top_p.push_back(sp.top_p);
-      in.seeds.push_back(sp.seed);
-      in.gen_index.push_back(lr.seq->num_generated() + 1);
-    }
-    in.table_updates = kv_->take_table_updates();
-    return in;
-  }
-
-  StepInfo describe_step(const StepPlan& plan, const StepInput& in, bool continuation) const {
-    StepInfo info;
-    info.step = steps_;
-    info.num_prefill_seqs = static_cast<int>(plan.fresh.size());
-    info.num_decode_seqs = 0;
-    for (const auto& c : plan.paged)
-      (c.count == 1 && (continuation || c.produces_token()) ? info.num_decode_seqs : info.num_prefill_seqs)++;
-    info.num_tokens = in.num_rows();
-    info.phase = info.num_decode_seqs == 0 ? "prefill" : (info.num_prefill_seqs == 0 ? "decode" : "mixed");
-    return info;
   }
 
   void profiler(bool start);

@@ -113,9 +113,8 @@ void add_host_lanes(const RunData& run, TimelineModel& m,
       const std::string& a = run.str(at(args, r, -1));
       if (a.find("collected_us") != std::string::npos) {
         const nlohmann::json j = nlohmann::json::parse(a, nullptr, false);
-        const double collected = j.is_object() && j.value("collected_us", nlohmann::json()).is_number()
-                                     ? j["collected_us"].get<double>()
-                                     : p.t1;
+        const auto it = j.is_object() ? j.find("collected_us") : j.end();
+        const double collected = it != j.end() && it->is_number() ? it->get<double>() : p.t1;
         if (collected > p.t1 + 1e-3) {
           m.steps.back().collected = collected;
           in_flight[s.step & 1].push_back({p.t1, collected, p.row, Lane::range, p.name});
