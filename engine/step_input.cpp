@@ -1,6 +1,7 @@
 #include "engine/step_input.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/base/errors.h"
 
@@ -48,10 +49,17 @@ StepInput step_input(const StepPlan& plan) {
 StepInput continuation_input(const StepPlan& plan, const StepPlan& prev) {
   StepInput in;
   in.fresh_starts.push_back(0);
+  // plan.paged is a subsequence of prev's chunks, in their order, and prev's
+  // logit rows follow its chunks (one per sequence): one forward walk finds
+  // them all; the wrap-around keeps any other order correct.
+  const std::vector<LogitRow>& rows = prev.logit_rows;
+  size_t next = 0;
   for (const auto& c : plan.paged) {
     int src = -1;
-    for (const LogitRow& lr : prev.logit_rows)
-      if (lr.seq == c.seq) src = lr.row;
+    for (size_t n = 0; n < rows.size() && src < 0; ++n) {
+      const size_t k = (next + n) % rows.size();
+      if (rows[k].seq == c.seq) src = rows[k].row, next = k + 1;
+    }
     LANTERN_ASSERT(src >= 0, "continuation of a sequence without a logit row in the previous step");
     // A forced token (Request::forced_tokens) is the host's: no gather.
     const Sequence& s = *c.seq;

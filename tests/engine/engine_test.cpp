@@ -224,75 +224,65 @@ TEST(EngineCpu, BatchedAndPreemptedRunsMatchSoloRuns) {
   EXPECT_GT(preemptions, 0) << "the tight pool should have forced a preemption";
 }
 
-// Overlapped decode (a step's continuation launched before its tokens are
-// postprocessed) against synchronous steps and against a run without stops:
-// with EOS stops that only postprocess can see (the continuation's row of a
-// stopping sequence is computed and ignored), length stops, a forced-token
-// request, sampled and greedy rows and requests that arrive mid-run, both
-// engines return the same tokens and finish reasons, each sequence is the
-// unstopped run's tokens cut at its first EOS, and every KV block comes back.
-TEST(EngineCpu, OverlappedDecodeMatchesSynchronousSteps) {
+// OverlappedDecodeMatchesSynchronousSteps's requests: prompts of 2-37
+// random tokens, greedy and sampled rows, one with forced tokens.
+std::vector<Request> overlap_test_requests() {
   std::vector<Request> reqs;
-  auto draw_requests = [&] {
-    reqs.clear();
-    for (int i = 0; i < 8; ++i) {
-      Request r;
-      r.prompt = test::random_token_ids(2 + 5 * i);
-      r.max_new_tokens = 10 + 2 * i;
-      r.stop_at_eos = false;
-      if (i % 2) {
-        r.sampling.temperature = 0.9f;
-        r.sampling.top_p = 0.9f;
-        r.sampling.seed = 1000 + i;
-      }
-      if (i == 3) r.forced_tokens = test::random_token_ids(3);
-      r.tag = std::to_string(i);
-      reqs.push_back(r);
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = test::random_token_ids(2 + 5 * i);
+    r.max_new_tokens = 10 + 2 * i;
+    r.stop_at_eos = false;
+    if (i % 2) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 1000 + i;
     }
-  };
-  ModelConfig cfg = ModelConfig::load(tiny_model());
-  auto engine = [&](bool overlap, const std::vector<int>& eos, test::KvWatch* watch) {
-    ModelConfig c = cfg;
-    c.eos_token_ids = eos;
-    EngineOptions opt;
-    opt.backend = kernels::Backend::cpu;
-    opt.kernels = {{"overlap", overlap ? "on" : "off"}};
-    opt.observer = watch;
-    return std::make_unique<Engine>(c, Weights::load(c, tiny_model(), kernels::Backend::cpu), opt);
-  };
-  // Requests 6 and 7 arrive after 5 steps, while continuations are in flight.
-  auto run = [&](Engine& e, bool stop_at_eos) {
-    for (size_t i = 0; i < 6; ++i) {
-      Request r = reqs[i];
-      r.stop_at_eos = stop_at_eos;
-      e.submit(r);
+    if (i == 3) r.forced_tokens = test::random_token_ids(3);
+    r.tag = std::to_string(i);
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+// Requests 0-5 at once, 6 and 7 after 5 steps (while continuations are in
+// flight); the results in request order.
+std::vector<RequestResult> run_with_late_arrivals(Engine& e, const std::vector<Request>& reqs, bool stop_at_eos) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (i == 6) {
+      for (int k = 0; k < 5; ++k) EXPECT_TRUE(e.step());
     }
-    for (int k = 0; k < 5; ++k) EXPECT_TRUE(e.step());
-    for (size_t i = 6; i < reqs.size(); ++i) {
-      Request r = reqs[i];
-      r.stop_at_eos = stop_at_eos;
-      e.submit(r);
-    }
-    e.run_until_idle();
-    EXPECT_TRUE(e.idle());
-    auto res = e.take_finished();
-    std::sort(res.begin(), res.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
-    return res;
-  };
-  std::vector<RequestResult> full;
-  // EOS ids: a token early in one sequence and two or three in the
-  // all-decode phase, each in a step that launches a continuation (so the
-  // stopped sequence's next row is computed and discarded). Greedy rows of
-  // the tiny random model repeat tokens, so each EOS is a token that no other
-  // sequence ever produces and that its own sequence first produces there.
-  //
-  // Step numbers, overlapped engine: prefill of requests 0-5 in step 0, so
-  // token p of request i < 6 comes out of step p. Five step() calls collect
-  // steps 0-4 with step 5 (a continuation) in flight; requests 6 and 7 wait,
-  // so step 5 launches no continuation and they prefill in step 6 (token p
-  // in step p + 6). The synchronous engine prefills them in step 5.
-  // A continuation is launched from every decode step except 5, 6 and steps
-  // where a sequence makes its last token by length.
+    Request r = reqs[i];
+    r.stop_at_eos = stop_at_eos;
+    e.submit(r);
+  }
+  e.run_until_idle();
+  EXPECT_TRUE(e.idle());
+  auto res = e.take_finished();
+  std::sort(res.begin(), res.end(), [](const auto& a, const auto& b) { return a.tag < b.tag; });
+  return res;
+}
+
+// EOS ids for OverlappedDecodeMatchesSynchronousSteps, from the run without
+// stops (`full`): a token early in one sequence and two or three in the
+// all-decode phase, each in a step that launches a continuation (so the
+// stopped sequence's next row is computed and discarded). Greedy rows of the
+// tiny random model repeat tokens, so each EOS is a token that no other
+// sequence ever produces and that its own sequence first produces there.
+//
+// Step numbers, overlapped engine: prefill of requests 0-5 in step 0, so
+// token p of request i < 6 comes out of step p. Five step() calls collect
+// steps 0-4 with step 5 (a continuation) in flight; requests 6 and 7 wait,
+// so step 5 launches no continuation and they prefill in step 6 (token p in
+// step p + 6). The synchronous engine prefills them in step 5. A
+// continuation is launched from every decode step except 5, 6 and steps
+// where a sequence makes its last token by length.
+struct OverlapStops {
+  std::vector<int> eos;        // empty: this draw has no such tokens
+  int64_t continuations = 0;   // what the overlapped engine launches with them
+};
+
+OverlapStops choose_overlap_stops(const std::vector<Request>& reqs, const std::vector<RequestResult>& full) {
   auto step_of = [](size_t i, size_t p, bool overlapped) {
     return static_cast<int>(p) + (i < 6 ? 0 : (overlapped ? 6 : 5));
   };
@@ -304,10 +294,13 @@ TEST(EngineCpu, OverlappedDecodeMatchesSynchronousSteps) {
   auto continued = [&](int step) {
     return step != 0 && step != 5 && step != 6 && !length_stop_step(step, true);
   };
-  std::vector<int> eos;
+  auto produces = [](const RequestResult& r, int token) {
+    return std::find(r.tokens.begin(), r.tokens.end(), token) != r.tokens.end();
+  };
+  OverlapStops out;
   std::vector<size_t> eos_seq;
   auto pick = [&](size_t i, int first_step, int last_step) {
-    if (std::find(eos_seq.begin(), eos_seq.end(), i) != eos_seq.end()) return false;
+    if (std::find(eos_seq.begin(), eos_seq.end(), i) != eos_seq.end()) return;
     const auto& t = full[i].tokens;
     for (size_t p = reqs[i].forced_tokens.size(); p + 1 < t.size(); ++p) {
       const int step = step_of(i, p, true);
@@ -316,53 +309,74 @@ TEST(EngineCpu, OverlappedDecodeMatchesSynchronousSteps) {
         continue;
       if (std::find(t.begin(), t.begin() + p, t[p]) != t.begin() + p) continue;
       bool elsewhere = false;
-      for (size_t j = 0; j < full.size(); ++j)
-        if (j != i &&
-            std::find(full[j].tokens.begin(), full[j].tokens.end(), t[p]) != full[j].tokens.end())
-          elsewhere = true;
+      for (size_t j = 0; j < full.size(); ++j) elsewhere |= j != i && produces(full[j], t[p]);
       if (elsewhere) continue;
-      eos.push_back(t[p]);
+      out.eos.push_back(t[p]);
       eos_seq.push_back(i);
-      return true;
+      return;
     }
-    return false;
   };
-  // Fresh prompts until the sequences have such tokens (nearly always the
-  // first draw): no stops but length gives the full sequences.
-  for (int attempt = 0; attempt < 8 && eos.size() < 3; ++attempt) {
-    draw_requests();
-    full = run(*engine(false, cfg.eos_token_ids, nullptr), false);
-    ASSERT_EQ(full.size(), reqs.size());
-    eos.clear();
-    eos_seq.clear();
-    for (size_t i : {5, 1, 3, 0, 2, 4})
-      if (pick(i, 1, 3)) break;
-    if (eos.size() != 1) continue;
-    for (size_t i : {2, 4, 7, 6, 3, 1, 5, 0})
-      if (eos.size() < 4) pick(i, 8, 1000);
-  }
-  ASSERT_GE(eos.size(), 3u)
-      << "in 8 draws of prompts, no run had a token of its own in one request in steps "
-         "1-3 and in two more from step 8 on (replay with the seed)";
-  // Continuations the overlapped engine launches: one from every step up
-  // to the last one that continues, where no sequence (of those that do not
-  // stop at an EOS first) makes its last token by length.
+  for (size_t i : {5, 1, 3, 0, 2, 4})
+    if (out.eos.empty()) pick(i, 1, 3);
+  if (out.eos.size() != 1) return {};
+  for (size_t i : {2, 4, 7, 6, 3, 1, 5, 0})
+    if (out.eos.size() < 4) pick(i, 8, 1000);
+  if (out.eos.size() < 3) return {};
+  // Continuations: one from every step up to the last one that continues,
+  // where no sequence (of those that do not stop at an EOS first) makes its
+  // last token by length.
   int last_step = 0;
   std::vector<int> length_steps;
   for (size_t i = 0; i < full.size(); ++i) {
     size_t n = full[i].tokens.size();
     bool eos_stop = false;
     for (size_t p = reqs[i].forced_tokens.size(); p < n && !eos_stop; ++p)
-      if (std::find(eos.begin(), eos.end(), full[i].tokens[p]) != eos.end())
+      if (std::find(out.eos.begin(), out.eos.end(), full[i].tokens[p]) != out.eos.end())
         n = p + 1, eos_stop = true;
     last_step = std::max(last_step, step_of(i, n - 1, true));
     if (!eos_stop) length_steps.push_back(step_of(i, n - 1, true));
   }
-  int64_t want_continuations = 0;
   for (int step = 1; step <= last_step; ++step)
-    want_continuations +=
+    out.continuations +=
         step != 5 && step != 6 &&
         std::find(length_steps.begin(), length_steps.end(), step) == length_steps.end();
+  return out;
+}
+
+// Overlapped decode (a step's continuation launched before its tokens are
+// postprocessed) against synchronous steps and against a run without stops:
+// with EOS stops that only postprocess can see (the continuation's row of a
+// stopping sequence is computed and ignored), length stops, a forced-token
+// request, sampled and greedy rows and requests that arrive mid-run, both
+// engines return the same tokens and finish reasons, each sequence is the
+// unstopped run's tokens cut at its first EOS, and every KV block comes back.
+TEST(EngineCpu, OverlappedDecodeMatchesSynchronousSteps) {
+  ModelConfig cfg = ModelConfig::load(tiny_model());
+  auto engine = [&](bool overlap, const std::vector<int>& eos, test::KvWatch* watch) {
+    ModelConfig c = cfg;
+    c.eos_token_ids = eos;
+    EngineOptions opt;
+    opt.backend = kernels::Backend::cpu;
+    opt.kernels = {{"overlap", overlap ? "on" : "off"}};
+    opt.observer = watch;
+    return std::make_unique<Engine>(c, Weights::load(c, tiny_model(), kernels::Backend::cpu), opt);
+  };
+  std::vector<Request> reqs;
+  auto run = [&](Engine& e, bool stop_at_eos) { return run_with_late_arrivals(e, reqs, stop_at_eos); };
+  // Fresh prompts until the unstopped run has such EOS tokens (nearly
+  // always the first draw).
+  std::vector<RequestResult> full;
+  OverlapStops stops;
+  for (int attempt = 0; attempt < 8 && stops.eos.empty(); ++attempt) {
+    reqs = overlap_test_requests();
+    full = run(*engine(false, cfg.eos_token_ids, nullptr), false);  // no stops but length
+    ASSERT_EQ(full.size(), reqs.size());
+    stops = choose_overlap_stops(reqs, full);
+  }
+  ASSERT_FALSE(stops.eos.empty())
+      << "in 8 draws of prompts, no run had a token of its own in one request in steps "
+         "1-3 and in two more from step 8 on (replay with the seed)";
+  const std::vector<int>& eos = stops.eos;
 
   test::KvWatch watch_sync, watch_overlap;
   auto e_sync = engine(false, eos, &watch_sync);
@@ -391,7 +405,7 @@ TEST(EngineCpu, OverlappedDecodeMatchesSynchronousSteps) {
   EXPECT_GE(length_stops, 1);
   // The overlapped engine did launch continuations, and computed (and
   // ignored) rows of sequences that had stopped; the synchronous one none.
-  EXPECT_EQ(e_overlap->overlap_stats().continuations, want_continuations);
+  EXPECT_EQ(e_overlap->overlap_stats().continuations, stops.continuations);
   EXPECT_EQ(e_overlap->overlap_stats().discarded_rows, static_cast<int64_t>(eos.size()));
   EXPECT_EQ(e_sync->overlap_stats().continuations, 0);
   EXPECT_EQ(e_sync->overlap_stats().discarded_rows, 0);
