@@ -130,21 +130,21 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
       SplitDest{out, part_o, part_ml, g_tma_counters, i, kv0, n_kv_heads, group, q_stride, split, n_splits, n_eff});
 }
 
+}  // namespace
+
 // The driver's tensor-map encoder, through the runtime (no libcuda link).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+PFN_cuTensorMapEncodeTiled_v12000 cuda_detail::tensor_map_encoder() {
   static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult found{};
     CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
     LANTERN_CHECK(found == cudaDriverEntryPointSuccess && f,
-                  "attention_decode.batched_tma_t: the driver has no cuTensorMapEncodeTiled (needs CUDA 12+); "
-                  "pick another attention_decode variant");
+                  "the driver has no cuTensorMapEncodeTiled (needs CUDA 12+); pick kernel variants without TMA "
+                  "(attention_decode 14, gemm 6)");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
 }
-
-}  // namespace
 
 // The paged pool as rows of one kv head (see the top of the file); the row
 // count is not bounded by the pool (a launch only addresses its table's blocks).

@@ -5,10 +5,8 @@
 // mbarriers, the TMA box copies of a 64-key tile, one warp's part of a landed
 // stage; and the host pieces both files call. The design notes are at the top
 // of attention_decode_tma.cu.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include "kernels/cuda/attention_decode_pipe.cuh"
+#include "kernels/cuda/tma_common.cuh"
 
 namespace lantern::kernels::cuda_detail {
 
@@ -17,24 +15,6 @@ template <int St>
 using TS = PipeShape<kHd, 1, 4, St, true>;  // 64-key tiles, 128-byte unpadded swizzled rows
 static_assert(TS<2>::kStride == kHd && TS<2>::kTileKeys == 4 * kBoxKeys);
 constexpr unsigned kStageBytes = 2 * TS<2>::kTileKeys * TS<2>::kStride * sizeof(bf16);  // K then V: 16 KB
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* b, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}" ::"r"(smem_u32(b)),
-      "r"(parity)
-      : "memory");
-}
 __device__ __forceinline__ void tma_rows(bf16* dst, const CUtensorMap* map, int kv, int row, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "

@@ -16,7 +16,10 @@
 // Variant 3 (mid_fused): variant 2 for m <= 16; for 17 <= m <= 128 one launch
 //   of gemm.7's batch kernel with the SwiGLU store (gemm_mid.cu: 64 gate rows
 //   and their 64 up rows per block); above, variant 1.
-// Variants 2 and 3 fold a prologue norm (GateUpSwigluArgs::norm, the
+// Variant 4 (wg_fused): variant 3 with gemm.8's wgmma kernel for 17 <= m <=
+//   128 (sm90a/gemm_wgmma.cu: the same 64 gate + 64 up rows per block, the
+//   same SwiGLU store), tested only.
+// Variants 2, 3 and 4 fold a prologue norm (GateUpSwigluArgs::norm, the
 // deferred-norm op table) into the GEMV (gemm_skinny.cu, kNorm) and run it
 // ahead of their other paths; variant 1 gets it run ahead by kernels::launch.
 #include "kernels/costs.h"
@@ -61,6 +64,13 @@ void gate_up_swiglu_mid(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   const GateUpSwigluArgs p = with_norm_applied(a, ctx);
   if (!gate_up_swiglu_mid_launch(p, ctx)) gate_up_swiglu_unfused(p, ctx);
 }
+void gate_up_swiglu_wg(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "gate_up_swiglu.wg_fused");
+  if (a.m == 0) return;
+  if (gate_up_swiglu_skinny_launch(a, ctx)) return;
+  const GateUpSwigluArgs p = with_norm_applied(a, ctx);
+  if (!gate_up_swiglu_wg_launch(p, ctx)) gate_up_swiglu_unfused(p, ctx);
+}
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void gate_up_swiglu_prepare(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   gemm_lt_planned_prepare(GemmArgs{a.a, a.w, a.gate_up, a.m, 2 * a.inter, a.k}, ctx);
@@ -84,7 +94,12 @@ void register_gate_up_swiglu_cuda(Registry& r) {
       "m <= 16: variant 2; 17 <= m <= 128: gemm.7's batch kernel with the SwiGLU store (64 gate + the "
       "matching 64 up rows per block); else variant 1",
       kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // slower than variant 2 at m = 32-128 (gemm.7's note)
-  for (int v : {1, 2, 3})
+  r.add(with_traits(make_entry<GateUpSwigluArgs, gate_up_swiglu_wg, gate_up_swiglu_cost<2>>(
+      4, "wg_fused", Backend::cuda,
+      "m <= 16: variant 2; 17 <= m <= 128: gemm.8's wgmma kernel with the SwiGLU store (64 gate + the "
+      "matching 64 up rows per block); else variant 1",
+      kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
+  for (int v : {1, 2, 3, 4})
     r.add_prepare(Family::gate_up_swiglu, v, make_prepare<GateUpSwigluArgs, gate_up_swiglu_prepare>());
 }
 

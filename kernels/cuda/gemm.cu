@@ -22,6 +22,9 @@
 // Variant 7 (mid_stream, tested only: slower than variant 6 on the H200):
 //   variant 5 for m <= 16, the batch kernel of kernels/cuda/gemm_mid.cu for
 //   17 <= m <= 128, variant 6's cuBLASLt above.
+// Variant 8 (wgmma_split, tested only until measured): variant 5 for m <= 16,
+//   the wgmma kernel of kernels/cuda/sm90a/gemm_wgmma.cu for 17 <= m <= 128
+//   with bf16 out on an sm_90 GPU, variant 6's cuBLASLt elsewhere.
 #include <algorithm>
 
 #include "kernels/costs.h"
@@ -284,6 +287,16 @@ void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
   if (!gemm_mid_fits(a)) gemm_lt_planned_prepare(a, ctx);  // the batch kernel has nothing to plan
 }
 
+// ------------------------------------------------------------------ variant 8
+// Variant 6 wherever the wgmma kernel does not fit (17 <= m <= 128, bf16 out, sm_90).
+void gemm_wg_planned(const GemmArgs& a, const LaunchCtx& ctx) {
+  if (a.m > 16 && gemm_wg_fits(a)) return gemm_wg_launch(with_norm_applied(a, ctx), ctx);
+  gemm_lt_planned(a, ctx);
+}
+void gemm_wg_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
+  if (!(a.m > 16 && gemm_wg_fits(a))) gemm_lt_planned_prepare(a, ctx);  // the wgmma kernel has nothing to plan
+}
+
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {
   gemm_cublas(with_norm_applied(a, ctx), ctx);
 }
@@ -331,6 +344,13 @@ void register_gemm_cuda(Registry& r) {
       // gemm.6 at m = 32-128 (batch-64 step 1.59 vs 1.32 ms): tested only.
       kTestedOnly, gemm_lt_workspace_bytes));
   r.add_prepare(Family::gemm, 7, make_prepare<GemmArgs, gemm_mid_planned_prepare>());
+  r.add(with_traits(make_entry<GemmArgs, gemm_wg_planned, gemm_cost<2>>(
+      8, "wgmma_split", Backend::cuda,
+      "m <= 16: gemv_pdl; 17 <= m <= 128 (bf16 out): a producer thread fills a 6-8 stage ring with TMA "
+      "(128-byte swizzle), two consumer warpgroups run wgmma (128 weight rows per block), split-k over a "
+      "cluster; lt_planned elsewhere",
+      kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
+  r.add_prepare(Family::gemm, 8, make_prepare<GemmArgs, gemm_wg_planned_prepare>());
 }
 
 }  // namespace lantern::kernels

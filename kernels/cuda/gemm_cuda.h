@@ -50,6 +50,21 @@ void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
 // the shape does not fit; a.m must be > 0.
 bool gate_up_swiglu_mid_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
 
+// Variant 8's batch kernel (sm90a/gemm_wgmma.cu; built for sm_90a): 17 <= m
+// <= 128, k % 64 == 0, n <= 32768, bf16 out, 16-byte aligned a and w, 8-byte
+// aligned c, on a compute-capability 9.0 GPU; weights and activations through
+// a TMA-filled ring into wgmma, split-k over a cluster.
+bool gemm_wg_fits(const GemmArgs& a);
+void gemm_wg_launch(const GemmArgs& a, const LaunchCtx& ctx);
+// Variant 8 itself (gemm.cu): the GEMV for m <= 16, the wgmma kernel where it
+// fits, planned cuBLASLt elsewhere; and its prepare hook.
+void gemm_wg_planned(const GemmArgs& a, const LaunchCtx& ctx);
+void gemm_wg_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
+// gate_up_swiglu.4's batch path (sm90a/gemm_wgmma.cu): the wgmma kernel over
+// the fused gate/up weight with the SwiGLU store. Returns false (launches
+// nothing) when the shape does not fit; a.m must be > 0.
+bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
+
 // gate_up_swiglu.2 (gemm_skinny.cu): variant 5's GEMV over the fused gate/up
 // weight with the SwiGLU epilogue, PDL-launched. Returns false (launches
 // nothing) when the shape does not fit (m > 16, k % 32 != 0, unaligned a / w);

@@ -24,6 +24,8 @@
 //   kernel, its kernel boundary and the round trip of xn through L2 leave the
 //   path. Other shapes: gemm.6's path into y, then residual.2. With out set,
 //   variant 1.
+// Variant 5 (wg_unfused): variant 1 with gemm.8's GEMM (the wgmma kernel of
+//   sm90a/gemm_wgmma.cu for 17 <= m <= 128), then add_rmsnorm.1; tested only.
 // Every variant honours out == nullptr (no norm: x += y only).
 #include "kernels/base/errors.h"
 #include "kernels/costs.h"
@@ -73,12 +75,18 @@ void proj_residual_add(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
 void proj_residual_norm_mid(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   gemm_then_add_rmsnorm(a, ctx, "proj_residual_norm.mid_unfused", gemm_mid_planned);
 }
+void proj_residual_norm_wg(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  gemm_then_add_rmsnorm(a, ctx, "proj_residual_norm.wg_unfused", gemm_wg_planned);
+}
 // Plan the GEMM of the path (cuBLASLt above the GEMV / batch kernel) outside any capture.
 void proj_residual_norm_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   gemm_lt_planned_prepare(projection(a), ctx);
 }
 void proj_residual_norm_mid_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   gemm_mid_planned_prepare(projection(a), ctx);
+}
+void proj_residual_norm_wg_prepare(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  gemm_wg_planned_prepare(projection(a), ctx);
 }
 
 }  // namespace
@@ -109,6 +117,12 @@ void register_proj_residual_norm_cuda(Registry& r) {
     r.add_prepare(Family::proj_residual_norm, v, make_prepare<ProjResidualNormArgs, proj_residual_norm_prepare>());
   r.add_prepare(Family::proj_residual_norm, 3,
                 make_prepare<ProjResidualNormArgs, proj_residual_norm_mid_prepare>());
+  r.add(make_entry<ProjResidualNormArgs, proj_residual_norm_wg, proj_residual_norm_cost<2>>(
+      5, "wg_unfused", Backend::cuda,
+      "variant 1 with gemm.8's GEMM (its wgmma kernel for 17 <= m <= 128) into y, then add_rmsnorm.1",
+      kTestedOnly, gemm_lt_workspace_bytes));
+  r.add_prepare(Family::proj_residual_norm, 5,
+                make_prepare<ProjResidualNormArgs, proj_residual_norm_wg_prepare>());
 }
 
 }  // namespace lantern::kernels

@@ -248,6 +248,27 @@ TEST(BatchGemmGpu, MidStreamInGraphsMatchesCublas) {
               d.worst, b.size());
 }
 
+// gemm.8's wgmma kernel in the engine (tested only; session 20), as gemm.7's
+// test above: 64 teacher-forced sequences decoding together run qkv, o,
+// gate_up (with the SwiGLU store) and down through it at m = 64 in
+// graph-replayed, PDL-chained steps (the LM head's fp32 logits stay on
+// cuBLASLt), against cublasGemmEx + the unfused families.
+TEST(BatchGemmGpu, WgmmaInGraphsMatchesCublas) {
+  LANTERN_REQUIRE_GPU();
+  Work work;
+  for (int i = 0; i < 64; ++i) work.emplace_back(test::random_token_ids(1 + 2 * i), test::random_token_ids(24));
+  const Rows a =
+      run({{"gemm", "wgmma_split"}, {"gate_up_swiglu", "wg_fused"}, {"proj_residual_norm", "wg_unfused"}}, work);
+  const Rows b = run({{"gemm", "seed"}, {"gate_up_swiglu", "unfused"}, {"proj_residual_norm", "unfused"}}, work);
+  ASSERT_EQ(a.size(), 64u * 24u);
+  ASSERT_EQ(b.size(), a.size());
+  const RowDiff d = compare_rows(a, b, 2e-2);
+  EXPECT_EQ(d.far, 0u) << "of " << b.size() << " positions differ by more than 2e-2 rel-L2 (worst " << d.worst << ")";
+  std::printf("[batch-gemm-gpu] gemm.8 wgmma_split vs gemm.1, 64 sequences in graphs: worst rel-L2 %.2e over %zu "
+              "positions\n",
+              d.worst, b.size());
+}
+
 // The deferred-norm table in the engine (proj_residual_norm.4, gemv_add): the
 // projections add into x in their GEMV epilogue and gate_up_swiglu / qkv_proj
 // normalise x in their GEMV prologue, in graph-replayed, PDL-chained decode

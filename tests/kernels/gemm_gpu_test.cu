@@ -98,6 +98,28 @@ TEST(GemmGpu, MidBatchShapes) {
   check_gemm({48, 520, 96, false}, random_bf16_bits_fast(520 * 96), both);  // k % 64 != 0
 }
 
+// gemm.8's wgmma kernel (17 <= m <= 128, bf16 out) beside cuBLAS: the fused op
+// table's shapes at the three batch widths (m <= 32, 64, 128; rows past m
+// zero-filled by the copy engine), split-k clusters of 5 (qkv: uneven stage
+// counts), 8 (o, down) and none (gate_up: 128 row tiles), an n tail of a
+// 128-row tile (1000), one k stage (k = 64) with a 48-row tile, and the
+// fallbacks: fp32 logits, k % 64 != 0 and m = 129 (cuBLASLt).
+TEST(GemmGpu, WgmmaBatchShapes) {
+  LANTERN_REQUIRE_GPU();
+  const std::vector<const KernelEntry*> both{&Registry::global().find(Family::gemm, "seed"),
+                                             &Registry::global().find(Family::gemm, "wgmma_split")};
+  for (auto [n, k] : {std::pair{3072, 2048}, {2048, 2048}, {2048, 8192}, {16384, 2048}}) {
+    const std::vector<bf16_bits> w = random_bf16_bits_fast(size_t(n) * k);
+    for (int m : {17, 32, 33, 64, 65, 100, 128}) check_gemm({m, n, k, false}, w, both);
+  }
+  const std::vector<bf16_bits> tail = random_bf16_bits_fast(size_t(1000) * 2048);
+  for (int m : {20, 64, 100}) check_gemm({m, 1000, 2048, false}, tail, both);
+  check_gemm({40, 1000, 2048, true}, tail, both);                            // fp32 out: cuBLASLt
+  check_gemm({24, 48, 64, false}, random_bf16_bits_fast(48 * 64), both);     // one stage, 48 rows
+  check_gemm({48, 520, 96, false}, random_bf16_bits_fast(520 * 96), both);   // k % 64 != 0
+  check_gemm({129, 512, 2048, false}, random_bf16_bits_fast(512 * 2048), both);  // m > 128
+}
+
 const KernelEntry& gemm_variant(const char* name) { return Registry::global().find(Family::gemm, name); }
 
 // gemm.6's recorded plan for (m's bucket, n, k, out type) on the current GPU, if any.
@@ -233,8 +255,10 @@ TEST(GemmGpu, PlannedLtInsideCaptureThenEager) {
 // eagerly and replayed from a captured CUDA graph: a variant launched with
 // programmatic dependent launch (gemm.5) must still wait for its input. The
 // intermediate is poisoned (NaN) before each run, so reading it early fails.
-// m = 4 (the GEMVs) and m = 64 (gemm.7's batch kernel, cuBLAS(Lt) for the others).
-void check_chain(int m) {
+// m = 4 (the GEMVs) and m = 64 (gemm.7's batch kernel, cuBLAS(Lt) for the others);
+// with a bf16 z, the second GEMM is gemm.8's wgmma kernel too (its fp32 form
+// is cuBLASLt), so its PDL wait is tested on its own output's producer.
+void check_chain(int m, bool z_f32 = true) {
   const int k1 = 2048, n1 = 8192, n2 = 2048;
   const Bf16Data x = random_bf16(size_t(m) * k1);
   const std::vector<bf16_bits> w1 = random_bf16_bits_fast(size_t(n1) * k1);
@@ -250,19 +274,25 @@ void check_chain(int m) {
   for (float v : z) rms += double(v) * v;
   rms = std::sqrt(rms / double(z.size()));
   DeviceBuffer<bf16_bits> d_x(x.bits), d_w1(w1), d_w2(w2), d_y(size_t(m) * n1);
-  DeviceBuffer<float> d_z(size_t(m) * n2);
+  DeviceBuffer<float> d_z(z_f32 ? size_t(m) * n2 : 0);
+  DeviceBuffer<bf16_bits> d_z16(z_f32 ? 0 : size_t(m) * n2);
+  void* z_out = z_f32 ? static_cast<void*>(d_z.get()) : static_cast<void*>(d_z16.get());
   GpuEnv env;
   for (const KernelEntry* e : cuda_variants(Family::gemm)) {
     SCOPED_TRACE(variant_label(*e));
     const LaunchCtx ctx = env.ctx(*e, WorkspaceShape{});
     auto chain = [&] {
       launch(*e, GemmArgs{d_x.get(), d_w1.get(), d_y.get(), m, n1, k1}, ctx);
-      launch(*e, GemmArgs{d_y.get(), d_w2.get(), d_z.get(), m, n2, n1, true}, ctx);
+      launch(*e, GemmArgs{d_y.get(), d_w2.get(), z_out, m, n2, n1, z_f32}, ctx);
     };
     // A 1-ulp bf16 difference in y moves z by ~|y| 2^-8 |w|: tolerances scale with z.
-    auto check = [&] { EXPECT_TRUE(matches(d_z.download(), z, 0.02 * rms, 1e-2, 1e-2)); };
+    auto check = [&] {
+      const std::vector<float> got = z_f32 ? d_z.download() : bf16_to_floats(d_z16.download());
+      EXPECT_TRUE(matches(got, z, 0.02 * rms, 1e-2, 1e-2));
+    };
     d_y.poison();
     d_z.poison();
+    d_z16.poison();
     chain();
     env.sync();
     check();
@@ -275,6 +305,7 @@ void check_chain(int m) {
     for (int rep = 0; rep < 3; ++rep) {
       d_y.poison();
       d_z.poison();
+      d_z16.poison();
       CUDA_CHECK(cudaGraphLaunch(exec, env.stream));
       env.sync();
       check();
@@ -290,6 +321,8 @@ TEST(GemmGpu, ChainedLaunchesSeeTheirInputs) {
     SCOPED_TRACE("m=" + std::to_string(m));
     check_chain(m);
   }
+  SCOPED_TRACE("m=64, bf16 z");
+  check_chain(64, false);
 }
 
 }  // namespace

@@ -1,0 +1,487 @@
+// gemm variant 8 (wgmma_split), gate_up_swiglu variant 4 (wg_fused) and
+// proj_residual_norm variant 5's GEMM: a Hopper GEMM of our own for decode
+// batches of 17..128 rows, c[m, n] = a[m, k] @ w[n, k]^T, built for sm_90a
+// (wgmma) in its own object library (kernels/CMakeLists.txt).
+//
+// Why (docs/performance.md, "gemm.7 mid_stream" and the session-20 section):
+// at m = 64 cuBLASLt's kernels stream o_proj's 8 MB and qkv's 12.6 MB at
+// 1.1-1.6 TB/s; gemm.7's cp.async ring into mma.sync was slower still, its
+// weight stream alone short of bytes in flight and its mmas not hidden. This
+// kernel is what that analysis asked for:
+//  - a block owns 128 weight rows (two consumer warpgroups x 64; for SwiGLU
+//    64 gate rows and their 64 up rows) and a contiguous run of 64-wide k
+//    stages; one producer thread fills a ring of 6-8 stages with the copy
+//    engine (cp.async.bulk.tensor, 128-byte swizzle: two 64-row weight boxes
+//    and one box of all m activation rows, rows past m zero-filled by the
+//    copy engine), completing on a full mbarrier per stage;
+//  - each consumer warpgroup runs wgmma.m64nMBk16 (MB = 32, 64 or 128 batch
+//    columns) with both operands read from shared memory through 128-byte
+//    swizzle descriptors: its 64 weight rows are the instruction's M side, the
+//    batch its N side, so the accumulators hold c^T; a stage is released to
+//    the producer (an empty mbarrier, one arrival per consumer warp) once its
+//    four k16 steps have completed;
+//  - split-k over a thread-block cluster of up to 8 blocks (uneven stage
+//    counts allowed) while the grid is under one block per SM: each block
+//    leaves its fp32 partial tile [batch][128 rows] in the drained ring and
+//    block rank r sums its share of the columns over the ranks in rank order
+//    through distributed shared memory (deterministic, no workspace) -- the
+//    reduction and stores of gemm.7 (gemm_mid.cu);
+//  - programmatic dependent launch: every weight box of the first ring's
+//    worth of stages is requested before griddepcontrol.wait, the activation
+//    boxes after it.
+// Epilogues: bf16 c, or SwiGLU over the fused [2 inter, k] weight
+// (silu(bf16(g)) * bf16(u), the unfused path's rounding points).
+// Fits: 17 <= m <= 128, k % 64 == 0, n (inter) <= 32768, bf16 out, 16-byte
+// aligned a and w, 8-byte aligned c, a compute-capability 9.0 GPU; the
+// callers fall back to the GEMV (m <= 16) or gemm.6's planned cuBLASLt.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+
+#include "kernels/base/env_knob.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/gemm_cuda.h"
+#include "kernels/cuda/tma_common.cuh"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+namespace cg = cooperative_groups;
+
+constexpr int kWgRows = 128;            // weight rows per block: two consumer warpgroups x 64
+constexpr int kWgKc = 64;               // k per stage: one 128-byte swizzled row per operand row
+constexpr int kWgThreads = 3 * 128;     // the producer warpgroup, then two consumer warpgroups
+constexpr int kWgTileLd = kWgRows + 4;  // partial tile pitch (fp32)
+constexpr int kWgMinM = 17, kWgMaxM = 128, kWgMaxN = 32768, kWgMaxSplits = 8, kWgMaxStages = 8;
+
+enum class WgOut { bf16, swiglu };
+
+template <int MB>
+struct WgShape {
+  static constexpr unsigned kWBytes = kWgRows * kWgKc * 2;    // 16 KB: two 64-row boxes
+  static constexpr unsigned kABytes = MB * kWgKc * 2;         // one MB-row box
+  static constexpr unsigned kStageBytes = kWBytes + kABytes;  // a multiple of 1024 (the swizzle atom)
+  static constexpr size_t kTile = size_t(MB) * kWgTileLd * sizeof(float);
+  static_assert(kStageBytes % 1024 == 0, "stages keep the 1024-byte swizzle alignment");
+  // The ring of `stages` stages (the partial tile reuses it), then the barriers.
+  static constexpr size_t bar_offset(int stages) {
+    return size_t(stages) * kStageBytes > kTile ? size_t(stages) * kStageBytes : kTile;
+  }
+  static constexpr size_t smem_bytes(int stages) {
+    return bar_offset(stages) + 2 * kWgMaxStages * sizeof(uint64_t) + 1024;  // + alignment slack
+  }
+};
+
+// A wgmma shared-memory descriptor of a K-major operand in 128-byte swizzle:
+// rows of 128 B, 8-row atoms 1024 B apart (the stride byte offset); the
+// leading offset is unused in this mode. The k16 step s of a stage starts
+// 32 s bytes into the row (the swizzle is applied to the full address).
+__device__ __forceinline__ uint64_t sw128_desc(unsigned addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void wg_wait_prev() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
+// Keeps the compiler from moving accumulator registers across the asynchronous MMAs.
+template <int R>
+__device__ __forceinline__ void fence_operands(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d[64 x N] += a[64 x 16] (weights, K-major) * b[16 x N] (activations, K-major), fp32 accumulators.
+template <int N>
+__device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b);
+template <>
+__device__ __forceinline__ void wgmma_bf16<32>(float (&d)[16], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_bf16<64>(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_bf16<128>(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+        "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+template <int MB, WgOut kOut>
+__global__ void __launch_bounds__(kWgThreads, 1)
+    gemm_wg_kernel(const __grid_constant__ CUtensorMap w_map,  // [rows, k] weights, 64 x 64 boxes
+                   const __grid_constant__ CUtensorMap a_map,  // [m, k] activations, 64 x MB boxes
+                   bf16* __restrict__ c,                       // [m, n]
+                   int m, int n, int iters_total, int splits, int up_row0, int stages) {
+  using S = WgShape<MB>;
+  constexpr bool kSwiglu = kOut == WgOut::swiglu;
+  extern __shared__ unsigned char wg_smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(wg_smem_raw) + 1023) &
+                                                         ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bar_offset(stages));
+  uint64_t* empty = full + kWgMaxStages;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int tile_idx = blockIdx.x / splits, split = blockIdx.x % splits;
+  const int it0 = int(long(split) * iters_total / splits), iters = int(long(split + 1) * iters_total / splits) - it0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp == 0) {
+    if (lane == 0) {  // the producer
+      const int row0 = kSwiglu ? tile_idx * 64 : tile_idx * kWgRows;
+      const int row1 = kSwiglu ? up_row0 + tile_idx * 64 : row0 + 64;
+      const int pre = min(iters, stages);
+      // Weights are constant: the first ring's worth goes out before the PDL wait.
+      for (int s = 0; s < pre; ++s) {
+        unsigned char* st = smem + size_t(s) * S::kStageBytes;
+        mbar_expect_tx(&full[s], S::kStageBytes);
+        tma_2d(st, &w_map, (it0 + s) * kWgKc, row0, &full[s]);
+        tma_2d(st + S::kWBytes / 2, &w_map, (it0 + s) * kWgKc, row1, &full[s]);
+      }
+      grid_dependency_wait();  // a is written by the previous kernel
+      trigger_dependents();
+      for (int s = 0; s < pre; ++s)
+        tma_2d(smem + size_t(s) * S::kStageBytes + S::kWBytes, &a_map, (it0 + s) * kWgKc, 0, &full[s]);
+      for (int s = pre; s < iters; ++s) {
+        const int slot = s % stages;
+        mbar_wait(&empty[slot], unsigned((s / stages - 1) & 1));
+        unsigned char* st = smem + size_t(slot) * S::kStageBytes;
+        mbar_expect_tx(&full[slot], S::kStageBytes);
+        tma_2d(st, &w_map, (it0 + s) * kWgKc, row0, &full[slot]);
+        tma_2d(st + S::kWBytes / 2, &w_map, (it0 + s) * kWgKc, row1, &full[slot]);
+        tma_2d(st + S::kWBytes, &a_map, (it0 + s) * kWgKc, 0, &full[slot]);
+      }
+    }
+    __syncwarp();
+  }
+
+  float acc[MB / 2];
+#pragma unroll
+  for (int i = 0; i < MB / 2; ++i) acc[i] = 0.0f;
+  const int wg = warp / 4 - 1;  // consumer warpgroup 0 or 1; -1: the producer's
+  if (wg >= 0) {
+    const unsigned ring = smem_u32(smem);
+    for (int s = 0; s < iters; ++s) {
+      const int slot = s % stages;
+      mbar_wait(&full[slot], unsigned((s / stages) & 1));
+      const unsigned st = ring + unsigned(slot) * S::kStageBytes;
+      const unsigned w_at = st + unsigned(wg) * (S::kWBytes / 2), a_at = st + S::kWBytes;
+      fence_operands(acc);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < kWgKc / 16; ++kk) wgmma_bf16<MB>(acc, sw128_desc(w_at + kk * 32), sw128_desc(a_at + kk * 32));
+      wg_commit();
+      wg_wait_prev();  // the previous stage's group is done: its slot goes back to the producer
+      fence_operands(acc);
+      __syncwarp();
+      if (s > 0 && lane == 0) mbar_arrive(&empty[(s - 1) % stages]);
+    }
+    wg_wait_all();
+    fence_operands(acc);
+  }
+  __syncthreads();         // every stage was consumed: the ring becomes the partial tile
+  grid_dependency_wait();  // (done by the producer already) before any thread writes c
+  float* tile = reinterpret_cast<float*>(smem);
+  if (wg >= 0) {
+    // Accumulator (i, j) of a warp: weight row 16 (warp % 4) + lane / 4 (+ 8 for i & 2),
+    // batch column 8 j + 2 (lane % 4) (+ 1 for i & 1).
+    const int rb = wg * 64 + (warp % 4) * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < MB / 8; ++j) {
+      const int b0 = 8 * j + 2 * (lane % 4);
+      tile[b0 * kWgTileLd + rb] = acc[4 * j];
+      tile[(b0 + 1) * kWgTileLd + rb] = acc[4 * j + 1];
+      tile[b0 * kWgTileLd + rb + 8] = acc[4 * j + 2];
+      tile[(b0 + 1) * kWgTileLd + rb + 8] = acc[4 * j + 3];
+    }
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  if (splits > 1)
+    cluster.sync();  // every rank's tile is written
+  else
+    __syncthreads();
+  // Block rank `split` sums quads q0 .. q1 - 1 of the block's output columns over the ranks.
+  constexpr int kCols = kSwiglu ? kWgRows / 2 : kWgRows, kQuads = kCols / 4;
+  const int q0 = split * kQuads / splits, quads = (split + 1) * kQuads / splits - q0;
+  for (int item = threadIdx.x; item < m * quads; item += kWgThreads) {
+    const int b = item / quads, col = (q0 + item % quads) * 4;
+    // Every rank's float4 in flight at once (distributed shared memory is a
+    // round trip each), then summed in rank order.
+    float4 v[kWgMaxSplits], q[kSwiglu ? kWgMaxSplits : 1];
+#pragma unroll
+    for (int r = 0; r < kWgMaxSplits; ++r) {
+      if (r >= splits) break;
+      const float* tp = r == split ? tile : cluster.map_shared_rank(tile, r);
+      v[r] = *reinterpret_cast<const float4*>(tp + b * kWgTileLd + col);
+      if constexpr (kSwiglu)  // the up value of column col sits kCols further
+        q[r] = *reinterpret_cast<const float4*>(tp + b * kWgTileLd + kCols + col);
+    }
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f), u = s;
+#pragma unroll
+    for (int r = 0; r < kWgMaxSplits; ++r) {
+      if (r >= splits) break;
+      s.x += v[r].x, s.y += v[r].y, s.z += v[r].z, s.w += v[r].w;
+      if constexpr (kSwiglu) u.x += q[r].x, u.y += q[r].y, u.z += q[r].z, u.w += q[r].w;
+    }
+    float o[4] = {s.x, s.y, s.z, s.w};
+    if constexpr (kSwiglu) {
+      const float uv[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[e] = silu_mul(__bfloat162float(__float2bfloat16(o[e])), __bfloat162float(__float2bfloat16(uv[e])));
+    }
+    const int out0 = tile_idx * kCols + col;
+    bf16* dst = c + size_t(b) * n + out0;
+    if (out0 + 3 < n && n % 4 == 0) {
+      __nv_bfloat162 p[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(p);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (out0 + e < n) dst[e] = __float2bfloat16(o[e]);
+    }
+  }
+  if (splits > 1) cluster.sync();  // no block exits while another may read its tile
+}
+
+struct WgCall {
+  const bf16* a;
+  const bf16* w;
+  bf16* c;
+  int m, n, k;  // n: output columns (inter for SwiGLU)
+  WgOut out;
+};
+
+// LANTERN_WG_MAX_SPLITS (1..8) caps the cluster size, LANTERN_WG_STAGES (2..8)
+// sets the ring depth (read once; experiment knobs for docs/performance.md).
+int wg_max_splits() {
+  static const int cap = [] {
+    const int v = env_int("LANTERN_WG_MAX_SPLITS", kWgMaxSplits);
+    return v >= 1 && v <= kWgMaxSplits ? v : kWgMaxSplits;
+  }();
+  return cap;
+}
+// The ring depth for MB batch columns: the knob, else as many stages as fit
+// ~200 KB of shared memory (at most kWgMaxStages). One block per SM: with room
+// for two, the cluster scheduler packs a one-wave grid two to an SM and
+// leaves the other half of the SMs idle (the H200 showed it: 55 % of SM cycles
+// active for o_proj at m = 64).
+template <int MB>
+int wg_stages() {
+  static const int stages = [] {
+    int st = kWgMaxStages;
+    while (st > 2 && WgShape<MB>::smem_bytes(st) > 200 * 1024) --st;
+    const int v = env_int("LANTERN_WG_STAGES", 0);
+    return v >= 2 && v <= st ? v : st;
+  }();
+  return stages;
+}
+
+// A 2-D bf16 tensor map of `rows` rows of k elements with boxes of 64 k x
+// box_rows rows, 128-byte swizzle; encoded once per (base, rows, k, box) and
+// thread (an engine launches the same weights and activation buffers every
+// step, and a graph capture bakes the map into the node).
+const CUtensorMap& wg_map(const void* base, int rows, int k, int box_rows) {
+  struct Key {
+    const void* base;
+    int rows, k, box;
+    bool operator==(const Key& o) const { return base == o.base && rows == o.rows && k == o.k && box == o.box; }
+  };
+  struct Hash {
+    size_t operator()(const Key& x) const {
+      return std::hash<const void*>()(x.base) ^ (size_t(x.rows) * 0x9e3779b97f4a7c15ull) ^ (size_t(x.k) << 20) ^
+             size_t(x.box);
+    }
+  };
+  thread_local std::unordered_map<Key, CUtensorMap, Hash> maps;
+  const Key key{base, rows, k, box_rows};
+  if (auto it = maps.find(key); it != maps.end()) return it->second;
+  if (maps.size() > 4096) maps.clear();  // bounded: buffers freed and reallocated elsewhere
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(k) * sizeof(bf16)};
+  const cuuint32_t box[2] = {cuuint32_t(kWgKc), cuuint32_t(box_rows)}, elem_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
+                                          strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  LANTERN_CHECK(r == CUDA_SUCCESS, "gemm.wgmma_split: cuTensorMapEncodeTiled failed (%d) for %d x %d", int(r), rows,
+                k);
+  return maps.emplace(key, map).first->second;
+}
+
+template <int MB, WgOut kOut>
+auto* wg_kernel() {
+  auto* kernel = gemm_wg_kernel<MB, kOut>;
+  static const bool attr_set = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(WgShape<MB>::smem_bytes(wg_stages<MB>()))));
+    return true;
+  }();
+  (void)attr_set;
+  return kernel;
+}
+
+// Blocks of this kernel that can run at once in clusters of `splits` (one
+// wave), asked once per (kernel, splits) of the process.
+template <int MB, WgOut kOut>
+int wg_capacity(int splits) {
+  static std::atomic<int> known[kWgMaxSplits + 1] = {};
+  if (const int c = known[splits].load(std::memory_order_relaxed)) return c;
+  auto* kernel = wg_kernel<MB, kOut>();
+  const size_t smem = WgShape<MB>::smem_bytes(wg_stages<MB>());
+  int blocks = 0;
+  if (splits == 1) {
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWgThreads, smem));
+    blocks *= sm_count();
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(splits) * 64);
+    cfg.blockDim = dim3(kWgThreads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(splits);
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    blocks = clusters * splits;
+  }
+  blocks = std::max(blocks, 1);
+  known[splits].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+template <int MB, WgOut kOut>
+void launch_wg_out(const WgCall& s, const LaunchCtx& ctx, int tiles) {
+  auto* kernel = wg_kernel<MB, kOut>();
+  const int stages = wg_stages<MB>();
+  // The most splits (a cluster of up to 8, at most one per stage) whose grid
+  // still runs in one wave.
+  const int iters = s.k / kWgKc;
+  int splits = std::min(wg_max_splits(), iters);
+  while (splits > 1 && long(tiles) * splits > wg_capacity<MB, kOut>(splits)) --splits;
+  const int w_rows = kOut == WgOut::swiglu ? 2 * s.n : s.n;
+  launch_kernel_cluster(true, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)), dim3(kWgThreads),
+                        WgShape<MB>::smem_bytes(stages), ctx.stream, wg_map(s.w, w_rows, s.k, 64),
+                        wg_map(s.a, s.m, s.k, MB), s.c, s.m, s.n, iters, splits, s.n, stages);
+  CUDA_CHECK_LAST("gemm_wg_kernel");
+}
+
+template <int MB>
+void launch_wg(const WgCall& s, const LaunchCtx& ctx, int tiles) {
+  if (s.out == WgOut::swiglu) return launch_wg_out<MB, WgOut::swiglu>(s, ctx, tiles);
+  launch_wg_out<MB, WgOut::bf16>(s, ctx, tiles);
+}
+
+void wg_dispatch(const WgCall& s, const LaunchCtx& ctx) {
+  const int tiles = ceil_div(s.n, s.out == WgOut::swiglu ? kWgRows / 2 : kWgRows);
+  if (s.m <= 32)
+    launch_wg<32>(s, ctx, tiles);
+  else if (s.m <= 64)
+    launch_wg<64>(s, ctx, tiles);
+  else
+    launch_wg<128>(s, ctx, tiles);
+}
+
+// wgmma and this cubin (sm_90a) run on compute capability 9.0 only (asked once per device).
+bool on_sm90() {
+  static std::atomic<int8_t> known[64] = {};  // 0: not asked, 1: yes, -1: no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (const int8_t k = known[dev].load(std::memory_order_relaxed)) return k > 0;
+  int major = 0, minor = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  const bool yes = major == 9 && minor == 0;
+  known[dev].store(yes ? 1 : -1, std::memory_order_relaxed);
+  return yes;
+}
+
+bool wg_fits(const void* a, const void* w, const void* c, int m, int n, int k) {
+  return m >= kWgMinM && m <= kWgMaxM && k % kWgKc == 0 && n >= 1 && n <= kWgMaxN && aligned(a, 16) &&
+         aligned(w, 16) && aligned(c, 8) && on_sm90();
+}
+
+}  // namespace
+
+bool gemm_wg_fits(const GemmArgs& a) { return !a.c_f32 && wg_fits(a.a, a.w, a.c, a.m, a.n, a.k); }
+
+void gemm_wg_launch(const GemmArgs& a, const LaunchCtx& ctx) {
+  LANTERN_CHECK(gemm_wg_fits(a),
+                "gemm.wgmma_split: shape m=%d n=%d k=%d does not fit (17 <= m <= 128, k %% 64 == 0, n <= 32768, "
+                "bf16 out, an sm_90 GPU)",
+                a.m, a.n, a.k);
+  wg_dispatch(WgCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.c), a.m,
+                     a.n, a.k, WgOut::bf16},
+              ctx);
+}
+
+bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  if (!wg_fits(a.a, a.w, a.out, a.m, a.inter, a.k)) return false;
+  wg_dispatch(WgCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.out), a.m,
+                     a.inter, a.k, WgOut::swiglu},
+              ctx);
+  return true;
+}
+
+}  // namespace lantern::kernels
