@@ -98,7 +98,7 @@ void register_gate_up_swiglu_cuda(Registry& r) {
       4, "wg_fused", Backend::cuda,
       "m <= 16: variant 2; 17 <= m <= 128: gemm.8's wgmma kernel with the SwiGLU store (64 gate + the "
       "matching 64 up rows per block); else variant 1",
-      kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
+      kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // the default since session 21
   for (int v : {1, 2, 3, 4})
     r.add_prepare(Family::gate_up_swiglu, v, make_prepare<GateUpSwigluArgs, gate_up_swiglu_prepare>());
 }
