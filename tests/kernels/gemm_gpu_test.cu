@@ -100,8 +100,9 @@ TEST(GemmGpu, MidBatchShapes) {
 
 // gemm.8's wgmma kernel (17 <= m <= 128, bf16 out) beside cuBLAS: the fused op
 // table's shapes at the three batch widths (m <= 32, 64, 128; rows past m
-// zero-filled by the copy engine), split-k clusters of 5 (qkv: uneven stage
-// counts), 8 (o, down) and none (gate_up: 128 row tiles), an n tail of a
+// zero-filled by the copy engine), split-k clusters as large as fit in one
+// wave (on the H200: 4 for qkv, 6 for o and down, uneven stage counts) and
+// none (gate_up: 128 row tiles), an n tail of a
 // 128-row tile (1000), one k stage (k = 64) with a 48-row tile, and the
 // fallbacks: fp32 logits, k % 64 != 0 and m = 129 (cuBLASLt).
 TEST(GemmGpu, WgmmaBatchShapes) {
