@@ -59,7 +59,7 @@ for s in "${STAGES[@]}"; do
       for shape in o/m=64 o/m=128 down/m=64 qkv/m=32; do
         f=$OUT/ncu_$(echo "$shape" | tr '/=' '__').txt
         timeout 120 ncu -k regex:gemm_wg_kernel -c 1 --section SpeedOfLight --section LaunchStats \
-          --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+          --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters \
           "$B/bench/bench_kernels" --benchmark_filter="gemm\.8\..*/$shape/" > "$f" 2>&1
         echo "ncu $shape:"
         grep -E "Duration|DRAM Throughput|Grid Size|Cluster Size|Achieved Occupancy|Warp Cycles Per Issued" "$f" | head -8
