@@ -16,9 +16,10 @@
 // Variant 3 (mid_fused): variant 2 for m <= 16; for 17 <= m <= 128 one launch
 //   of gemm.7's batch kernel with the SwiGLU store (gemm_mid.cu: 64 gate rows
 //   and their 64 up rows per block); above, variant 1.
-// Variant 4 (wg_fused): variant 3 with gemm.8's wgmma kernel for 17 <= m <=
-//   128 (sm90a/gemm_wgmma.cu: the same 64 gate + 64 up rows per block, the
-//   same SwiGLU store), tested only.
+// Variant 4 (wg_fused, the default since session 21): variant 3 with gemm.8's
+//   wgmma kernel for 17 <= m <= 128 (sm90a/gemm_wgmma.cu: the same 64 gate +
+//   64 up rows per block, the same SwiGLU store); slower than cuBLASLt alone,
+//   faster in a step, where its weights stream before the PDL wait.
 // Variants 2, 3 and 4 fold a prologue norm (GateUpSwigluArgs::norm, the
 // deferred-norm op table) into the GEMV (gemm_skinny.cu, kNorm) and run it
 // ahead of their other paths; variant 1 gets it run ahead by kernels::launch.
@@ -49,27 +50,29 @@ void gate_up_swiglu_unfused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   swiglu_launch(SwigluArgs{gate, gate + a.inter, a.out, a.m, a.inter, 2 * a.inter}, ctx, /*pdl=*/true);
 }
 
-// Variants 2 and 3 take a prologue norm (a.norm): inside the GEMV, run ahead
-// of the other paths.
+// Variants 2, 3 and 4 take a prologue norm (a.norm): inside the GEMV, run
+// ahead of the other paths.
 void gate_up_swiglu_fused(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "gate_up_swiglu.gemv_fused");
   if (a.m == 0) return;
   if (!gate_up_swiglu_skinny_launch(a, ctx)) gate_up_swiglu_unfused(with_norm_applied(a, ctx), ctx);
 }
 
-void gate_up_swiglu_mid(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
-  check_shape(a, "gate_up_swiglu.mid_fused");
+// Variants 3 and 4: the GEMV for m <= 16, their batch kernel (`batch`: false
+// when the shape does not fit) above, else variant 1.
+using BatchLaunch = bool (*)(const GateUpSwigluArgs&, const LaunchCtx&);
+void gemv_batch_or_unfused(const GateUpSwigluArgs& a, const LaunchCtx& ctx, const char* name, BatchLaunch batch) {
+  check_shape(a, name);
   if (a.m == 0) return;
   if (gate_up_swiglu_skinny_launch(a, ctx)) return;
   const GateUpSwigluArgs p = with_norm_applied(a, ctx);
-  if (!gate_up_swiglu_mid_launch(p, ctx)) gate_up_swiglu_unfused(p, ctx);
+  if (!batch(p, ctx)) gate_up_swiglu_unfused(p, ctx);
+}
+void gate_up_swiglu_mid(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  gemv_batch_or_unfused(a, ctx, "gate_up_swiglu.mid_fused", gate_up_swiglu_mid_launch);
 }
 void gate_up_swiglu_wg(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
-  check_shape(a, "gate_up_swiglu.wg_fused");
-  if (a.m == 0) return;
-  if (gate_up_swiglu_skinny_launch(a, ctx)) return;
-  const GateUpSwigluArgs p = with_norm_applied(a, ctx);
-  if (!gate_up_swiglu_wg_launch(p, ctx)) gate_up_swiglu_unfused(p, ctx);
+  gemv_batch_or_unfused(a, ctx, "gate_up_swiglu.wg_fused", gate_up_swiglu_wg_launch);
 }
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void gate_up_swiglu_prepare(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {

@@ -22,7 +22,8 @@
 // Variant 7 (mid_stream, tested only: slower than variant 6 on the H200):
 //   variant 5 for m <= 16, the batch kernel of kernels/cuda/gemm_mid.cu for
 //   17 <= m <= 128, variant 6's cuBLASLt above.
-// Variant 8 (wgmma_split, tested only until measured): variant 5 for m <= 16,
+// Variant 8 (wgmma_split, tested only: slower than variant 6 on the H200,
+//   docs/performance.md "Session 20-21"): variant 5 for m <= 16,
 //   the wgmma kernel of kernels/cuda/sm90a/gemm_wgmma.cu for 17 <= m <= 128
 //   with bf16 out on an sm_90 GPU, variant 6's cuBLASLt elsewhere.
 #include <algorithm>
@@ -290,11 +291,11 @@ void gemm_mid_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
 // ------------------------------------------------------------------ variant 8
 // Variant 6 wherever the wgmma kernel does not fit (17 <= m <= 128, bf16 out, sm_90).
 void gemm_wg_planned(const GemmArgs& a, const LaunchCtx& ctx) {
-  if (a.m > 16 && gemm_wg_fits(a)) return gemm_wg_launch(with_norm_applied(a, ctx), ctx);
+  if (gemm_wg_fits(a)) return gemm_wg_launch(with_norm_applied(a, ctx), ctx);  // fits: m >= 17
   gemm_lt_planned(a, ctx);
 }
 void gemm_wg_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx) {
-  if (!(a.m > 16 && gemm_wg_fits(a))) gemm_lt_planned_prepare(a, ctx);  // the wgmma kernel has nothing to plan
+  if (!gemm_wg_fits(a)) gemm_lt_planned_prepare(a, ctx);  // the wgmma kernel has nothing to plan
 }
 
 void gemm_cublas_launch(const GemmArgs& a, const LaunchCtx& ctx) {

@@ -248,7 +248,8 @@ TEST(BatchGemmGpu, MidStreamInGraphsMatchesCublas) {
               d.worst, b.size());
 }
 
-// gemm.8's wgmma kernel in the engine (tested only; session 20), as gemm.7's
+// gemm.8's wgmma kernel in the engine (session 20; gate_up_swiglu.4, its
+// SwiGLU form, is the default since session 21), as gemm.7's
 // test above: 64 teacher-forced sequences decoding together run qkv, o,
 // gate_up (with the SwiGLU store) and down through it at m = 64 in
 // graph-replayed, PDL-chained steps (the LM head's fp32 logits stay on

@@ -43,6 +43,7 @@
 #include "kernels/base/env_knob.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
+#include "kernels/cuda/sm90a/wgmma.cuh"
 #include "kernels/cuda/tma_common.cuh"
 
 namespace lantern::kernels {
@@ -74,88 +75,128 @@ struct WgShape {
   }
 };
 
-// A wgmma shared-memory descriptor of a K-major operand in 128-byte swizzle:
-// rows of 128 B, 8-row atoms 1024 B apart (the stride byte offset); the
-// leading offset is unused in this mode. The k16 step s of a stage starts
-// 32 s bytes into the row (the swizzle is applied to the full address).
-__device__ __forceinline__ uint64_t sw128_desc(unsigned addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-__device__ __forceinline__ void wg_wait_prev() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-// Keeps the compiler from moving accumulator registers across the asynchronous MMAs.
-template <int R>
-__device__ __forceinline__ void fence_operands(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+// The producer (one thread): every weight box of the first ring's stages goes
+// out before the PDL wait (weights are constant), their activation boxes after
+// it (a is written by the previous kernel); each further stage once the
+// consumers have released its slot.
+template <int MB>
+__device__ __forceinline__ void wg_produce(unsigned char* smem, uint64_t* full, uint64_t* empty,
+                                           const CUtensorMap* w_map, const CUtensorMap* a_map, int row0, int row1,
+                                           int it0, int iters, int stages) {
+  using S = WgShape<MB>;
+  const int pre = min(iters, stages);
+  for (int s = 0; s < pre; ++s) {
+    unsigned char* st = smem + size_t(s) * S::kStageBytes;
+    mbar_expect_tx(&full[s], S::kStageBytes);
+    tma_2d(st, w_map, (it0 + s) * kWgKc, row0, &full[s]);
+    tma_2d(st + S::kWBytes / 2, w_map, (it0 + s) * kWgKc, row1, &full[s]);
+  }
+  grid_dependency_wait();
+  trigger_dependents();
+  for (int s = 0; s < pre; ++s)
+    tma_2d(smem + size_t(s) * S::kStageBytes + S::kWBytes, a_map, (it0 + s) * kWgKc, 0, &full[s]);
+  for (int s = pre; s < iters; ++s) {
+    const int slot = s % stages;
+    mbar_wait(&empty[slot], unsigned((s / stages - 1) & 1));
+    unsigned char* st = smem + size_t(slot) * S::kStageBytes;
+    mbar_expect_tx(&full[slot], S::kStageBytes);
+    tma_2d(st, w_map, (it0 + s) * kWgKc, row0, &full[slot]);
+    tma_2d(st + S::kWBytes / 2, w_map, (it0 + s) * kWgKc, row1, &full[slot]);
+    tma_2d(st + S::kWBytes, a_map, (it0 + s) * kWgKc, 0, &full[slot]);
+  }
 }
 
-// d[64 x N] += a[64 x 16] (weights, K-major) * b[16 x N] (activations, K-major), fp32 accumulators.
-template <int N>
-__device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b);
-template <>
-__device__ __forceinline__ void wgmma_bf16<32>(float (&d)[16], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15"
-      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+// Consumer warpgroup wg (0 or 1): its 64 weight rows of every stage times the
+// stage's activations into acc, one wgmma group in flight; a stage goes back to
+// the producer once its group has completed.
+template <int MB>
+__device__ __forceinline__ void wg_consume(float (&acc)[MB / 2], unsigned char* smem, uint64_t* full,
+                                           uint64_t* empty, int wg, int lane, int iters, int stages) {
+  using S = WgShape<MB>;
+  const unsigned ring = smem_u32(smem);
+  for (int s = 0; s < iters; ++s) {
+    const int slot = s % stages;
+    mbar_wait(&full[slot], unsigned((s / stages) & 1));
+    const unsigned st = ring + unsigned(slot) * S::kStageBytes;
+    const unsigned w_at = st + unsigned(wg) * (S::kWBytes / 2), a_at = st + S::kWBytes;
+    fence_operands(acc);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kWgKc / 16; ++kk) wgmma_bf16<MB>(acc, sw128_desc(w_at + kk * 32), sw128_desc(a_at + kk * 32));
+    wg_commit();
+    wg_wait_prev();  // the previous stage's group is done: its slot goes back to the producer
+    fence_operands(acc);
+    __syncwarp();
+    if (s > 0 && lane == 0) mbar_arrive(&empty[(s - 1) % stages]);
+  }
+  wg_wait_all();
+  fence_operands(acc);
 }
-template <>
-__device__ __forceinline__ void wgmma_bf16<64>(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+
+// A consumer warp's accumulators into the block's fp32 partial tile [batch][128 rows].
+// Accumulator (i, j) of a warp: weight row 16 (warp % 4) + lane / 4 (+ 8 for i & 2),
+// batch column 8 j + 2 (lane % 4) (+ 1 for i & 1).
+template <int MB>
+__device__ __forceinline__ void wg_store_partial(float* tile, const float (&acc)[MB / 2], int wg, int warp,
+                                                 int lane) {
+  const int rb = wg * 64 + (warp % 4) * 16 + lane / 4;
+#pragma unroll
+  for (int j = 0; j < MB / 8; ++j) {
+    const int b0 = 8 * j + 2 * (lane % 4);
+    tile[b0 * kWgTileLd + rb] = acc[4 * j];
+    tile[(b0 + 1) * kWgTileLd + rb] = acc[4 * j + 1];
+    tile[b0 * kWgTileLd + rb + 8] = acc[4 * j + 2];
+    tile[(b0 + 1) * kWgTileLd + rb + 8] = acc[4 * j + 3];
+  }
 }
-template <>
-__device__ __forceinline__ void wgmma_bf16<128>(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, "
-      "%40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-        "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+
+// Block rank `split` sums quads q0 .. q1 - 1 of the block's output columns
+// over the cluster's ranks (in rank order: deterministic) and stores them as
+// bf16 c, or silu(bf16(g)) * bf16(u) for SwiGLU (the up value of column col
+// sits kCols further in the tile).
+template <WgOut kOut>
+__device__ __forceinline__ void wg_reduce_store(float* tile, cg::cluster_group& cluster, bf16* __restrict__ c,
+                                                int m, int n, int tile_idx, int split, int splits) {
+  constexpr bool kSwiglu = kOut == WgOut::swiglu;
+  constexpr int kCols = kSwiglu ? kWgRows / 2 : kWgRows, kQuads = kCols / 4;
+  const int q0 = split * kQuads / splits, quads = (split + 1) * kQuads / splits - q0;
+  for (int item = threadIdx.x; item < m * quads; item += kWgThreads) {
+    const int b = item / quads, col = (q0 + item % quads) * 4;
+    // Every rank's float4 in flight at once (distributed shared memory is a
+    // round trip each), then summed in rank order.
+    float4 v[kWgMaxSplits], q[kSwiglu ? kWgMaxSplits : 1];
+#pragma unroll
+    for (int r = 0; r < kWgMaxSplits; ++r) {
+      if (r >= splits) break;
+      const float* tp = r == split ? tile : cluster.map_shared_rank(tile, r);
+      v[r] = *reinterpret_cast<const float4*>(tp + b * kWgTileLd + col);
+      if constexpr (kSwiglu) q[r] = *reinterpret_cast<const float4*>(tp + b * kWgTileLd + kCols + col);
+    }
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f), u = s;
+#pragma unroll
+    for (int r = 0; r < kWgMaxSplits; ++r) {
+      if (r >= splits) break;
+      s.x += v[r].x, s.y += v[r].y, s.z += v[r].z, s.w += v[r].w;
+      if constexpr (kSwiglu) u.x += q[r].x, u.y += q[r].y, u.z += q[r].z, u.w += q[r].w;
+    }
+    float o[4] = {s.x, s.y, s.z, s.w};
+    if constexpr (kSwiglu) {
+      const float uv[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[e] = silu_mul(__bfloat162float(__float2bfloat16(o[e])), __bfloat162float(__float2bfloat16(uv[e])));
+    }
+    const int out0 = tile_idx * kCols + col;
+    bf16* dst = c + size_t(b) * n + out0;
+    if (out0 + 3 < n && n % 4 == 0) {
+      __nv_bfloat162 p[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(p);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (out0 + e < n) dst[e] = __float2bfloat16(o[e]);
+    }
+  }
 }
 
 template <int MB, WgOut kOut>
@@ -184,120 +225,28 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   __syncthreads();
 
   if (warp == 0) {
-    if (lane == 0) {  // the producer
+    if (lane == 0) {
       const int row0 = kSwiglu ? tile_idx * 64 : tile_idx * kWgRows;
       const int row1 = kSwiglu ? up_row0 + tile_idx * 64 : row0 + 64;
-      const int pre = min(iters, stages);
-      // Weights are constant: the first ring's worth goes out before the PDL wait.
-      for (int s = 0; s < pre; ++s) {
-        unsigned char* st = smem + size_t(s) * S::kStageBytes;
-        mbar_expect_tx(&full[s], S::kStageBytes);
-        tma_2d(st, &w_map, (it0 + s) * kWgKc, row0, &full[s]);
-        tma_2d(st + S::kWBytes / 2, &w_map, (it0 + s) * kWgKc, row1, &full[s]);
-      }
-      grid_dependency_wait();  // a is written by the previous kernel
-      trigger_dependents();
-      for (int s = 0; s < pre; ++s)
-        tma_2d(smem + size_t(s) * S::kStageBytes + S::kWBytes, &a_map, (it0 + s) * kWgKc, 0, &full[s]);
-      for (int s = pre; s < iters; ++s) {
-        const int slot = s % stages;
-        mbar_wait(&empty[slot], unsigned((s / stages - 1) & 1));
-        unsigned char* st = smem + size_t(slot) * S::kStageBytes;
-        mbar_expect_tx(&full[slot], S::kStageBytes);
-        tma_2d(st, &w_map, (it0 + s) * kWgKc, row0, &full[slot]);
-        tma_2d(st + S::kWBytes / 2, &w_map, (it0 + s) * kWgKc, row1, &full[slot]);
-        tma_2d(st + S::kWBytes, &a_map, (it0 + s) * kWgKc, 0, &full[slot]);
-      }
+      wg_produce<MB>(smem, full, empty, &w_map, &a_map, row0, row1, it0, iters, stages);
     }
     __syncwarp();
   }
-
   float acc[MB / 2];
 #pragma unroll
   for (int i = 0; i < MB / 2; ++i) acc[i] = 0.0f;
   const int wg = warp / 4 - 1;  // consumer warpgroup 0 or 1; -1: the producer's
-  if (wg >= 0) {
-    const unsigned ring = smem_u32(smem);
-    for (int s = 0; s < iters; ++s) {
-      const int slot = s % stages;
-      mbar_wait(&full[slot], unsigned((s / stages) & 1));
-      const unsigned st = ring + unsigned(slot) * S::kStageBytes;
-      const unsigned w_at = st + unsigned(wg) * (S::kWBytes / 2), a_at = st + S::kWBytes;
-      fence_operands(acc);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < kWgKc / 16; ++kk) wgmma_bf16<MB>(acc, sw128_desc(w_at + kk * 32), sw128_desc(a_at + kk * 32));
-      wg_commit();
-      wg_wait_prev();  // the previous stage's group is done: its slot goes back to the producer
-      fence_operands(acc);
-      __syncwarp();
-      if (s > 0 && lane == 0) mbar_arrive(&empty[(s - 1) % stages]);
-    }
-    wg_wait_all();
-    fence_operands(acc);
-  }
+  if (wg >= 0) wg_consume<MB>(acc, smem, full, empty, wg, lane, iters, stages);
   __syncthreads();         // every stage was consumed: the ring becomes the partial tile
   grid_dependency_wait();  // (done by the producer already) before any thread writes c
   float* tile = reinterpret_cast<float*>(smem);
-  if (wg >= 0) {
-    // Accumulator (i, j) of a warp: weight row 16 (warp % 4) + lane / 4 (+ 8 for i & 2),
-    // batch column 8 j + 2 (lane % 4) (+ 1 for i & 1).
-    const int rb = wg * 64 + (warp % 4) * 16 + lane / 4;
-#pragma unroll
-    for (int j = 0; j < MB / 8; ++j) {
-      const int b0 = 8 * j + 2 * (lane % 4);
-      tile[b0 * kWgTileLd + rb] = acc[4 * j];
-      tile[(b0 + 1) * kWgTileLd + rb] = acc[4 * j + 1];
-      tile[b0 * kWgTileLd + rb + 8] = acc[4 * j + 2];
-      tile[(b0 + 1) * kWgTileLd + rb + 8] = acc[4 * j + 3];
-    }
-  }
+  if (wg >= 0) wg_store_partial<MB>(tile, acc, wg, warp, lane);
   cg::cluster_group cluster = cg::this_cluster();
   if (splits > 1)
     cluster.sync();  // every rank's tile is written
   else
     __syncthreads();
-  // Block rank `split` sums quads q0 .. q1 - 1 of the block's output columns over the ranks.
-  constexpr int kCols = kSwiglu ? kWgRows / 2 : kWgRows, kQuads = kCols / 4;
-  const int q0 = split * kQuads / splits, quads = (split + 1) * kQuads / splits - q0;
-  for (int item = threadIdx.x; item < m * quads; item += kWgThreads) {
-    const int b = item / quads, col = (q0 + item % quads) * 4;
-    // Every rank's float4 in flight at once (distributed shared memory is a
-    // round trip each), then summed in rank order.
-    float4 v[kWgMaxSplits], q[kSwiglu ? kWgMaxSplits : 1];
-#pragma unroll
-    for (int r = 0; r < kWgMaxSplits; ++r) {
-      if (r >= splits) break;
-      const float* tp = r == split ? tile : cluster.map_shared_rank(tile, r);
-      v[r] = *reinterpret_cast<const float4*>(tp + b * kWgTileLd + col);
-      if constexpr (kSwiglu)  // the up value of column col sits kCols further
-        q[r] = *reinterpret_cast<const float4*>(tp + b * kWgTileLd + kCols + col);
-    }
-    float4 s = make_float4(0.f, 0.f, 0.f, 0.f), u = s;
-#pragma unroll
-    for (int r = 0; r < kWgMaxSplits; ++r) {
-      if (r >= splits) break;
-      s.x += v[r].x, s.y += v[r].y, s.z += v[r].z, s.w += v[r].w;
-      if constexpr (kSwiglu) u.x += q[r].x, u.y += q[r].y, u.z += q[r].z, u.w += q[r].w;
-    }
-    float o[4] = {s.x, s.y, s.z, s.w};
-    if constexpr (kSwiglu) {
-      const float uv[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        o[e] = silu_mul(__bfloat162float(__float2bfloat16(o[e])), __bfloat162float(__float2bfloat16(uv[e])));
-    }
-    const int out0 = tile_idx * kCols + col;
-    bf16* dst = c + size_t(b) * n + out0;
-    if (out0 + 3 < n && n % 4 == 0) {
-      __nv_bfloat162 p[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
-      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(p);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (out0 + e < n) dst[e] = __float2bfloat16(o[e]);
-    }
-  }
+  wg_reduce_store<kOut>(tile, cluster, c, m, n, tile_idx, split, splits);
   if (splits > 1) cluster.sync();  // no block exits while another may read its tile
 }
 
