@@ -51,6 +51,25 @@ namespace {
 using namespace cuda_detail;
 namespace cg = cooperative_groups;
 
+// Phase stamps for scripts/probe/wg_phases.cu (that probe includes this file
+// with LANTERN_WG_PROBE defined; in the library build they compile to nothing):
+// %globaltimer per block at entry, after the PDL wait, at the first full stage,
+// after the last wgmma, after the partial tile's cluster barrier, after the
+// reduce, at exit, and the block's SM id.
+#ifdef LANTERN_WG_PROBE
+__device__ unsigned long long g_wg_probe[4096][8];
+#define WG_STAMP(slot)                                                   \
+  do {                                                                   \
+    unsigned long long t_;                                               \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));               \
+    if (blockIdx.x < 4096) g_wg_probe[blockIdx.x][slot] = t_;            \
+  } while (0)
+#else
+#define WG_STAMP(slot) \
+  do {                 \
+  } while (0)
+#endif
+
 constexpr int kWgRows = 128;            // weight rows per block: two consumer warpgroups x 64
 constexpr int kWgKc = 64;               // k per stage: one 128-byte swizzled row per operand row
 constexpr int kWgThreads = 3 * 128;     // the producer warpgroup, then two consumer warpgroups
@@ -92,6 +111,7 @@ __device__ __forceinline__ void wg_produce(unsigned char* smem, uint64_t* full, 
     tma_2d(st + S::kWBytes / 2, w_map, (it0 + s) * kWgKc, row1, &full[s]);
   }
   grid_dependency_wait();
+  WG_STAMP(1);
   trigger_dependents();
   for (int s = 0; s < pre; ++s)
     tma_2d(smem + size_t(s) * S::kStageBytes + S::kWBytes, a_map, (it0 + s) * kWgKc, 0, &full[s]);
@@ -117,6 +137,7 @@ __device__ __forceinline__ void wg_consume(float (&acc)[MB / 2], unsigned char* 
   for (int s = 0; s < iters; ++s) {
     const int slot = s % stages;
     mbar_wait(&full[slot], unsigned((s / stages) & 1));
+    if (s == 0 && wg == 0 && threadIdx.x == 128) WG_STAMP(2);
     const unsigned st = ring + unsigned(slot) * S::kStageBytes;
     const unsigned w_at = st + unsigned(wg) * (S::kWBytes / 2), a_at = st + S::kWBytes;
     fence_operands(acc);
@@ -131,6 +152,7 @@ __device__ __forceinline__ void wg_consume(float (&acc)[MB / 2], unsigned char* 
   }
   wg_wait_all();
   fence_operands(acc);
+  if (wg == 0 && threadIdx.x == 128) WG_STAMP(3);
 }
 
 // A consumer warp's accumulators into the block's fp32 partial tile [batch][128 rows].
@@ -216,6 +238,12 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const int tile_idx = blockIdx.x / splits, split = blockIdx.x % splits;
   const int it0 = int(long(split) * iters_total / splits), iters = int(long(split + 1) * iters_total / splits) - it0;
   if (threadIdx.x == 0) {
+    WG_STAMP(0);
+#ifdef LANTERN_WG_PROBE
+    unsigned smid_;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));
+    if (blockIdx.x < 4096) g_wg_probe[blockIdx.x][7] = smid_;
+#endif
     for (int s = 0; s < stages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], 8);  // one arrival per consumer warp
@@ -246,8 +274,11 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     cluster.sync();  // every rank's tile is written
   else
     __syncthreads();
+  if (threadIdx.x == 0) WG_STAMP(4);
   wg_reduce_store<kOut>(tile, cluster, c, m, n, tile_idx, split, splits);
+  if (threadIdx.x == 0) WG_STAMP(5);
   if (splits > 1) cluster.sync();  // no block exits while another may read its tile
+  if (threadIdx.x == 0) WG_STAMP(6);
 }
 
 struct WgCall {
