@@ -25,6 +25,7 @@
 // merge as variant 14: bit-identical to it (tested). Head_dim 64, GQA groups
 // <= 8, block sizes that are multiples of 16, one split; else variant 14.
 #include <algorithm>
+#include <unordered_map>
 
 #include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
@@ -144,6 +145,40 @@ PFN_cuTensorMapEncodeTiled_v12000 cuda_detail::tensor_map_encoder() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
+}
+
+CUtensorMap cuda_detail::bf16_rows_map_sw128(const void* base, int rows, int cols, size_t row_bytes, int box_rows,
+                                             const char* who) {
+  struct Key {
+    const void* base;
+    int rows, cols;
+    size_t row_bytes;
+    int box;
+    bool operator==(const Key& o) const {
+      return base == o.base && rows == o.rows && cols == o.cols && row_bytes == o.row_bytes && box == o.box;
+    }
+  };
+  struct Hash {
+    size_t operator()(const Key& x) const {
+      return std::hash<const void*>()(x.base) ^ (size_t(x.rows) * 0x9e3779b97f4a7c15ull) ^ (size_t(x.cols) << 20) ^
+             (x.row_bytes << 36) ^ size_t(x.box);
+    }
+  };
+  thread_local std::unordered_map<Key, CUtensorMap, Hash> maps;
+  const Key key{base, rows, cols, row_bytes, box_rows};
+  if (auto it = maps.find(key); it != maps.end()) return it->second;
+  if (maps.size() > 4096) maps.clear();  // bounded: buffers freed and reallocated elsewhere
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
+  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)}, elem_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
+                                          strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  LANTERN_CHECK(r == CUDA_SUCCESS, "%s: cuTensorMapEncodeTiled failed (%d) for %d rows x %d columns", who, int(r),
+                rows, cols);
+  return maps.emplace(key, map).first->second;
 }
 
 // The paged pool as rows of one kv head (see the top of the file); the row

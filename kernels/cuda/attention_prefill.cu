@@ -20,6 +20,10 @@
 // Variant 3 (flash_pair, attention_prefill_pair.cu): variant 2's warp step with
 //   balanced blocks (16-row query tiles paired heavy + light, the GQA group's q
 //   heads sharing each K/V tile, the keys split over warps); falls back to 2.
+// Variant 4 (wg_flash, the default since session 22; sm90a/attention_prefill_wgmma.cu): variant 2's blocks on
+//   Hopper's warpgroup MMA -- Q and a K/V ring filled by the copy engine, S = Q
+//   K^T and O += P V as wgmma, the key tiles split between two warpgroups and
+//   merged in a fixed order; head_dim 64 on an sm_90 GPU, else variant 2.
 #include <algorithm>
 #include <vector>
 
@@ -27,6 +31,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/flash_prefill_tile.cuh"
+#include "kernels/cuda/sm90a/sm90a.h"
 
 namespace lantern::kernels {
 namespace {
@@ -266,6 +271,14 @@ void prefill_flash(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
   }
 }
 
+void prefill_wg(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
+  check_prefill(a, "attention_prefill.wg_flash");
+  if (a.num_seqs == 0 || a.max_seq_len == 0) return;
+  LANTERN_CHECK(a.num_seqs <= 65535 && a.n_q_heads <= 65535,
+                "attention_prefill.wg_flash: %d sequences x %d heads exceed the grid", a.num_seqs, a.n_q_heads);
+  if (!attention_prefill_wg_launch(a, ctx)) prefill_flash(a, ctx);
+}
+
 }  // namespace
 
 void attention_prefill_check(const AttentionPrefillArgs& a, const char* who) {
@@ -287,6 +300,15 @@ void register_attention_prefill_cuda(Registry& r) {
       2, "flash_mma", Backend::cuda,
       "fused flash attention: mma.m16n8k16 bf16, online softmax, cp.async double-buffered K/V",
       kPreferred, prefill_flash_workspace));
+}
+
+// After variant 3 (attention_prefill_pair.cu), so the family lists in order.
+void register_attention_prefill_wg_cuda(Registry& r) {
+  r.add(make_entry<AttentionPrefillArgs, prefill_wg, attention_prefill_cost<2>>(
+      4, "wg_flash", Backend::cuda,
+      "variant 2's blocks on wgmma: TMA-filled Q and K/V ring, S = QK^T and O += PV as warpgroup MMAs, key tiles "
+      "split over two warpgroups (head_dim 64, sm_90; else variant 2)",
+      kPreferred, prefill_flash_workspace));  // the default since session 22
 }
 
 }  // namespace lantern::kernels

@@ -13,6 +13,7 @@ void register_rope_cuda(Registry& r);
 void register_kv_write_cuda(Registry& r);
 void register_attention_prefill_cuda(Registry& r);
 void register_attention_prefill_pair_cuda(Registry& r);  // variant 3: attention_prefill_pair.cu
+void register_attention_prefill_wg_cuda(Registry& r);    // variant 4: attention_prefill.cu (kernel in sm90a/)
 void register_attention_decode_cuda(Registry& r);
 void register_attention_decode_pipe_cuda(Registry& r);  // variant 6: attention_decode_pipe.cu
 void register_attention_decode_batched_cuda(Registry& r);  // variant 12: attention_decode_batched.cu

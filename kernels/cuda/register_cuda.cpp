@@ -10,6 +10,7 @@ void register_cuda_kernels(Registry& r) {
   register_kv_write_cuda(r);
   register_attention_prefill_cuda(r);
   register_attention_prefill_pair_cuda(r);
+  register_attention_prefill_wg_cuda(r);
   register_attention_decode_cuda(r);
   register_attention_decode_pipe_cuda(r);
   register_attention_decode_batched_cuda(r);

@@ -46,4 +46,14 @@ __device__ __forceinline__ void tma_2d(void* dst, const CUtensorMap* map, int x,
 // a one-line error if the driver has none (attention_decode_tma.cu).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder();
 
+// A 2-D bf16 tensor map over `rows` rows of `cols` elements, `row_bytes`
+// apart, with boxes of 64 columns (128 bytes: one swizzle row) x box_rows
+// rows and 128-byte swizzle; reads past the last row are zero-filled. Encoded
+// once per argument set and thread (an engine launches the same weights and
+// activation buffers every step, and a graph capture bakes the map into the
+// node) and returned by value (a later call may clear the bounded cache);
+// `who` names the caller in the error (attention_decode_tma.cu).
+CUtensorMap bf16_rows_map_sw128(const void* base, int rows, int cols, size_t row_bytes, int box_rows,
+                                const char* who);
+
 }  // namespace lantern::kernels::cuda_detail

@@ -67,7 +67,7 @@ void run(const Shape& sh, int m, void* flush, size_t flush_bytes, cudaStream_t s
   ctx.stream = st;
   auto launch = [&] {
     if (sh.swiglu) {
-      GateUpSwigluArgs g{a, w, nullptr, c, m, sh.n, sh.k};
+      GateUpSwigluArgs g{a, w, c, nullptr, m, sh.n, sh.k};
       if (!gate_up_swiglu_wg_launch(g, ctx)) {
         std::fprintf(stderr, "shape does not fit\n");
         std::exit(1);

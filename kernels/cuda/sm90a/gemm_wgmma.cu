@@ -38,11 +38,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <unordered_map>
 
 #include "kernels/base/env_knob.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
+#include "kernels/cuda/sm90a/sm90a.h"
 #include "kernels/cuda/sm90a/wgmma.cuh"
 #include "kernels/cuda/tma_common.cuh"
 
@@ -314,37 +314,9 @@ int wg_stages() {
   return stages;
 }
 
-// A 2-D bf16 tensor map of `rows` rows of k elements with boxes of 64 k x
-// box_rows rows, 128-byte swizzle; encoded once per (base, rows, k, box) and
-// thread (an engine launches the same weights and activation buffers every
-// step, and a graph capture bakes the map into the node).
-const CUtensorMap& wg_map(const void* base, int rows, int k, int box_rows) {
-  struct Key {
-    const void* base;
-    int rows, k, box;
-    bool operator==(const Key& o) const { return base == o.base && rows == o.rows && k == o.k && box == o.box; }
-  };
-  struct Hash {
-    size_t operator()(const Key& x) const {
-      return std::hash<const void*>()(x.base) ^ (size_t(x.rows) * 0x9e3779b97f4a7c15ull) ^ (size_t(x.k) << 20) ^
-             size_t(x.box);
-    }
-  };
-  thread_local std::unordered_map<Key, CUtensorMap, Hash> maps;
-  const Key key{base, rows, k, box_rows};
-  if (auto it = maps.find(key); it != maps.end()) return it->second;
-  if (maps.size() > 4096) maps.clear();  // bounded: buffers freed and reallocated elsewhere
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(k) * sizeof(bf16)};
-  const cuuint32_t box[2] = {cuuint32_t(kWgKc), cuuint32_t(box_rows)}, elem_strides[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
-                                          strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  LANTERN_CHECK(r == CUDA_SUCCESS, "gemm.wgmma_split: cuTensorMapEncodeTiled failed (%d) for %d x %d", int(r), rows,
-                k);
-  return maps.emplace(key, map).first->second;
+// The weights' and activations' maps: rows of k elements, 64 x box_rows boxes.
+CUtensorMap wg_map(const void* base, int rows, int k, int box_rows) {
+  return bf16_rows_map_sw128(base, rows, k, size_t(k) * sizeof(bf16), box_rows, "gemm.wgmma_split");
 }
 
 template <int MB, WgOut kOut>
@@ -423,8 +395,15 @@ void wg_dispatch(const WgCall& s, const LaunchCtx& ctx) {
     launch_wg<128>(s, ctx, tiles);
 }
 
+bool wg_fits(const void* a, const void* w, const void* c, int m, int n, int k) {
+  return m >= kWgMinM && m <= kWgMaxM && k % kWgKc == 0 && n >= 1 && n <= kWgMaxN && aligned(a, 16) &&
+         aligned(w, 16) && aligned(c, 8) && sm90a_device();
+}
+
+}  // namespace
+
 // wgmma and this cubin (sm_90a) run on compute capability 9.0 only (asked once per device).
-bool on_sm90() {
+bool sm90a_device() {
   static std::atomic<int8_t> known[64] = {};  // 0: not asked, 1: yes, -1: no
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
@@ -436,13 +415,6 @@ bool on_sm90() {
   known[dev].store(yes ? 1 : -1, std::memory_order_relaxed);
   return yes;
 }
-
-bool wg_fits(const void* a, const void* w, const void* c, int m, int n, int k) {
-  return m >= kWgMinM && m <= kWgMaxM && k % kWgKc == 0 && n >= 1 && n <= kWgMaxN && aligned(a, 16) &&
-         aligned(w, 16) && aligned(c, 8) && on_sm90();
-}
-
-}  // namespace
 
 bool gemm_wg_fits(const GemmArgs& a) { return !a.c_f32 && wg_fits(a.a, a.w, a.c, a.m, a.n, a.k); }
 

@@ -1,0 +1,268 @@
+// attention_prefill variant 4 (wg_flash): causal GQA flash attention over
+// whole prompts on Hopper's warpgroup MMA, built for sm_90a (its own object
+// library, kernels/CMakeLists.txt).
+//
+// Why (docs/performance.md, "attention_prefill.3 flash_pair" and session 22):
+// variants 2 and 3 run mma.m16n8k16 warp steps of ~1100 instructions per 64
+// keys (ldmatrix, 64 mma.sync, the softmax) at 8 warps per SM; ncu showed the
+// tensor pipe active 15-20 % and the step latency-bound on instruction issue:
+// 13.6-14.2 us per layer for a 512-token prompt, where the FLOPs take ~2 us.
+// Here the two products of a 64-key step are 4 + 4 wgmma instructions per
+// warpgroup, read from shared memory the copy engine filled:
+//  - a block owns 64 query rows of one (sequence, q head): its Q tile
+//    (64 rows x head_dim 64, one 128-byte-swizzled box) and, per consumer
+//    warpgroup, a 3-stage ring of (K, V) tiles of 64 keys, each filled by
+//    cp.async.bulk.tensor from the activations (rows past the last are
+//    zero-filled), completing on the stage's mbarrier;
+//  - the block's key tiles are split between its two warpgroups (even and odd
+//    tiles), so the heaviest (diagonal-most) query tile waits for half its keys
+//    in a row; the two partial states (row max, row sum, O) are merged in a
+//    fixed order at the end (deterministic);
+//  - S = Q K^T: wgmma.m64n64k16, both operands K-major from shared memory;
+//    online softmax in the log2 domain on the accumulators (the causal mask
+//    only on the diagonal tile); P rounded to bf16 straight from the
+//    accumulator registers into the A fragments of O += P V, whose B (V, key
+//    rows of 64 dims) is read N-major (imm-trans-b);
+//  - PDL: the loads wait for the previous kernel (griddepcontrol.wait).
+// Same arithmetic as variant 2 up to the order of the MMAs' sums and the
+// two-way merge (tested against the CPU reference and against variant 2).
+// Fits: head_dim 64, q/kv strides multiples of 8, 16-byte aligned q, k, v,
+// out, host_seq_starts (the maps' row count), an sm_90 GPU; else variant 2.
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/flash_prefill_tile.cuh"
+#include "kernels/cuda/sm90a/sm90a.h"
+#include "kernels/cuda/sm90a/wgmma.cuh"
+#include "kernels/cuda/tma_common.cuh"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+constexpr int kAfHd = 64;                        // head_dim
+constexpr int kAfRows = 64;                      // query rows per block
+constexpr int kAfKeys = 64;                      // keys per tile
+constexpr int kAfWgs = 2;                        // consumer warpgroups, splitting the key tiles
+constexpr int kAfStages = 3;                     // ring stages per warpgroup
+constexpr int kAfThreads = kAfWgs * 128;
+constexpr unsigned kAfTileBytes = kAfKeys * kAfHd * 2;  // 8 KB: one box
+constexpr unsigned kAfStageBytes = 2 * kAfTileBytes;    // K, then V
+constexpr size_t kAfRingBytes = size_t(kAfStages) * kAfStageBytes;
+constexpr size_t kAfBarOffset = kAfTileBytes + kAfWgs * kAfRingBytes;  // after Q and the rings
+constexpr size_t kAfSmemBytes = kAfBarOffset + (1 + kAfWgs * kAfStages) * sizeof(uint64_t) + 1024;
+
+__device__ __forceinline__ void wg_bar_sync(int wg) {  // the 128 threads of one warpgroup
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
+}
+
+// The running state of a thread's two query rows (row g and g + 8 of its
+// warp's 16): O accumulators in the m64n64 layout (acc 4 n + e: dims 8 n +
+// 2 (lane % 4) + (e & 1), row + 8 for e >= 2), the row max in scaled log2
+// units and this thread's partial row sums.
+struct AfRows {
+  float o[32];
+  float m[2], l[2];
+};
+
+// One tile of 64 keys at key index kv0: S = Q K^T, mask, online softmax, O += P V.
+__device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at, unsigned v_at, int kv0, int row_a,
+                                        int len, bool needs_mask, float scale_log2, int lane) {
+  float s[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < kAfHd / 16; ++kk) wgmma_bf16<64>(s, sw128_desc(q_at + kk * 32), sw128_desc(k_at + kk * 32));
+  wg_commit();
+  wg_wait_all();
+  fence_operands(s);
+  const int t = lane % 4;
+  if (needs_mask) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kv0 + 8 * n + 2 * t + (e & 1), row = row_a + (e >> 1) * 8;
+        if (key > row || key >= len) s[4 * n + e] = -INFINITY;
+      }
+  }
+  float corr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // a row's 64 keys: 16 per thread, the 4 threads of a quad
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(st.m[h], mx * scale_log2);  // scale_log2 > 0
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    corr[h] = fast_exp2(st.m[h] - m_use);
+    st.m[h] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        s[4 * n + e] = fast_exp2(fmaf(s[4 * n + e], scale_log2, -m_use));
+        sum += s[4 * n + e];
+      }
+    st.l[h] = st.l[h] * corr[h] + sum;
+  }
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    st.o[4 * n] *= corr[0];
+    st.o[4 * n + 1] *= corr[0];
+    st.o[4 * n + 2] *= corr[1];
+    st.o[4 * n + 3] *= corr[1];
+  }
+  // P as the A fragments of the k16 steps: keys 16 kk .. 16 kk + 15 are the
+  // accumulators of n-tiles 2 kk and 2 kk + 1.
+  uint32_t p[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    p[kk][0] = pack_bf16x2(s[8 * kk], s[8 * kk + 1]);
+    p[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+    p[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+    p[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+  fence_operands(st.o);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_bf16_rs_nmajor64(st.o, p[kk], sw128_desc(v_at + kk * 16 * 128));
+  wg_commit();
+  wg_wait_all();
+  fence_operands(st.o);
+}
+
+__global__ void __launch_bounds__(kAfThreads, 2)
+    attention_prefill_wg_kernel(const __grid_constant__ CUtensorMap q_map,  // [rows, q heads x 64], 64 x 64 boxes
+                                const __grid_constant__ CUtensorMap k_map,  // [rows, kv heads x 64]
+                                const __grid_constant__ CUtensorMap v_map,  // [rows, kv heads x 64]
+                                bf16* out, const int32_t* __restrict__ seq_starts, int q_stride, int group,
+                                float scale_log2) {
+  extern __shared__ unsigned char af_smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(af_smem_raw) + 1023) &
+                                                         ~uintptr_t(1023));
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + kAfBarOffset);
+  uint64_t* full = q_full + 1;  // [warpgroup][stage]
+  const int seq = blockIdx.z, head = blockIdx.y, kv_head = head / group;
+  grid_dependency_wait();  // seq_starts, q, k and v come from earlier kernels
+  trigger_dependents();
+  const int first = seq_starts[seq], len = seq_starts[seq + 1] - first;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kAfRows;  // heaviest (last) tiles start first
+  if (q0 >= len) return;
+  const int wg = threadIdx.x / 128, wtid = threadIdx.x % 128, lane = threadIdx.x % kWarp;
+  const int n_tiles = (min(len, q0 + kAfRows) + kAfKeys - 1) / kAfKeys;  // causal: keys up to the last row
+  const int mine = n_tiles > wg ? (n_tiles - wg + kAfWgs - 1) / kAfWgs : 0;  // tiles wg, wg + 2, ...
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int i = 0; i < kAfWgs * kAfStages; ++i) mbar_init(&full[i], 1);
+    fence_barrier_init();
+  }
+  __syncthreads();
+  unsigned char* ring = smem + kAfTileBytes + size_t(wg) * kAfRingBytes;
+  uint64_t* my_full = full + wg * kAfStages;
+  auto load_tile = [&](int i) {  // this warpgroup's i-th tile into stage i % kAfStages
+    unsigned char* st = ring + size_t(i % kAfStages) * kAfStageBytes;
+    const int y = first + (wg + i * kAfWgs) * kAfKeys;
+    mbar_expect_tx(&my_full[i % kAfStages], kAfStageBytes);
+    tma_2d(st, &k_map, kv_head * kAfHd, y, &my_full[i % kAfStages]);
+    tma_2d(st + kAfTileBytes, &v_map, kv_head * kAfHd, y, &my_full[i % kAfStages]);
+  };
+  if (wtid == 0) {
+    if (wg == 0) {
+      mbar_expect_tx(q_full, kAfTileBytes);
+      tma_2d(smem, &q_map, head * kAfHd, first + q0, q_full);
+    }
+    for (int i = 0; i < min(mine, kAfStages); ++i) load_tile(i);
+  }
+
+  AfRows st;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) st.o[i] = 0.0f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.0f;
+  const int row_a = q0 + (wtid / kWarp) * 16 + lane / 4;  // this thread's rows: row_a, row_a + 8
+  if (mine > 0) mbar_wait(q_full, 0);
+  const unsigned q_at = smem_u32(smem), ring_at = smem_u32(ring);
+  for (int i = 0; i < mine; ++i) {
+    const int slot = i % kAfStages, kv0 = (wg + i * kAfWgs) * kAfKeys;
+    mbar_wait(&my_full[slot], unsigned((i / kAfStages) & 1));
+    const unsigned k_at = ring_at + unsigned(slot) * kAfStageBytes;
+    const bool needs_mask = kv0 + kAfKeys > q0 || kv0 + kAfKeys > len;
+    af_step(st, q_at, k_at, k_at + kAfTileBytes, kv0, row_a, len, needs_mask, scale_log2, lane);
+    if (i + kAfStages < mine) {
+      wg_bar_sync(wg);  // every warp's MMAs on this stage completed: refill it
+      if (wtid == 0) load_tile(i + kAfStages);
+    }
+  }
+
+  // Merge: warpgroup 1 leaves its state in its own (drained) ring, in its
+  // register order; warpgroup 0 takes the same thread's values (same rows and
+  // dims), merges in a fixed order and stores.
+  float* x = reinterpret_cast<float*>(smem + kAfTileBytes + kAfRingBytes);  // warpgroup 1's ring
+  if (wg == 1) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x[i * 128 + wtid] = st.o[i];
+    x[32 * 128 + wtid] = st.m[0];
+    x[33 * 128 + wtid] = st.m[1];
+    x[34 * 128 + wtid] = st.l[0];
+    x[35 * 128 + wtid] = st.l[1];
+  }
+  __syncthreads();
+  if (wg != 0) return;
+  const int t = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m1 = x[(32 + h) * 128 + wtid], l1 = x[(34 + h) * 128 + wtid];
+    const float m = fmaxf(st.m[h], m1), m_use = m == -INFINITY ? 0.0f : m;
+    const float c0 = fast_exp2(st.m[h] - m_use), c1 = fast_exp2(m1 - m_use);
+    float l = st.l[h] * c0 + l1 * c1;
+    l += __shfl_xor_sync(kFullMask, l, 1);
+    l += __shfl_xor_sync(kFullMask, l, 2);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int row = row_a + 8 * h;
+    if (row < len) {
+      bf16* dst = out + size_t(first + row) * q_stride + size_t(head) * kAfHd + 2 * t;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int i0 = 4 * n + 2 * h;
+        const float o0 = st.o[i0] * c0 + x[i0 * 128 + wtid] * c1;
+        const float o1 = st.o[i0 + 1] * c0 + x[(i0 + 1) * 128 + wtid] * c1;
+        *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) = __floats2bfloat162_rn(o0 * inv, o1 * inv);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool attention_prefill_wg_launch(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
+  if (a.head_dim != kAfHd || a.host_seq_starts == nullptr || a.q_stride % 8 != 0 || a.kv_stride % 8 != 0 ||
+      !aligned(a.q, 16) || !aligned(a.k, 16) || !aligned(a.v, 16) || !aligned(a.out, 16) || !sm90a_device())
+    return false;
+  if (a.num_seqs == 0 || a.max_seq_len == 0) return true;
+  const int rows = a.host_seq_starts[a.num_seqs];
+  if (rows <= 0) return true;
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(kAfSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  constexpr const char* kWho = "attention_prefill.wg_flash";
+  const CUtensorMap q_map =
+      bf16_rows_map_sw128(a.q, rows, a.n_q_heads * kAfHd, size_t(a.q_stride) * sizeof(bf16), kAfRows, kWho);
+  const CUtensorMap k_map =
+      bf16_rows_map_sw128(a.k, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
+  const CUtensorMap v_map =
+      bf16_rows_map_sw128(a.v, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
+  const dim3 grid(unsigned(ceil_div(a.max_seq_len, kAfRows)), unsigned(a.n_q_heads), unsigned(a.num_seqs));
+  const float log2e = 1.4426950408889634f;
+  launch_kernel(true, attention_prefill_wg_kernel, grid, dim3(kAfThreads), kAfSmemBytes, ctx.stream, q_map, k_map,
+                v_map, static_cast<bf16*>(a.out), a.seq_starts, a.q_stride, a.n_q_heads / a.n_kv_heads,
+                a.scale * log2e);
+  CUDA_CHECK_LAST("attention_prefill_wg_kernel");
+  return true;
+}
+
+}  // namespace lantern::kernels
