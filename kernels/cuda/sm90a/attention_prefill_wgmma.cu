@@ -22,9 +22,7 @@
 //    online softmax in the log2 domain on the accumulators (the causal mask
 //    only on the diagonal tile); P rounded to bf16 straight from the
 //    accumulator registers into the A fragments of O += P V, whose B (V, key
-//    rows of 64 dims) is read N-major (imm-trans-b); a tile's P V and the next
-//    tile's Q K^T are one wgmma group, so the tensor cores run them back to
-//    back while the warpgroup waits once per tile;
+//    rows of 64 dims) is read N-major (imm-trans-b);
 //  - PDL: the loads wait for the previous kernel (griddepcontrol.wait).
 // Same arithmetic as variant 2 up to the order of the MMAs' sums and the
 // two-way merge (tested against the CPU reference and against variant 2).
@@ -65,22 +63,18 @@ struct AfRows {
   float m[2], l[2];
 };
 
-// S = Q K^T for one tile of 64 keys, issued (the caller commits and waits).
-__device__ __forceinline__ void af_qk_issue(float (&s)[32], unsigned q_at, unsigned k_at) {
+// One tile of 64 keys at key index kv0: S = Q K^T, mask, online softmax, O += P V.
+__device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at, unsigned v_at, int kv0, int row_a,
+                                        int len, bool needs_mask, float scale_log2, int lane) {
+  float s[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = 0.0f;
-  fence_operands(s);
   wg_fence();
 #pragma unroll
   for (int kk = 0; kk < kAfHd / 16; ++kk) wgmma_bf16<64>(s, sw128_desc(q_at + kk * 32), sw128_desc(k_at + kk * 32));
-}
-
-// The tile's mask (keys past a row or at/after len, when needs_mask), the
-// online softmax on S, O rescaled, and P as the A fragments of the k16 steps
-// of O += P V (keys 16 kk .. 16 kk + 15 are the accumulators of n-tiles 2 kk
-// and 2 kk + 1).
-__device__ __forceinline__ void af_softmax(AfRows& st, float (&s)[32], uint32_t (&p)[4][4], int kv0, int row_a,
-                                           int len, bool needs_mask, float scale_log2, int lane) {
+  wg_commit();
+  wg_wait_all();
+  fence_operands(s);
   const int t = lane % 4;
   if (needs_mask) {
 #pragma unroll
@@ -120,6 +114,9 @@ __device__ __forceinline__ void af_softmax(AfRows& st, float (&s)[32], uint32_t 
     st.o[4 * n + 2] *= corr[1];
     st.o[4 * n + 3] *= corr[1];
   }
+  // P as the A fragments of the k16 steps: keys 16 kk .. 16 kk + 15 are the
+  // accumulators of n-tiles 2 kk and 2 kk + 1.
+  uint32_t p[4][4];
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     p[kk][0] = pack_bf16x2(s[8 * kk], s[8 * kk + 1]);
@@ -127,14 +124,13 @@ __device__ __forceinline__ void af_softmax(AfRows& st, float (&s)[32], uint32_t 
     p[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
     p[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
   }
-}
-
-// O += P V for one tile, issued (the caller commits and waits).
-__device__ __forceinline__ void af_pv_issue(float (&o)[32], const uint32_t (&p)[4][4], unsigned v_at) {
-  fence_operands(o);
+  fence_operands(st.o);
   wg_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_bf16_rs_nmajor64(o, p[kk], sw128_desc(v_at + kk * 16 * 128));
+  for (int kk = 0; kk < 4; ++kk) wgmma_bf16_rs_nmajor64(st.o, p[kk], sw128_desc(v_at + kk * 16 * 128));
+  wg_commit();
+  wg_wait_all();
+  fence_operands(st.o);
 }
 
 __global__ void __launch_bounds__(kAfThreads, 2)
@@ -186,35 +182,14 @@ __global__ void __launch_bounds__(kAfThreads, 2)
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.0f;
   const int row_a = q0 + (wtid / kWarp) * 16 + lane / 4;  // this thread's rows: row_a, row_a + 8
-  // Per tile: the softmax of S_i, then one wgmma group with O += P_i V_i and
-  // S_(i+1) = Q K_(i+1)^T (the next tile's scores run behind this tile's PV).
+  if (mine > 0) mbar_wait(q_full, 0);
   const unsigned q_at = smem_u32(smem), ring_at = smem_u32(ring);
-  float s[32];
-  if (mine > 0) {
-    mbar_wait(q_full, 0);
-    mbar_wait(&my_full[0], 0);
-    af_qk_issue(s, q_at, ring_at);
-    wg_commit();
-    wg_wait_all();
-    fence_operands(s);
-  }
   for (int i = 0; i < mine; ++i) {
     const int slot = i % kAfStages, kv0 = (wg + i * kAfWgs) * kAfKeys;
+    mbar_wait(&my_full[slot], unsigned((i / kAfStages) & 1));
+    const unsigned k_at = ring_at + unsigned(slot) * kAfStageBytes;
     const bool needs_mask = kv0 + kAfKeys > q0 || kv0 + kAfKeys > len;
-    uint32_t p[4][4];
-    af_softmax(st, s, p, kv0, row_a, len, needs_mask, scale_log2, lane);
-    af_pv_issue(st.o, p, ring_at + unsigned(slot) * kAfStageBytes + kAfTileBytes);
-    if (i + 1 < mine) {
-      const int next = (i + 1) % kAfStages;
-      mbar_wait(&my_full[next], unsigned(((i + 1) / kAfStages) & 1));
-      af_qk_issue(s, q_at, ring_at + unsigned(next) * kAfStageBytes);
-    }
-    wg_commit();
-    wg_wait_all();
-    fence_operands(s);
-    fence_operands(st.o);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) fence_operands(p[kk]);  // read by the PV MMAs until here
+    af_step(st, q_at, k_at, k_at + kAfTileBytes, kv0, row_a, len, needs_mask, scale_log2, lane);
     if (i + kAfStages < mine) {
       wg_bar_sync(wg);  // every warp's MMAs on this stage completed: refill it
       if (wtid == 0) load_tile(i + kAfStages);

@@ -27,12 +27,6 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-// The same for A fragments in registers: live (unmodified) until the MMAs reading them have completed.
-template <int R>
-__device__ __forceinline__ void fence_operands(uint32_t (&a)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
-}
 
 // d[64 x N] += a[64 x 16] (weights, K-major) * b[16 x N] (activations, K-major), fp32 accumulators.
 template <int N>
