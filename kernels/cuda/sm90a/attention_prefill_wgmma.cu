@@ -16,8 +16,10 @@
 //    zero-filled), completing on the stage's mbarrier;
 //  - the block's key tiles are split between its two warpgroups (even and odd
 //    tiles), so the heaviest (diagonal-most) query tile waits for half its keys
-//    in a row; the two partial states (row max, row sum, O) are merged in a
-//    fixed order at the end (deterministic);
+//    in a row; the partial states (row max, row sum, O) are merged in
+//    warpgroup order at the end (deterministic). LANTERN_PREFILL_WGS=4 runs
+//    four warpgroups per block (one block per SM): measured slower at every
+//    length (docs/performance.md, session 22), kept for experiments;
 //  - S = Q K^T: wgmma.m64n64k16, both operands K-major from shared memory;
 //    online softmax in the log2 domain on the accumulators (the causal mask
 //    only on the diagonal tile); P rounded to bf16 straight from the
@@ -25,9 +27,10 @@
 //    rows of 64 dims) is read N-major (imm-trans-b);
 //  - PDL: the loads wait for the previous kernel (griddepcontrol.wait).
 // Same arithmetic as variant 2 up to the order of the MMAs' sums and the
-// two-way merge (tested against the CPU reference and against variant 2).
+// merge (tested against the CPU reference and against variant 2).
 // Fits: head_dim 64, q/kv strides multiples of 8, 16-byte aligned q, k, v,
 // out, host_seq_starts (the maps' row count), an sm_90 GPU; else variant 2.
+#include "kernels/base/env_knob.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/flash_prefill_tile.cuh"
 #include "kernels/cuda/sm90a/sm90a.h"
@@ -41,14 +44,18 @@ using namespace cuda_detail;
 constexpr int kAfHd = 64;                        // head_dim
 constexpr int kAfRows = 64;                      // query rows per block
 constexpr int kAfKeys = 64;                      // keys per tile
-constexpr int kAfWgs = 2;                        // consumer warpgroups, splitting the key tiles
 constexpr int kAfStages = 3;                     // ring stages per warpgroup
-constexpr int kAfThreads = kAfWgs * 128;
 constexpr unsigned kAfTileBytes = kAfKeys * kAfHd * 2;  // 8 KB: one box
 constexpr unsigned kAfStageBytes = 2 * kAfTileBytes;    // K, then V
 constexpr size_t kAfRingBytes = size_t(kAfStages) * kAfStageBytes;
-constexpr size_t kAfBarOffset = kAfTileBytes + kAfWgs * kAfRingBytes;  // after Q and the rings
-constexpr size_t kAfSmemBytes = kAfBarOffset + (1 + kAfWgs * kAfStages) * sizeof(uint64_t) + 1024;
+// NW consumer warpgroups split a block's key tiles (tile j to warpgroup j % NW):
+// 2 (two blocks per SM) or 4 (one block per SM, half the heaviest block's chain).
+template <int NW>
+struct AfShape {
+  static constexpr int kThreads = NW * 128;
+  static constexpr size_t kBarOffset = kAfTileBytes + NW * kAfRingBytes;  // after Q and the rings
+  static constexpr size_t kSmemBytes = kBarOffset + (1 + NW * kAfStages) * sizeof(uint64_t) + 1024;
+};
 
 __device__ __forceinline__ void wg_bar_sync(int wg) {  // the 128 threads of one warpgroup
   asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
@@ -133,7 +140,8 @@ __device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at
   fence_operands(st.o);
 }
 
-__global__ void __launch_bounds__(kAfThreads, 2)
+template <int NW>
+__global__ void __launch_bounds__(NW * 128, 4 / NW)
     attention_prefill_wg_kernel(const __grid_constant__ CUtensorMap q_map,  // [rows, q heads x 64], 64 x 64 boxes
                                 const __grid_constant__ CUtensorMap k_map,  // [rows, kv heads x 64]
                                 const __grid_constant__ CUtensorMap v_map,  // [rows, kv heads x 64]
@@ -142,7 +150,7 @@ __global__ void __launch_bounds__(kAfThreads, 2)
   extern __shared__ unsigned char af_smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(af_smem_raw) + 1023) &
                                                          ~uintptr_t(1023));
-  uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + kAfBarOffset);
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + AfShape<NW>::kBarOffset);
   uint64_t* full = q_full + 1;  // [warpgroup][stage]
   const int seq = blockIdx.z, head = blockIdx.y, kv_head = head / group;
   grid_dependency_wait();  // seq_starts, q, k and v come from earlier kernels
@@ -152,10 +160,10 @@ __global__ void __launch_bounds__(kAfThreads, 2)
   if (q0 >= len) return;
   const int wg = threadIdx.x / 128, wtid = threadIdx.x % 128, lane = threadIdx.x % kWarp;
   const int n_tiles = (min(len, q0 + kAfRows) + kAfKeys - 1) / kAfKeys;  // causal: keys up to the last row
-  const int mine = n_tiles > wg ? (n_tiles - wg + kAfWgs - 1) / kAfWgs : 0;  // tiles wg, wg + 2, ...
+  const int mine = n_tiles > wg ? (n_tiles - wg + NW - 1) / NW : 0;  // tiles wg, wg + NW, ...
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
-    for (int i = 0; i < kAfWgs * kAfStages; ++i) mbar_init(&full[i], 1);
+    for (int i = 0; i < NW * kAfStages; ++i) mbar_init(&full[i], 1);
     fence_barrier_init();
   }
   __syncthreads();
@@ -163,7 +171,7 @@ __global__ void __launch_bounds__(kAfThreads, 2)
   uint64_t* my_full = full + wg * kAfStages;
   auto load_tile = [&](int i) {  // this warpgroup's i-th tile into stage i % kAfStages
     unsigned char* st = ring + size_t(i % kAfStages) * kAfStageBytes;
-    const int y = first + (wg + i * kAfWgs) * kAfKeys;
+    const int y = first + (wg + i * NW) * kAfKeys;
     mbar_expect_tx(&my_full[i % kAfStages], kAfStageBytes);
     tma_2d(st, &k_map, kv_head * kAfHd, y, &my_full[i % kAfStages]);
     tma_2d(st + kAfTileBytes, &v_map, kv_head * kAfHd, y, &my_full[i % kAfStages]);
@@ -185,7 +193,7 @@ __global__ void __launch_bounds__(kAfThreads, 2)
   if (mine > 0) mbar_wait(q_full, 0);
   const unsigned q_at = smem_u32(smem), ring_at = smem_u32(ring);
   for (int i = 0; i < mine; ++i) {
-    const int slot = i % kAfStages, kv0 = (wg + i * kAfWgs) * kAfKeys;
+    const int slot = i % kAfStages, kv0 = (wg + i * NW) * kAfKeys;
     mbar_wait(&my_full[slot], unsigned((i / kAfStages) & 1));
     const unsigned k_at = ring_at + unsigned(slot) * kAfStageBytes;
     const bool needs_mask = kv0 + kAfKeys > q0 || kv0 + kAfKeys > len;
@@ -196,11 +204,11 @@ __global__ void __launch_bounds__(kAfThreads, 2)
     }
   }
 
-  // Merge: warpgroup 1 leaves its state in its own (drained) ring, in its
-  // register order; warpgroup 0 takes the same thread's values (same rows and
-  // dims), merges in a fixed order and stores.
-  float* x = reinterpret_cast<float*>(smem + kAfTileBytes + kAfRingBytes);  // warpgroup 1's ring
-  if (wg == 1) {
+  // Merge: warpgroups 1.. leave their states in their own (drained) rings,
+  // in register order; warpgroup 0 takes the same thread's values (same rows
+  // and dims), merges them in warpgroup order (deterministic) and stores.
+  if (wg > 0) {
+    float* x = reinterpret_cast<float*>(ring);
 #pragma unroll
     for (int i = 0; i < 32; ++i) x[i * 128 + wtid] = st.o[i];
     x[32 * 128 + wtid] = st.m[0];
@@ -213,10 +221,20 @@ __global__ void __launch_bounds__(kAfThreads, 2)
   const int t = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float m1 = x[(32 + h) * 128 + wtid], l1 = x[(34 + h) * 128 + wtid];
-    const float m = fmaxf(st.m[h], m1), m_use = m == -INFINITY ? 0.0f : m;
-    const float c0 = fast_exp2(st.m[h] - m_use), c1 = fast_exp2(m1 - m_use);
-    float l = st.l[h] * c0 + l1 * c1;
+    float m = st.m[h];
+#pragma unroll
+    for (int w = 1; w < NW; ++w)
+      m = fmaxf(m, reinterpret_cast<const float*>(smem + kAfTileBytes + w * kAfRingBytes)[(32 + h) * 128 + wtid]);
+    const float m_use = m == -INFINITY ? 0.0f : m;
+    float c[NW];
+    c[0] = fast_exp2(st.m[h] - m_use);
+    float l = st.l[h] * c[0];
+#pragma unroll
+    for (int w = 1; w < NW; ++w) {
+      const float* x = reinterpret_cast<const float*>(smem + kAfTileBytes + w * kAfRingBytes);
+      c[w] = fast_exp2(x[(32 + h) * 128 + wtid] - m_use);
+      l += x[(34 + h) * 128 + wtid] * c[w];
+    }
     l += __shfl_xor_sync(kFullMask, l, 1);
     l += __shfl_xor_sync(kFullMask, l, 2);
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
@@ -226,12 +244,44 @@ __global__ void __launch_bounds__(kAfThreads, 2)
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const int i0 = 4 * n + 2 * h;
-        const float o0 = st.o[i0] * c0 + x[i0 * 128 + wtid] * c1;
-        const float o1 = st.o[i0 + 1] * c0 + x[(i0 + 1) * 128 + wtid] * c1;
+        float o0 = st.o[i0] * c[0], o1 = st.o[i0 + 1] * c[0];
+#pragma unroll
+        for (int w = 1; w < NW; ++w) {
+          const float* x = reinterpret_cast<const float*>(smem + kAfTileBytes + w * kAfRingBytes);
+          o0 += x[i0 * 128 + wtid] * c[w];
+          o1 += x[(i0 + 1) * 128 + wtid] * c[w];
+        }
         *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) = __floats2bfloat162_rn(o0 * inv, o1 * inv);
       }
     }
   }
+}
+
+// LANTERN_PREFILL_WGS=2|4 forces the warpgroups per block (read once; an
+// experiment knob for docs/performance.md); 0 or unset: the length rule.
+int af_forced_wgs() {
+  static const int v = [] {
+    const int x = env_int("LANTERN_PREFILL_WGS", 0);
+    return x == 2 || x == 4 ? x : 0;
+  }();
+  return v;
+}
+
+template <int NW>
+void launch_af(const AttentionPrefillArgs& a, const LaunchCtx& ctx, const CUtensorMap& q_map,
+               const CUtensorMap& k_map, const CUtensorMap& v_map) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wg_kernel<NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(AfShape<NW>::kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  const dim3 grid(unsigned(ceil_div(a.max_seq_len, kAfRows)), unsigned(a.n_q_heads), unsigned(a.num_seqs));
+  const float log2e = 1.4426950408889634f;
+  launch_kernel(true, attention_prefill_wg_kernel<NW>, grid, dim3(AfShape<NW>::kThreads), AfShape<NW>::kSmemBytes,
+                ctx.stream, q_map, k_map, v_map, static_cast<bf16*>(a.out), a.seq_starts, a.q_stride,
+                a.n_q_heads / a.n_kv_heads, a.scale * log2e);
+  CUDA_CHECK_LAST("attention_prefill_wg_kernel");
 }
 
 }  // namespace
@@ -243,12 +293,6 @@ bool attention_prefill_wg_launch(const AttentionPrefillArgs& a, const LaunchCtx&
   if (a.num_seqs == 0 || a.max_seq_len == 0) return true;
   const int rows = a.host_seq_starts[a.num_seqs];
   if (rows <= 0) return true;
-  static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(kAfSmemBytes)));
-    return true;
-  }();
-  (void)attr_set;
   constexpr const char* kWho = "attention_prefill.wg_flash";
   const CUtensorMap q_map =
       bf16_rows_map_sw128(a.q, rows, a.n_q_heads * kAfHd, size_t(a.q_stride) * sizeof(bf16), kAfRows, kWho);
@@ -256,12 +300,11 @@ bool attention_prefill_wg_launch(const AttentionPrefillArgs& a, const LaunchCtx&
       bf16_rows_map_sw128(a.k, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
   const CUtensorMap v_map =
       bf16_rows_map_sw128(a.v, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
-  const dim3 grid(unsigned(ceil_div(a.max_seq_len, kAfRows)), unsigned(a.n_q_heads), unsigned(a.num_seqs));
-  const float log2e = 1.4426950408889634f;
-  launch_kernel(true, attention_prefill_wg_kernel, grid, dim3(kAfThreads), kAfSmemBytes, ctx.stream, q_map, k_map,
-                v_map, static_cast<bf16*>(a.out), a.seq_starts, a.q_stride, a.n_q_heads / a.n_kv_heads,
-                a.scale * log2e);
-  CUDA_CHECK_LAST("attention_prefill_wg_kernel");
+  const int wgs = af_forced_wgs() ? af_forced_wgs() : 2;
+  if (wgs == 4)
+    launch_af<4>(a, ctx, q_map, k_map, v_map);
+  else
+    launch_af<2>(a, ctx, q_map, k_map, v_map);
   return true;
 }
 
