@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -15,6 +16,8 @@
 #include "kernels/base/errors.h"
 #include "harness/cli/command.h"
 #include "harness/cli/engine_args.h"
+#include "harness/experiment/experiment.h"
+#include "kernels/gemm_plan.h"
 #include "harness/roofline.h"
 
 namespace lantern::cli {
@@ -97,6 +100,39 @@ void print_gemm_plans(const Engine& engine, bool verbose) {
     for (const kernels::GemmPlan& p : plans) std::printf("  %s\n", p.describe().c_str());
 }
 
+// --gemm-plans FILE: pins gemm.6's start-up plans to the ones FILE records
+// (the gemm_plans of a `lantern bench --json` file, or config.gemm_plans of a
+// run directory's manifest.json), so two bench processes run the same
+// cuBLASLt algorithms: each process otherwise re-times its plans, and
+// near-ties picked differently move a 512-token prefill by up to ~0.1 ms,
+// as much as the kernel changes an A/B is after (docs/performance.md).
+void pin_plans_from(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path file = path;
+  if (fs::is_directory(file)) file /= "manifest.json";
+  const nlohmann::json doc = experiment::load_json_file(file);
+  nlohmann::json list;
+  if (doc.is_object() && doc.contains("gemm_plans"))
+    list = doc["gemm_plans"];
+  else if (doc.is_object() && doc.contains("config") && doc["config"].is_object() &&
+           doc["config"].contains("gemm_plans"))
+    list = doc["config"]["gemm_plans"];
+  LANTERN_CHECK(list.is_array(),
+                "--gemm-plans %s: no gemm_plans array (give a file written by lantern bench --json on CUDA, a "
+                "run directory or its manifest.json)",
+                file.string().c_str());
+  std::vector<kernels::GemmPlan> pins;
+  try {
+    pins = gemm_plans_from_json(list);
+  } catch (const nlohmann::json::exception& e) {
+    LANTERN_FAIL("--gemm-plans %s: a malformed plan (%s); write the file with lantern bench --json",
+                 file.string().c_str(), e.what());
+  }
+  std::fprintf(stderr, "lantern: pins %zu GEMM plan%s from %s\n", pins.size(), pins.size() == 1 ? "" : "s",
+               file.string().c_str());
+  kernels::pin_gemm_plans(std::move(pins));
+}
+
 std::string sampling_label(const SamplingParams& s) {
   if (!(s.temperature > 0.0f)) return "greedy";
   char buf[96];
@@ -107,7 +143,7 @@ std::string sampling_label(const SamplingParams& s) {
 int cmd_bench(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
   for (const char* o : {"--batch", "--prompt-len", "--decode-steps", "--json", "--seed", "--bandwidth-gbs",
-                        "--temperature", "--top-k", "--top-p"})
+                        "--temperature", "--top-k", "--top-p", "--gemm-plans"})
     values.push_back(o);
   auto flags = engine_flag_options();
   flags.push_back("--verbose");
@@ -122,6 +158,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   lim.max_seqs = std::max(lim.max_seqs, max_batch);
   lim.max_batch_tokens = std::max(lim.max_batch_tokens, std::max(max_batch, max_prompt));
   lim.max_context = std::max(lim.max_context, max_prompt + steps + 1);
+  if (auto plans = args.get("--gemm-plans")) pin_plans_from(*plans);
   LoadedEngine le = build_engine(args, nullptr, &lim);
   Engine& engine = *le.engine;
   const ModelConfig& cfg = le.config;

@@ -180,13 +180,20 @@ std::map<std::string, std::string> build() {
           "  --top-p P               with --temperature: 1 off (default 1)\n"
           "  --bandwidth-gbs X       roofline bandwidth (default 0: measure a device copy)\n"
           "  --json FILE             also write the numbers as JSON (default: none)\n"
+          "  --gemm-plans FILE       run gemm.6's cuBLASLt plans recorded in FILE (a --json file of\n"
+          "                          an earlier CUDA bench, a run directory or its manifest.json)\n"
+          "                          instead of timing them at start-up: two processes then run the\n"
+          "                          same GEMM algorithms, for A/B runs (default: time them)\n"
           "  --verbose               list the per-shape GEMM plans gemm.6 measured at start-up\n"
           "                          (without it, one line counts them)\n") +
       kEngineOptions +
       "\nexample:\n  lantern bench --model models/llama-3.2-1b --device cuda --batch 8 "
       "--prompt-len 128 "
       "--decode-steps 128\n"
-      "  lantern bench --model models/llama-3.2-1b --batch 1,8,64,256 --decode-steps 32\n";
+      "  lantern bench --model models/llama-3.2-1b --batch 1,8,64,256 --decode-steps 32\n"
+      "  lantern bench --model models/llama-3.2-1b --device cuda --prompt-len 512 --json a.json\n"
+      "  lantern bench --model models/llama-3.2-1b --device cuda --prompt-len 512 --gemm-plans a.json "
+      "--kernels attention_prefill=2\n";
   h["score"] = std::string(
                    "usage: lantern score --model DIR --ids-file FILE --out LOGITS.bin "
                    "[--prefill-tokens N] [options]\n"

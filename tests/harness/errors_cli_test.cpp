@@ -255,6 +255,15 @@ std::vector<Case> cases() {
                  write_json(run / "manifest.json", m);
                  return "inspect " + run.string();
                }, "manifest.json: run format 2.0 is newer than this lantern reads (1.x)"});
+  const std::string bench = "bench --device cpu --quiet --batch 1 --prompt-len 4 --decode-steps 2 --model ";
+  add(c, {"bench --gemm-plans file without plans", [bench](const fs::path& d) {
+                 write_json(d / "plans.json", nlohmann::json{{"model", "x"}});
+                 return bench + d.string() + " --gemm-plans " + (d / "plans.json").string();
+               }, "no gemm_plans array"});
+  add(c, {"bench --gemm-plans with a malformed plan", [bench](const fs::path& d) {
+                 write_json(d / "plans.json", nlohmann::json{{"gemm_plans", {{{"m_bucket", 16}}}}});
+                 return bench + d.string() + " --gemm-plans " + (d / "plans.json").string();
+               }, "a malformed plan"});
   add(c, {"run directory with truncated trace.json", [&](const fs::path& d) {
                  auto run = d / "run";
                  run_lantern(kGen + d.string() + " --record " + run.string());
@@ -324,6 +333,32 @@ TEST(BenchCli, DecodeStepIsTheMedianOverWholeBatchSteps) {
   const nlohmann::json p = read_json(dir / "partial.json");
   EXPECT_FALSE(p["decode_whole_batch"].get<bool>());
   EXPECT_GE(p["decode_median_over_steps"].get<int>(), 1);
+}
+
+// `lantern bench --gemm-plans FILE` pins the plans FILE records before the
+// engine starts (its gemm.6 plans would otherwise be re-timed per process):
+// every entry is read (a valid one counts, on the CPU too, where nothing is
+// planned), a run directory's manifest.json is found, and the pinned run's
+// numbers are written as usual.
+TEST(BenchCli, GemmPlansFileIsReadAndPinned) {
+  const fs::path model = fresh_model("bench-plans");
+  const fs::path dir = test::scratch_dir("bench-plans-cli");
+  const nlohmann::json plan = {{"m_bucket", 512}, {"n", 2048}, {"k", 2048}, {"out", "bf16"}, {"align", 16},
+                               {"algo_id", 66}, {"tile", 124}, {"stages", 8}, {"split_k", 1}, {"reduction", 0},
+                               {"swizzle", 0}, {"custom", 0}, {"cluster", 0}, {"workspace_limit", 33554432}};
+  write_json(dir / "two.json", nlohmann::json{{"gemm_plans", {plan, plan}}});
+  const std::string common =
+      "bench --device cpu --quiet --batch 1 --prompt-len 4 --decode-steps 2 --model " + model.string();
+  Outcome two = run_lantern(common + " --gemm-plans " + (dir / "two.json").string() + " --json " +
+                            (dir / "out.json").string());
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_THAT(two.output, HasSubstr("pins 2 GEMM plans from " + (dir / "two.json").string()));
+  EXPECT_GT(read_json(dir / "out.json")["decode_step_ms"].get<double>(), 0.0);
+  fs::create_directories(dir / "run");
+  write_json(dir / "run" / "manifest.json", nlohmann::json{{"config", {{"gemm_plans", {plan}}}}});
+  Outcome run = run_lantern(common + " --gemm-plans " + (dir / "run").string());
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("pins 1 GEMM plan from " + (dir / "run" / "manifest.json").string()));
 }
 
 }  // namespace
