@@ -547,6 +547,13 @@ std::vector<kernels::GemmPlan> gemm_plans_from_json(const nlohmann::json& list) 
   return plans;
 }
 
+nlohmann::json recorded_gemm_plans_json(const nlohmann::json& doc) {
+  if (!doc.is_object()) return nullptr;
+  if (doc.contains("config") && doc["config"].is_object() && doc["config"].contains("gemm_plans"))
+    return doc["config"]["gemm_plans"];
+  return doc.contains("gemm_plans") ? doc["gemm_plans"] : nlohmann::json(nullptr);
+}
+
 nlohmann::json Engine::describe() const {
   nlohmann::json k = nlohmann::json::object();
   for (int f = 0; f < kernels::kNumFamilies; ++f) {

@@ -215,5 +215,8 @@ nlohmann::json gemm_plan_json(const kernels::GemmPlan& p);
 kernels::GemmPlan gemm_plan_from_json(const nlohmann::json& j);
 // A whole config.gemm_plans array (null: none); throws on a malformed entry.
 std::vector<kernels::GemmPlan> gemm_plans_from_json(const nlohmann::json& list);
+// The plans array a run's manifest (config.gemm_plans) or a `lantern bench
+// --json` file (gemm_plans) recorded; null when it has none.
+nlohmann::json recorded_gemm_plans_json(const nlohmann::json& doc);
 
 }  // namespace lantern

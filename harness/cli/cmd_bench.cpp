@@ -111,12 +111,7 @@ void pin_plans_from(const std::string& path) {
   fs::path file = path;
   if (fs::is_directory(file)) file /= "manifest.json";
   const nlohmann::json doc = experiment::load_json_file(file);
-  nlohmann::json list;
-  if (doc.is_object() && doc.contains("gemm_plans"))
-    list = doc["gemm_plans"];
-  else if (doc.is_object() && doc.contains("config") && doc["config"].is_object() &&
-           doc["config"].contains("gemm_plans"))
-    list = doc["config"]["gemm_plans"];
+  const nlohmann::json list = recorded_gemm_plans_json(doc);
   LANTERN_CHECK(list.is_array(),
                 "--gemm-plans %s: no gemm_plans array (give a file written by lantern bench --json on CUDA, a "
                 "run directory or its manifest.json)",

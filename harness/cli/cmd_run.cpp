@@ -117,16 +117,12 @@ int recorded_tp(const json& manifest) {
 // takes rank 0's (every rank runs the same per-rank shapes), so it pins
 // rather than re-times. {"source": manifest, "plans": [...]} per rank.
 std::vector<json> recorded_gemm_plans(const fs::path& run_dir, const json& manifest, int world) {
-  auto plans_of = [](const json& m) {
-    const bool has = m.contains("config") && m["config"].is_object() && m["config"].contains("gemm_plans");
-    return has ? m["config"]["gemm_plans"] : json();
-  };
   std::vector<json> ranks = {
-      {{"source", (run_dir / "manifest.json").string()}, {"plans", plans_of(manifest)}}};
+      {{"source", (run_dir / "manifest.json").string()}, {"plans", recorded_gemm_plans_json(manifest)}}};
   for (int r = 1; r < world; ++r) {
     const fs::path own = run_dir / ("rank-" + std::to_string(r)) / "manifest.json";
     ranks.push_back(fs::exists(own) ? json{{"source", own.string()},
-                                           {"plans", plans_of(experiment::load_json_file(own))}}
+                                           {"plans", recorded_gemm_plans_json(experiment::load_json_file(own))}}
                                     : ranks[0]);
   }
   return ranks;

@@ -140,6 +140,61 @@ __device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at
   fence_operands(st.o);
 }
 
+// A warpgroup's final state into `x` (its drained ring), in register order:
+// the same thread of warpgroup 0 holds the same rows and dims.
+__device__ __forceinline__ void af_leave_state(const AfRows& st, float* x, int wtid) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) x[i * 128 + wtid] = st.o[i];
+  x[32 * 128 + wtid] = st.m[0];
+  x[33 * 128 + wtid] = st.m[1];
+  x[34 * 128 + wtid] = st.l[0];
+  x[35 * 128 + wtid] = st.l[1];
+}
+
+// Warpgroup 0: its state merged with warpgroups 1 .. NW - 1's (left at
+// rings + w * kAfRingBytes) in warpgroup order (deterministic), normalised
+// and stored as this thread's two rows (row_a, row_a + 8 of the sequence
+// starting at row `first`) of q head `head`. Rows at or past len are not written.
+template <int NW>
+__device__ __forceinline__ void af_merge_store(const AfRows& st, const unsigned char* rings, int wtid, int lane,
+                                               int row_a, int len, bf16* out, int first, int head, int q_stride) {
+  auto peer = [&](int w) { return reinterpret_cast<const float*>(rings + w * kAfRingBytes); };
+  const int t = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = st.m[h];
+#pragma unroll
+    for (int w = 1; w < NW; ++w) m = fmaxf(m, peer(w)[(32 + h) * 128 + wtid]);
+    const float m_use = m == -INFINITY ? 0.0f : m;
+    float c[NW];
+    c[0] = fast_exp2(st.m[h] - m_use);
+    float l = st.l[h] * c[0];
+#pragma unroll
+    for (int w = 1; w < NW; ++w) {
+      c[w] = fast_exp2(peer(w)[(32 + h) * 128 + wtid] - m_use);
+      l += peer(w)[(34 + h) * 128 + wtid] * c[w];
+    }
+    l += __shfl_xor_sync(kFullMask, l, 1);
+    l += __shfl_xor_sync(kFullMask, l, 2);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int row = row_a + 8 * h;
+    if (row < len) {
+      bf16* p = out + size_t(first + row) * q_stride + size_t(head) * kAfHd + 2 * t;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int i0 = 4 * n + 2 * h;
+        float o0 = st.o[i0] * c[0], o1 = st.o[i0 + 1] * c[0];
+#pragma unroll
+        for (int w = 1; w < NW; ++w) {
+          o0 += peer(w)[i0 * 128 + wtid] * c[w];
+          o1 += peer(w)[(i0 + 1) * 128 + wtid] * c[w];
+        }
+        *reinterpret_cast<__nv_bfloat162*>(p + 8 * n) = __floats2bfloat162_rn(o0 * inv, o1 * inv);
+      }
+    }
+  }
+}
+
 template <int NW>
 __global__ void __launch_bounds__(NW * 128, 4 / NW)
     attention_prefill_wg_kernel(const __grid_constant__ CUtensorMap q_map,  // [rows, q heads x 64], 64 x 64 boxes
@@ -204,57 +259,12 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
     }
   }
 
-  // Merge: warpgroups 1.. leave their states in their own (drained) rings,
-  // in register order; warpgroup 0 takes the same thread's values (same rows
-  // and dims), merges them in warpgroup order (deterministic) and stores.
-  if (wg > 0) {
-    float* x = reinterpret_cast<float*>(ring);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) x[i * 128 + wtid] = st.o[i];
-    x[32 * 128 + wtid] = st.m[0];
-    x[33 * 128 + wtid] = st.m[1];
-    x[34 * 128 + wtid] = st.l[0];
-    x[35 * 128 + wtid] = st.l[1];
-  }
+  // Merge: warpgroups 1.. leave their states in their own (drained) rings;
+  // warpgroup 0 merges them into its own and stores the rows.
+  if (wg > 0) af_leave_state(st, reinterpret_cast<float*>(ring), wtid);
   __syncthreads();
-  if (wg != 0) return;
-  const int t = lane % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float m = st.m[h];
-#pragma unroll
-    for (int w = 1; w < NW; ++w)
-      m = fmaxf(m, reinterpret_cast<const float*>(smem + kAfTileBytes + w * kAfRingBytes)[(32 + h) * 128 + wtid]);
-    const float m_use = m == -INFINITY ? 0.0f : m;
-    float c[NW];
-    c[0] = fast_exp2(st.m[h] - m_use);
-    float l = st.l[h] * c[0];
-#pragma unroll
-    for (int w = 1; w < NW; ++w) {
-      const float* x = reinterpret_cast<const float*>(smem + kAfTileBytes + w * kAfRingBytes);
-      c[w] = fast_exp2(x[(32 + h) * 128 + wtid] - m_use);
-      l += x[(34 + h) * 128 + wtid] * c[w];
-    }
-    l += __shfl_xor_sync(kFullMask, l, 1);
-    l += __shfl_xor_sync(kFullMask, l, 2);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const int row = row_a + 8 * h;
-    if (row < len) {
-      bf16* dst = out + size_t(first + row) * q_stride + size_t(head) * kAfHd + 2 * t;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int i0 = 4 * n + 2 * h;
-        float o0 = st.o[i0] * c[0], o1 = st.o[i0 + 1] * c[0];
-#pragma unroll
-        for (int w = 1; w < NW; ++w) {
-          const float* x = reinterpret_cast<const float*>(smem + kAfTileBytes + w * kAfRingBytes);
-          o0 += x[i0 * 128 + wtid] * c[w];
-          o1 += x[(i0 + 1) * 128 + wtid] * c[w];
-        }
-        *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) = __floats2bfloat162_rn(o0 * inv, o1 * inv);
-      }
-    }
-  }
+  if (wg == 0)
+    af_merge_store<NW>(st, smem + kAfTileBytes, wtid, lane, row_a, len, out, first, head, q_stride);
 }
 
 // LANTERN_PREFILL_WGS=2|4 forces the warpgroups per block (read once; an
@@ -300,8 +310,7 @@ bool attention_prefill_wg_launch(const AttentionPrefillArgs& a, const LaunchCtx&
       bf16_rows_map_sw128(a.k, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
   const CUtensorMap v_map =
       bf16_rows_map_sw128(a.v, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
-  const int wgs = af_forced_wgs() ? af_forced_wgs() : 2;
-  if (wgs == 4)
+  if (af_forced_wgs() == 4)
     launch_af<4>(a, ctx, q_map, k_map, v_map);
   else
     launch_af<2>(a, ctx, q_map, k_map, v_map);
