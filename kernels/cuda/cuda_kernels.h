@@ -30,6 +30,7 @@ void register_rope_kv_write_cuda(Registry& r);
 void register_sample_cluster_cuda(Registry& r);
 void register_sample_gather_cuda(Registry& r);  // variant 4: sample_gather.cu
 void register_sample_lean_cuda(Registry& r);    // variant 5: sample_lean.cu
+void register_sample_wide_cuda(Registry& r);    // variant 6: sample_wide.cu
 void register_gate_up_swiglu_cuda(Registry& r);
 void register_proj_residual_norm_cuda(Registry& r);
 
@@ -52,5 +53,7 @@ size_t attention_prefill_flash_workspace(const WorkspaceShape& s);
 // sample.2's launcher, which sample.3 and sample.4 hand batches of >= 128 rows to (one block
 // per row fills the GPU there, and measured as fast as a cluster per row).
 void sample_bin_select(const SampleArgs& a, const LaunchCtx& ctx);
+// sample.5's launcher (sample_lean.cu), which sample.6 runs above its 16 rows.
+void sample_cluster_lean(const SampleArgs& a, const LaunchCtx& ctx);
 
 }  // namespace lantern::kernels

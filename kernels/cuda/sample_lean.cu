@@ -161,152 +161,6 @@ __device__ void lean_push(Lean<kC>& s, const Row& c, cg::cluster_group& cl, cons
   for (int j = threadIdx.x; j < n; j += kThreads) dst[j] = s.keys[j];
 }
 
-// 5. Rank 0: each gathered token's bin, sub-bin (1024 per bin, by z) and weight,
-// into s.count_incl (bin << 10 | sub) and s.keys (weight). Keys stay in s.runs.
-constexpr int kSubBits = 10;
-constexpr int kSubBins = 1 << kSubBits;  // == kThreads
-template <int kC>
-__device__ void lean_tag(Lean<kC>& s, const ZBins& bins, int n) {
-  for (int j = threadIdx.x; j < n; j += kThreads) {
-    const float l = logit_of_key(s.runs[j]);
-    const int b = bins.bin(l);
-    int sub = kSubBins - 1;
-    if (b < kBins - 1) {
-      const float frac = bins.z(l) * ZBins::kBinsPerNat - float(b);  // [0, 1): the bin's own
-      sub = min(max(int(frac * float(kSubBins)), 0), kSubBins - 1);
-    }
-    s.count_incl[j] = (uint32_t(b) << kSubBits) | uint32_t(sub);
-    s.keys[j] = bins.fixed_weight(l);
-  }
-  __syncthreads();
-}
-
-// Rank 0, one thread's sub-bin (threadIdx.x) of the bin whose sub-histogram was
-// built last: its count and mass, and the exclusive prefixes within the bin.
-// Consecutive crossings in one bin (often: the top-p cut and the draw) reuse it.
-struct SubBin {
-  int bin = -1;
-  uint64_t count = 0, mass = 0, before_count = 0, before_mass = 0;
-};
-
-// Rank 0, every thread: bin b's 1024-bin sub-histogram (by z) of the gathered
-// tokens and its (count, mass) scan, this thread's sub-bin into sb (begins with
-// a barrier, so thread 0's search-state resets before it are visible after it).
-template <int kC>
-__device__ __forceinline__ void build_sub_bin(Lean<kC>& s, int n, int b, SubBin& sb) {
-  s.hist[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // free since the reduce-scatter
-  __syncthreads();
-  for (int j = threadIdx.x; j < n; j += kThreads) {
-    const uint32_t tag = s.count_incl[j];
-    if (int(tag >> kSubBits) != b) continue;
-    uint4& h = s.hist[tag & (kSubBins - 1)];
-    atomicAdd(&h.x, 1u);
-    add_fixed_mass(&h.y, &h.z, s.keys[j]);
-  }
-  __syncthreads();
-  const uint4 h = s.hist[threadIdx.x];
-  sb.bin = b;
-  sb.count = h.x;
-  sb.mass = (uint64_t(h.z) << 32) + h.y;
-  CountMass total;
-  const CountMass pre = block_exclusive_scan_cm(h.x, sb.mass, s.cm_scratch, &total);
-  sb.before_count = pre.count;
-  sb.before_mass = pre.mass;
-}
-
-// Rank 0, every thread: the first token in rank order whose inclusive global
-// count (by_count) or mass exceeds t -- resolve()'s locate() on the gathered
-// tokens without sorting them. The bin comes from the global prefixes; within it
-// a 1024-bin sub-histogram by z and its scan give the sub-bin (built once per
-// bin: sb keeps it for the next crossing), whose few tokens are ranked exactly.
-// False (every thread) when the bin was not gathered, no token crosses, or the
-// sub-bin holds more than kCand tokens: the slow path.
-template <int kC>
-__device__ bool locate_sub(Lean<kC>& s, const Plan& pl, int n, uint64_t t, bool by_count, SubBin& sb,
-                           uint64_t* key, uint64_t* mass_incl) {
-  const int b = by_count ? find_bin(s.count_before, t) : find_bin(s.mass_before, t);
-  if (!pl.gathers(b)) return false;
-  const uint64_t t_in = t - (by_count ? uint64_t(s.count_before[b]) : s.mass_before[b]);
-  __syncthreads();  // every thread has read the previous search's s.found / s.found_*
-  if (threadIdx.x == 0) {
-    s.hit_sub = -1;
-    s.n_cand = 0;
-    s.found = 0;
-  }
-  if (sb.bin != b)
-    build_sub_bin(s, n, b, sb);
-  else
-    __syncthreads();  // thread 0's resets above are visible
-  const uint64_t before = by_count ? sb.before_count : sb.before_mass;
-  const uint64_t here = by_count ? sb.count : sb.mass;
-  if (before <= t_in && t_in < before + here) {  // one sub-bin at most
-    s.hit_sub = int(threadIdx.x);
-    s.hit_before_count = sb.before_count;
-    s.hit_before_mass = sb.before_mass;
-  }
-  __syncthreads();
-  const int hit = s.hit_sub;
-  if (hit < 0) return false;
-  const uint32_t want = (uint32_t(b) << kSubBits) | uint32_t(hit);
-  for (int j = threadIdx.x; j < n; j += kThreads) {
-    if (s.count_incl[j] != want) continue;
-    const int slot = atomicAdd(&s.n_cand, 1);
-    if (slot < kCand) s.cand[slot] = uint64_t(j);
-  }
-  __syncthreads();
-  const int m = s.n_cand;
-  if (m > kCand) return false;
-  if (threadIdx.x == 0) {
-    // Rank the sub-bin's tokens by key (insertion sort of indices), then walk.
-    for (int i = 1; i < m; ++i) {
-      const uint64_t j = s.cand[i];
-      int q = i - 1;
-      while (q >= 0 && s.runs[s.cand[q]] > s.runs[j]) {
-        s.cand[q + 1] = s.cand[q];
-        --q;
-      }
-      s.cand[q + 1] = j;
-    }
-    uint64_t c = s.hit_before_count, w = s.hit_before_mass;
-    for (int i = 0; i < m; ++i) {
-      const uint64_t j = s.cand[i];
-      c += 1;
-      w += s.keys[j];
-      if ((by_count ? c : w) > t_in) {
-        s.found = 1;
-        s.found_key = s.runs[j];
-        s.found_mass = s.mass_before[b] + w;
-        break;
-      }
-    }
-  }
-  __syncthreads();
-  if (!s.found) return false;
-  *key = s.found_key;
-  *mass_incl = s.found_mass;
-  return true;
-}
-
-// Rank 0, every thread: resolve()'s three steps (sample_gather.cuh) through
-// locate_sub. False: the slow path.
-template <int kC>
-__device__ bool lean_resolve(Lean<kC>& s, const Plan& pl, int n, int vocab, float p, float u,
-                             uint64_t fw_max, int32_t* token) {
-  uint64_t key = 0, mass_k = s.mass_before[kBins];
-  SubBin sb;  // the last bin's sub-histogram, shared by consecutive crossings in it
-  if (pl.k < vocab) {
-    if (!pl.k_resolve) mass_k = s.mass_before[pl.kbin];
-    else if (!locate_sub(s, pl, n, uint64_t(pl.k - 1), true, sb, &key, &mass_k)) return false;
-  }
-  uint64_t mass_n, t = 0;
-  if (top_p_cut(p, mass_k, fw_max, &t, &mass_n) && !locate_sub(s, pl, n, t, false, sb, &key, &mass_n))
-    return false;
-  uint64_t mass_d;
-  if (!locate_sub(s, pl, n, target_of(u, mass_n), false, sb, &key, &mass_d)) return false;
-  *token = id_of_key(key);
-  return true;
-}
-
 // The cluster's argmax key (after the barrier that published every pub_max) into
 // s.bcast: warp 0 reads the kC peers' keys at once and reduces them by shuffles.
 template <int kC>
@@ -382,9 +236,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     lean_push<kC>(s, c, cl, pl);
     cl.sync();  // every block's tokens have landed
     if (rank == 0) {
-      lean_tag<kC>(s, c.bins, n);
+      lean_tag(s, c.bins, n);
       int32_t token = 0;
-      const bool ok = lean_resolve<kC>(s, pl, n, vocab, p, u, fw_max, &token);
+      const bool ok = lean_resolve(s, pl, n, vocab, p, u, fw_max, &token);
       if (threadIdx.x < kC) *cl.map_shared_rank(&s.fail, int(threadIdx.x)) = !ok;
       if (threadIdx.x == 0 && ok) out[row] = token;
     }
@@ -423,6 +277,8 @@ void launch_lean(const SampleArgs& a, const LaunchCtx& ctx) {
                           ctx.stream, "sample.cluster_lean");
 }
 
+}  // namespace
+
 void sample_cluster_lean(const SampleArgs& a, const LaunchCtx& ctx) {
   LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "sample.cluster_lean: bad shape b=%d vocab=%d", a.b, a.vocab);
   LANTERN_CHECK(a.b <= 65535, "sample.cluster_lean: b=%d rows exceed the grid's 65535", a.b);
@@ -438,8 +294,6 @@ void sample_cluster_lean(const SampleArgs& a, const LaunchCtx& ctx) {
     default: return sample_bin_select(a, ctx);  // many rows (or a huge vocabulary): a block per row
   }
 }
-
-}  // namespace
 
 void register_sample_lean_cuda(Registry& r) {
   r.add(make_entry<SampleArgs, sample_cluster_lean, sample_cost<2>>(

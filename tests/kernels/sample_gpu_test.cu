@@ -227,11 +227,12 @@ TEST(SampleGpu, MatchesReferenceOnRandomGridTiesAndFlatRows) {
               cuda_variants(Family::sample).size(), ties);
 }
 
-// sample.4 (cluster_gather) and sample.5 (cluster_lean) decide every crossing
-// from the same bins, weights and integer prefixes as sample.3 (cluster_select):
-// the same token on every row, not just up to rounding ties. Batches 1 (8
-// blocks per row for sample.4, 16 for sample.5), 8 and 20 (8 blocks) and 40 (4
-// blocks); normal, bf16-rounded (ties), near-flat (the bisection path) and
+// sample.4 (cluster_gather), sample.5 (cluster_lean) and sample.6 (grid_gather)
+// decide every crossing from the same bins, weights and integer prefixes as
+// sample.3 (cluster_select): the same token on every row, not just up to
+// rounding ties. Batches 1 (8 blocks per row for sample.4, 16 for sample.5,
+// sm_count for sample.6), 2, 4 and 16 (sample.6's other register layouts), 8
+// and 20 (8 blocks; sample.6 hands 20 to sample.5) and 40 (4 blocks); normal, bf16-rounded (ties), near-flat (the bisection path) and
 // peaked rows (a large top logit: the nucleus is one or two tokens), over a grid
 // that includes the engine's settings (T 0.8, top_k 50 + top_p 0.9, top_p 0.95).
 TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
@@ -240,13 +241,14 @@ TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
   const KernelEntry& select = Registry::global().find(Family::sample, "cluster_select");
   const KernelEntry& gather = Registry::global().find(Family::sample, "cluster_gather");
   const KernelEntry& lean = Registry::global().find(Family::sample, "cluster_lean");
+  const KernelEntry& grid = Registry::global().find(Family::sample, "grid_gather");
   const float temps[] = {0.0f, 1e-3f, 0.5f, 0.8f, 1.0f, 1.7f};
   const int32_t ks[] = {0, 1, 2, 40, 50, 700, 5000};
   const float ps[] = {1.0f, 0.95f, 0.9f, 0.6f, 0.1f, 0.0f};
   std::uniform_int_distribution<int> pick(0, 1 << 30);
   GpuEnv env;
   int rows_checked = 0;
-  for (int b : {1, 8, 20, 40}) {
+  for (int b : {1, 2, 4, 8, 16, 20, 40}) {
     for (int rep = 0; rep < (b == 1 ? 12 : b == 20 ? 1 : 2); ++rep) {
       Batch in;
       in.logits.resize(size_t(b) * vocab);
@@ -271,9 +273,9 @@ TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
       WorkspaceShape shape;
       shape.max_batch_tokens = shape.max_seqs = b;
       shape.vocab = vocab;
-      std::vector<int32_t> tokens[3];
+      std::vector<int32_t> tokens[4];
       int v = 0;
-      for (const KernelEntry* e : {&select, &gather, &lean}) {
+      for (const KernelEntry* e : {&select, &gather, &lean, &grid}) {
         d_out.poison();
         launch(*e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
                               d_steps.get(), d_out.get(), b, vocab},
@@ -282,15 +284,16 @@ TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
         tokens[v++] = d_out.download();
       }
       for (int r = 0; r < b; ++r)
-        for (int w = 1; w < 3; ++w)
+        for (int w = 1; w < 4; ++w)
           EXPECT_EQ(tokens[w][r], tokens[0][r])
-              << (w == 1 ? "cluster_gather" : "cluster_lean") << " b=" << b << " row " << r << " (T "
+              << (w == 1 ? "cluster_gather" : w == 2 ? "cluster_lean" : "grid_gather") << " b=" << b << " row " << r << " (T "
               << in.params[r].temperature << ", top_k " << in.params[r].top_k << ", top_p "
               << in.params[r].top_p << ", kind " << (r + rep) % 4 << ")";
       rows_checked += b;
     }
   }
-  std::printf("[sample] cluster_gather == cluster_lean == cluster_select on %d rows\n", rows_checked);
+  std::printf("[sample] cluster_gather == cluster_lean == grid_gather == cluster_select on %d rows\n",
+              rows_checked);
 }
 
 // Upper quantile of chi-square(dof) at z standard deviations (Wilson-Hilferty).

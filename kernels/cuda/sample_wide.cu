@@ -1,0 +1,335 @@
+// sample variant 6 (grid_gather): sample.5's algorithm -- its bins, fixed-point
+// weights, crossing plan, gather and sub-bin search (sample_gather.cuh,
+// sample_lean.cuh), so the same token on every row (tested) -- spread over the
+// whole GPU instead of one 16-block cluster, with the merges through L2.
+//
+// Why: sample.5 takes 26 us at b = 1 on a GPU that is otherwise idle. Its
+// phases (docs/performance.md, session 10) are each bound by the issue slots or
+// the shared-memory pipe of the 16 SMs that run them: every block bins 8016
+// logits, and the histogram merge reads the peers' shared memory. Here a row
+// gets sm_count / b blocks (132 at b = 1: 972 logits each, one per thread,
+// held in registers), so a block's share of every per-logit phase is 8-16x
+// smaller, and the merges are global atomics into one L2-resident histogram:
+//   1. each block loads its slice (registers) and publishes its argmax key;
+//      a row barrier (one atomic per block, a spin on L2);
+//   2. every block reads the row's keys (the max), bins its logits into a
+//      shared histogram and adds its non-empty bins to the row's global one
+//      (integer atomics: exact and order-free, so deterministic); a second
+//      row barrier;
+//   3. every block reads the global histogram, scans it and makes the plan
+//      (identical everywhere), then appends its tokens of the planned bins to
+//      the row's global list (a warp-aggregated atomic per warp);
+//   4. the row's last block to finish (a counter) copies the list into shared
+//      memory and resolves the crossings as sample.5's rank 0 does
+//      (lean_resolve), writes the token and resets the row's state for the
+//      next launch. A plan that gathers more than kCap tokens, or a crossing
+//      sub-bin with more than kCand, takes the exact bisection on that block
+//      alone (slow: flat rows only).
+// The row barriers need every block of the grid resident at once: the grid is
+// sm_count blocks of 1024 threads at one block per SM (194 KB of shared memory
+// each), so it is. The row state lives in a static device array (zero at module
+// load, left zero by every launch): one launch at a time per device, as the
+// engine's single sampling stream does. More than kMaxRows rows, or a slice that
+// needs more than 16 logits per thread, run sample.5.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/base/env_knob.h"
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/sample_bins.cuh"
+#include "kernels/cuda/sample_gather.cuh"
+#include "kernels/cuda/sample_lean.cuh"
+#include "kernels/sampling.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+using namespace sample_bins;
+using namespace gather_detail;
+using namespace lean_detail;
+
+constexpr int kMaxRows = 16;     // rows with a grid of their own; more: sample.5
+constexpr int kMaxBlocks = 1024;  // blocks per row at most (pub_max slots; <= kThreads)
+constexpr int kMaxPer = 16;      // logits per thread at most (registers)
+
+struct alignas(16) GlobalBin {
+  unsigned long long mass;
+  unsigned int count, pad;
+};
+
+// One row's state between its blocks. Zero at module load; every launch leaves
+// it zero (the last block resets it), except pub_max and list, which are always
+// written before they are read.
+struct RowState {
+  GlobalBin hist[kBins];
+  unsigned long long pub_max[kMaxBlocks];
+  unsigned int bar, done, n_gathered, pad;
+  unsigned long long list[8192];
+};
+__device__ RowState g_rows[kMaxRows];
+
+// The block's shared state. The fields lean_tag / lean_resolve use have
+// sample.5's names (sample_lean.cuh).
+struct alignas(16) Wide {
+  static constexpr int kCap = 8192;  // gathered tokens the last block can rank
+  uint4 hist[kBins];  // this block's bins (x count, y/z mass lo/hi); last block: then sub-bins
+  uint32_t count_before[kBins + 1];  // global exclusive prefix of counts
+  uint64_t mass_before[kBins + 1];   // global exclusive prefix of masses
+  uint64_t runs[kCap];               // last block: every gathered key (unsorted)
+  uint64_t keys[kCap];               // last block: their weights
+  uint32_t count_incl[kCap];         // last block: each key's bin << 10 | sub-bin
+  uint64_t scratch[kWarp];
+  CountMass cm_scratch[kWarp];
+  Plan plan;
+  float u;
+  uint64_t fw_max;
+  int hit_sub, n_cand;
+  uint64_t hit_before_count, hit_before_mass;
+  uint64_t cand[kCand];
+  uint64_t found_key, found_mass;
+  int found;
+  int is_last;
+};
+static_assert(sizeof(Wide) <= kMaxDynamicSmem, "sample.6's shared state must fit one block per SM");
+
+__device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Every block of the row arrives; each waits until `target` arrivals (the
+// counter only grows within a launch: G per barrier). The fence before the
+// arrival publishes the block's global writes; the acquire load orders the
+// reads after it.
+__device__ __forceinline__ void row_barrier(unsigned int* bar, unsigned int target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(bar, 1u);
+    while (load_acquire(bar) < target) {
+    }
+  }
+  __syncthreads();
+}
+
+// Slow path on one block: sample.5's bisection (sample_gather.cuh) with the
+// partial sums taken over the whole row, read from global memory.
+__device__ uint64_t row_total(Wide& s, const float* __restrict__ x, int vocab, const ZBins& bins,
+                              uint64_t bound, bool mass) {
+  uint64_t part = 0;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+    const float l = __ldg(x + i);
+    if (sort_key(l, i) <= bound) part += mass ? bins.fixed_weight(l) : 1;
+  }
+  return block_sum_u64(part, s.scratch);
+}
+__device__ Found row_bisect(Wide& s, const float* x, int vocab, const ZBins& bins, uint64_t t,
+                            bool by_count) {
+  uint64_t lo = 0, hi = ~uint64_t(0);
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (row_total(s, x, vocab, bins, mid, !by_count) > t) hi = mid; else lo = mid + 1;
+  }
+  return Found{lo, row_total(s, x, vocab, bins, lo, true)};
+}
+__device__ int32_t row_by_bisection(Wide& s, const float* x, int vocab, const ZBins& bins, int k,
+                                    float p, float u, uint64_t fw_max) {
+  uint64_t mass_k = s.mass_before[kBins];
+  if (k < vocab) mass_k = row_bisect(s, x, vocab, bins, uint64_t(k - 1), true).mass_le;
+  uint64_t mass_n = mass_k;
+  if (sampling::top_p_active(p)) {
+    const double need = ceil(double(p) * double(mass_k));
+    if (need <= 0.0) {
+      mass_n = fw_max;
+    } else {
+      const uint64_t t = uint64_t(need) - 1;
+      if (t < mass_k) mass_n = row_bisect(s, x, vocab, bins, t, false).mass_le;
+    }
+  }
+  return id_of_key(row_bisect(s, x, vocab, bins, target_of(u, mass_n), false).key);
+}
+
+template <int kPer>
+__global__ void __launch_bounds__(kThreads, 1)
+    sample_wide_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
+                       const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
+                       const uint64_t* __restrict__ seeds, const int32_t* __restrict__ steps,
+                       int32_t* __restrict__ out, int vocab, int slice_len) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Wide& s = *reinterpret_cast<Wide*>(smem);
+  const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
+  RowState& g = g_rows[row];
+  const int begin = rank * slice_len, n = max(0, min(vocab - begin, slice_len));
+  const float* __restrict__ x_row = logits + size_t(row) * vocab;
+  // 1. The row's parameters and this block's slice, all loads in flight; the
+  // block's argmax key published; the draw's uniform made while they land.
+  const float temp = temperature[row];
+  const int32_t top_k_row = top_k[row];
+  const float p = top_p[row];
+  float v[kPer];
+  uint64_t best = 0;
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    const int i = q * kThreads + tid;
+    v[q] = i < n ? __ldg(x_row + begin + i) : 0.0f;
+  }
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    const int i = q * kThreads + tid;
+    if (i < n) {
+      const uint64_t key = (uint64_t(orderable(v[q])) << 32) | uint32_t(~uint32_t(begin + i));
+      best = key > best ? key : best;
+    }
+  }
+  s.hist[tid] = make_uint4(0u, 0u, 0u, 0u);
+  if (tid == kWarp) s.u = sampling::uniform01(seeds[row], steps[row]);
+  best = block_max_u64(best, s.scratch);
+  if (tid == 0) g.pub_max[rank] = best;
+  row_barrier(&g.bar, unsigned(G));
+  // 2. The row's max; this block's histogram into the row's.
+  const uint64_t top = block_max_u64(tid < G ? __ldcg(&g.pub_max[tid]) : 0, s.scratch);
+  ZBins bins{logit_of_orderable(uint32_t(top >> 32)), 0.0f};
+  const bool greedy = sampling::is_greedy(temp) || !sampling::max_is_usable(bins.max_logit);
+  const int k = sampling::candidate_count(top_k_row, vocab);
+  Plan pl{};
+  int n_gathered = 0;
+  bool slow = false;
+  if (!greedy) {
+    bins.inv_temp = 1.0f / temp;
+#pragma unroll
+    for (int q = 0; q < kPer; ++q) {
+      if (q * kThreads + tid < n) {
+        uint4& h = s.hist[bins.bin(v[q])];
+        atomicAdd(&h.x, 1u);
+        add_fixed_mass(&h.y, &h.z, bins.fixed_weight(v[q]));
+      }
+    }
+    __syncthreads();
+    {
+      const uint4 h = s.hist[tid];
+      if (h.x) {
+        atomicAdd(&g.hist[tid].count, h.x);
+        atomicAdd(&g.hist[tid].mass, (static_cast<unsigned long long>(h.z) << 32) + h.y);
+      }
+    }
+    row_barrier(&g.bar, 2u * unsigned(G));
+    // 3. The global prefixes and the plan (the same in every block), then this
+    // block's tokens of the planned bins onto the row's list.
+    CountMass total;
+    const CountMass before =
+        block_exclusive_scan_cm(__ldcg(&g.hist[tid].count), __ldcg(&g.hist[tid].mass), s.cm_scratch, &total);
+    s.count_before[tid] = before.count;
+    s.mass_before[tid] = before.mass;
+    if (tid == 0) {
+      s.count_before[kBins] = total.count;
+      s.mass_before[kBins] = total.mass;
+      s.fw_max = bins.fixed_weight(bins.max_logit);
+    }
+    __syncthreads();
+    if (tid == 0) s.plan = make_plan(s, k, vocab, p, s.u, s.fw_max);
+    __syncthreads();
+    pl = s.plan;
+    const uint64_t mine = pl.gathers(tid) ? s.count_before[tid + 1] - s.count_before[tid] : 0;
+    n_gathered = int(block_sum_u64(mine, s.scratch));
+    slow = !pl.ok || n_gathered > Wide::kCap;
+    if (!slow) {
+      const int lane = tid % kWarp;
+#pragma unroll
+      for (int q = 0; q < kPer; ++q) {
+        const int i = q * kThreads + tid;
+        const bool take = i < n && pl.gathers(bins.bin(v[q]));
+        const unsigned mask = __ballot_sync(kFullMask, take);
+        if (mask) {
+          const int leader = __ffs(int(mask)) - 1;
+          unsigned slot = 0;
+          if (lane == leader) slot = atomicAdd(&g.n_gathered, unsigned(__popc(mask)));
+          slot = __shfl_sync(kFullMask, slot, leader);
+          if (take) g.list[slot + __popc(mask & ((1u << lane) - 1u))] = sort_key(v[q], begin + i);
+        }
+      }
+    }
+  }
+  // 4. The row's last block resolves.
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    s.is_last = atomicAdd(&g.done, 1u) == unsigned(G - 1);
+    __threadfence();
+  }
+  __syncthreads();
+  if (!s.is_last) return;
+  int32_t token = int32_t(~uint32_t(top));  // the argmax
+  if (!greedy) {
+    const float u = s.u;
+    const uint64_t fw_max = s.fw_max;
+    bool ok = false;
+    if (!slow) {
+      for (int j = tid; j < n_gathered; j += kThreads) s.runs[j] = __ldcg(&g.list[j]);
+      __syncthreads();
+      lean_tag(s, bins, n_gathered);
+      ok = lean_resolve(s, pl, n_gathered, vocab, p, u, fw_max, &token);
+    }
+    if (!ok) token = row_by_bisection(s, x_row, vocab, bins, k, p, u, fw_max);
+  }
+  if (tid == 0) {
+    out[row] = token;
+    g.bar = 0;
+    g.done = 0;
+    g.n_gathered = 0;
+  }
+  g.hist[tid] = GlobalBin{0ull, 0u, 0u};
+}
+
+// Blocks per row: the SMs shared out (LANTERN_SAMPLE_WIDE_BLOCKS=N forces N,
+// capped so the grid still fits one block per SM).
+int wide_blocks(int rows) {
+  static const int forced = env_int("LANTERN_SAMPLE_WIDE_BLOCKS");
+  const int fit = std::min(kMaxBlocks, sm_count() / std::max(rows, 1));
+  return forced > 0 ? std::min(forced, fit) : fit;
+}
+
+template <int kPer>
+void launch_wide(const SampleArgs& a, int blocks, int slice_len, cudaStream_t stream) {
+  static size_t smem_allowed = 0;  // per instantiation
+  const size_t smem = sizeof(Wide);
+  if (smem > smem_allowed) {
+    CUDA_CHECK(cudaFuncSetAttribute(sample_wide_kernel<kPer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(smem)));
+    smem_allowed = smem;
+  }
+  sample_wide_kernel<kPer><<<dim3(unsigned(blocks), unsigned(a.b)), kThreads, smem, stream>>>(
+      a.logits, a.temperature, a.top_k, a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void sample_grid_gather(const SampleArgs& a, const LaunchCtx& ctx) {
+  LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "sample.grid_gather: bad shape b=%d vocab=%d", a.b, a.vocab);
+  if (a.b == 0) return;
+  const int blocks = a.b <= kMaxRows ? wide_blocks(a.b) : 0;
+  const int slice_len = blocks > 0 ? (a.vocab + blocks - 1) / blocks : 0;
+  const int per = (slice_len + kThreads - 1) / kThreads;
+  if (blocks < 2 || per > kMaxPer) return sample_cluster_lean(a, ctx);
+  if (per <= 1) return launch_wide<1>(a, blocks, slice_len, ctx.stream);
+  if (per <= 2) return launch_wide<2>(a, blocks, slice_len, ctx.stream);
+  if (per <= 4) return launch_wide<4>(a, blocks, slice_len, ctx.stream);
+  if (per <= 8) return launch_wide<8>(a, blocks, slice_len, ctx.stream);
+  return launch_wide<16>(a, blocks, slice_len, ctx.stream);
+}
+
+}  // namespace
+
+void register_sample_wide_cuda(Registry& r) {
+  r.add(make_entry<SampleArgs, sample_grid_gather, sample_cost<2>>(
+      6, "grid_gather", Backend::cuda,
+      "cluster_lean's bins, plan and crossing search (the same token) on sm_count / b blocks per "
+      "row instead of one 16-block cluster: one logit per thread at b = 1, the histogram merged by "
+      "global integer atomics, two row barriers, the crossings resolved by the row's last block; "
+      "cluster_lean above 16 rows",
+      kTestedOnly));
+}
+
+}  // namespace lantern::kernels
