@@ -3,7 +3,7 @@
 # kernel alone against sample.5 (bench_kernels, L2 flushed; blocks per row
 # forced with LANTERN_SAMPLE_WIDE_BLOCKS), and the engine's sampled decode
 # step with each (interleaved processes, the same pinned GEMM plans).
-# Usage: OUT=DIR bash scripts/gpu-sample6.sh [tests] [kernel] [engine]
+# Usage: OUT=DIR bash scripts/gpu-sample6.sh [tests] [knobs] [probe] [kernel] [engine]
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 KB=build/default/bench/bench_kernels; T=build/default/tests/lantern_gpu_tests; L=build/default/bin/lantern
@@ -15,11 +15,22 @@ for st in $stages; do
     tests)
       timeout 400 $T --gtest_filter='SampleGpu.*' > "$OUT/sample-tests.log" 2>&1
       echo "tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|\[sample\]|tests? ran" "$OUT/sample-tests.log" | tail -12 ;;
+    knobs)  # the token-identity test through sample.6's other paths
+      for kv in LANTERN_SAMPLE_WIDE_BLOCKS=16 LANTERN_SAMPLE_WIDE_BLOCKS=8; do
+        env $kv timeout 300 $T --gtest_filter='SampleGpu.ClusterGatherDrawsClusterSelectsTokens:SampleGpu.MatchesReference*' > "$OUT/sample-tests-$kv.log" 2>&1
+        echo "$kv tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED" "$OUT/sample-tests-$kv.log" | tail -4
+      done ;;
+    probe)  # phase stamps (us after the first block's start), b = 1, top_p 0.95 and top_k 50
+      for kv in LANTERN_SAMPLE_WIDE_BLOCKS=132 LANTERN_SAMPLE_WIDE_BLOCKS=32; do
+        for f in "b=1/top_k=0" "b=1/top_k=50"; do
+          echo "$kv $f"; env $kv LANTERN_SAMPLE_WIDE_PROBE=1 timeout 60 $KB --benchmark_filter="^sample\.6\..*/$f/" 2>&1 | grep probe | tail -2
+        done
+      done ;;
     kernel)
-      timeout 200 $KB --benchmark_filter='^sample\.[56]/b=(1|8|64)/' > "$OUT/sample-kernel.log" 2>&1
+      timeout 200 $KB --benchmark_filter='^sample\.[56]\..*/b=(1|8|64)/' > "$OUT/sample-kernel.log" 2>&1
       echo "kernel rc=$?"; grep -E "^sample" "$OUT/sample-kernel.log" | head -20
-      for g in 16 32 64; do
-        LANTERN_SAMPLE_WIDE_BLOCKS=$g timeout 60 $KB --benchmark_filter='^sample\.6/b=1/' > "$OUT/sample-kernel-g$g.log" 2>&1
+      for g in 32 64; do
+        LANTERN_SAMPLE_WIDE_BLOCKS=$g timeout 60 $KB --benchmark_filter='^sample\.6\..*/b=1/' > "$OUT/sample-kernel-g$g.log" 2>&1
         echo "blocks $g:"; grep -E "^sample" "$OUT/sample-kernel-g$g.log" | head -4
       done ;;
     engine)

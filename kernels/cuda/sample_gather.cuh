@@ -53,13 +53,23 @@ __device__ inline uint64_t target_of(float u, uint64_t mass) {
   return uint64_t(floor(double(u) * double(mass)));
 }
 
-template <class S>
-__device__ Plan make_plan(const S& s, int k, int vocab, float p, float u, uint64_t fw_max) {
+// find_bin by one thread (sample.4 and sample.5 make the plan on one thread).
+struct BinarySearch {
+  template <class T>
+  __device__ int operator()(const T* before, uint64_t t) const {
+    return find_bin(before, t);
+  }
+};
+
+// `find` locates a bin (find_bin's contract); sample.6 passes one that every
+// thread of the block calls together.
+template <class S, class Find = BinarySearch>
+__device__ Plan make_plan(const S& s, int k, int vocab, float p, float u, uint64_t fw_max, Find find = {}) {
   Plan pl{k, -1, false, 1, 0, 1, 0, true};
   const uint64_t total = s.mass_before[kBins];
   uint64_t mk_lo = total, mk_hi = total;  // the range of S = C_k
   if (k < vocab) {
-    pl.kbin = find_bin(s.count_before, uint64_t(k - 1));
+    pl.kbin = find(s.count_before, uint64_t(k - 1));
     mk_lo = mk_hi = s.mass_before[pl.kbin];
     if (s.mass_before[pl.kbin] != s.mass_before[pl.kbin + 1]) {
       // The bin's first token weighs the most in it (> 0): C_k >= before + 1.
@@ -80,8 +90,8 @@ __device__ Plan make_plan(const S& s, int k, int vocab, float p, float u, uint64
       mn_lo = t_lo + 1;  // a located cut ends past t; else C_n = C_k >= mk_lo > t_lo
       mn_hi = 0;
       if (t_lo < mk_hi) {  // t < C_k possible: the cut is located in these bins
-        pl.p_lo = find_bin(s.mass_before, t_lo);
-        pl.p_hi = find_bin(s.mass_before, t_hi < mk_hi - 1 ? t_hi : mk_hi - 1);
+        pl.p_lo = find(s.mass_before, t_lo);
+        pl.p_hi = find(s.mass_before, t_hi < mk_hi - 1 ? t_hi : mk_hi - 1);
         mn_hi = s.mass_before[pl.p_hi + 1];
       }
       const uint64_t cut_at_k = t_hi < mk_hi ? t_hi : mk_hi;  // t >= C_k: C_n = C_k <= t
@@ -89,8 +99,8 @@ __device__ Plan make_plan(const S& s, int k, int vocab, float p, float u, uint64
       if (mn_hi > mk_hi) mn_hi = mk_hi;
     }
   }
-  pl.d_lo = find_bin(s.mass_before, target_of(u, mn_lo));
-  pl.d_hi = find_bin(s.mass_before, target_of(u, mn_hi));
+  pl.d_lo = find(s.mass_before, target_of(u, mn_lo));
+  pl.d_hi = find(s.mass_before, target_of(u, mn_hi));
   return pl;
 }
 

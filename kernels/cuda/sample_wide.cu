@@ -1,15 +1,15 @@
 // sample variant 6 (grid_gather): sample.5's algorithm -- its bins, fixed-point
 // weights, crossing plan, gather and sub-bin search (sample_gather.cuh,
 // sample_lean.cuh), so the same token on every row (tested) -- spread over the
-// whole GPU instead of one 16-block cluster, with the merges through L2.
+// SMs of the whole GPU instead of one 16-block cluster, the merges through L2.
 //
 // Why: sample.5 takes 26 us at b = 1 on a GPU that is otherwise idle. Its
 // phases (docs/performance.md, session 10) are each bound by the issue slots or
 // the shared-memory pipe of the 16 SMs that run them: every block bins 8016
 // logits, and the histogram merge reads the peers' shared memory. Here a row
-// gets sm_count / b blocks (132 at b = 1: 972 logits each, one per thread,
-// held in registers), so a block's share of every per-logit phase is 8-16x
-// smaller, and the merges are global atomics into one L2-resident histogram:
+// gets min(64, sm_count / b) blocks (64 at b = 1: 2004 logits each, two per
+// thread, held in registers), so a block's share of every per-logit phase is
+// 4-8x smaller, and the merges are global atomics into one L2-resident histogram:
 //   1. each block loads its slice (registers) and publishes its argmax key;
 //      a row barrier (one atomic per block, a spin on L2);
 //   2. every block reads the row's keys (the max), bins its logits into a
@@ -26,14 +26,26 @@
 //      sub-bin with more than kCand, takes the exact bisection on that block
 //      alone (slow: flat rows only).
 // The row barriers need every block of the grid resident at once: the grid is
-// sm_count blocks of 1024 threads at one block per SM (194 KB of shared memory
-// each), so it is. The row state lives in a static device array (zero at module
-// load, left zero by every launch): one launch at a time per device, as the
-// engine's single sampling stream does. More than kMaxRows rows, or a slice that
+// at most sm_count blocks of 1024 threads at one block per SM (194 KB of shared
+// memory each), and the launch is cooperative, so the driver refuses a grid
+// that could not be (that call then runs sample.5). The row state lives in a
+// static device array (zero at module load, left zero by every launch), one set
+// per stream for up to kStreamSlots streams of a device running it at once (an
+// engine runs its steps on one stream). More than kMaxRows rows, or a slice that
 // needs more than 16 logits per thread, run sample.5.
+//
+// Measured (H200, docs/performance.md session 23): b = 1 21.8-22.5 us against
+// sample.5's 25.5-26.4 (bench_kernels, L2 flushed); the engine's sampled
+// batch-1 step 0.910-0.918 ms against 0.929-0.939. Tried and dropped: the plan
+// and the crossing search on one warp (no block barriers) -- 4.0 and 14 us
+// instead of 1.3 and 5.5 -- and a single-pass bucket resolve (6.2 us).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
@@ -54,6 +66,7 @@ using namespace lean_detail;
 constexpr int kMaxRows = 16;     // rows with a grid of their own; more: sample.5
 constexpr int kMaxBlocks = 1024;  // blocks per row at most (pub_max slots; <= kThreads)
 constexpr int kMaxPer = 16;      // logits per thread at most (registers)
+constexpr int kProbeSlots = 16;  // LANTERN_SAMPLE_WIDE_PROBE stamps per block
 
 struct alignas(16) GlobalBin {
   unsigned long long mass;
@@ -69,7 +82,10 @@ struct RowState {
   unsigned int bar, done, n_gathered, pad;
   unsigned long long list[8192];
 };
-__device__ RowState g_rows[kMaxRows];
+// kStreamSlots sets of rows: launches on different streams of one device (two
+// engines in one process) take different sets, round robin over the streams seen.
+constexpr int kStreamSlots = 4;
+__device__ RowState g_rows[kStreamSlots * kMaxRows];
 
 // The block's shared state. The fields lean_tag / lean_resolve use have
 // sample.5's names (sample_lean.cuh).
@@ -83,7 +99,6 @@ struct alignas(16) Wide {
   uint32_t count_incl[kCap];         // last block: each key's bin << 10 | sub-bin
   uint64_t scratch[kWarp];
   CountMass cm_scratch[kWarp];
-  Plan plan;
   float u;
   uint64_t fw_max;
   int hit_sub, n_cand;
@@ -92,6 +107,7 @@ struct alignas(16) Wide {
   uint64_t found_key, found_mass;
   int found;
   int is_last;
+  int find_slot;
 };
 static_assert(sizeof(Wide) <= kMaxDynamicSmem, "sample.6's shared state must fit one block per SM");
 
@@ -115,6 +131,23 @@ __device__ __forceinline__ void row_barrier(unsigned int* bar, unsigned int targ
   }
   __syncthreads();
 }
+
+// find_bin's contract with every thread of the block calling together: the one
+// thread whose bin holds t says so (the prefixes never decrease, so exactly one).
+// Measured faster than one thread's binary searches or one warp's (the plan:
+// 1.3 us here; 4.0 us with the searches on warp 0).
+struct ParallelFind {
+  int* slot;
+  template <class T>
+  __device__ int operator()(const T* before, uint64_t t) const {
+    const int b = int(threadIdx.x);
+    if (uint64_t(before[b]) <= t && (b == kBins - 1 || uint64_t(before[b + 1]) > t)) *slot = b;
+    __syncthreads();
+    const int found = *slot;
+    __syncthreads();  // read by all before the next call writes
+    return found;
+  }
+};
 
 // Slow path on one block: sample.5's bisection (sample_gather.cuh) with the
 // partial sums taken over the whole row, read from global memory.
@@ -158,11 +191,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     sample_wide_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
                        const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
                        const uint64_t* __restrict__ seeds, const int32_t* __restrict__ steps,
-                       int32_t* __restrict__ out, int vocab, int slice_len) {
+                       int32_t* __restrict__ out, int vocab, int slice_len, RowState* __restrict__ rows,
+                       uint64_t* probe) {
   extern __shared__ __align__(16) unsigned char smem[];
   Wide& s = *reinterpret_cast<Wide*>(smem);
+  // LANTERN_SAMPLE_WIDE_PROBE: %globaltimer at each phase, thread 0 of each block.
+  auto stamp = [&](int at) {
+    if (probe && threadIdx.x == 0) {
+      uint64_t t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      probe[(size_t(blockIdx.y) * gridDim.x + blockIdx.x) * kProbeSlots + at] = t;
+    }
+  };
+  stamp(0);
   const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
-  RowState& g = g_rows[row];
+  RowState& g = rows[row];
   const int begin = rank * slice_len, n = max(0, min(vocab - begin, slice_len));
   const float* __restrict__ x_row = logits + size_t(row) * vocab;
   // 1. The row's parameters and this block's slice, all loads in flight; the
@@ -189,7 +232,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == kWarp) s.u = sampling::uniform01(seeds[row], steps[row]);
   best = block_max_u64(best, s.scratch);
   if (tid == 0) g.pub_max[rank] = best;
+  stamp(1);
   row_barrier(&g.bar, unsigned(G));
+  stamp(2);
   // 2. The row's max; this block's histogram into the row's.
   const uint64_t top = block_max_u64(tid < G ? __ldcg(&g.pub_max[tid]) : 0, s.scratch);
   ZBins bins{logit_of_orderable(uint32_t(top >> 32)), 0.0f};
@@ -212,11 +257,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     {
       const uint4 h = s.hist[tid];
       if (h.x) {
-        atomicAdd(&g.hist[tid].count, h.x);
-        atomicAdd(&g.hist[tid].mass, (static_cast<unsigned long long>(h.z) << 32) + h.y);
+        GlobalBin& to = g.hist[tid];
+        atomicAdd(&to.count, h.x);
+        atomicAdd(&to.mass, (static_cast<unsigned long long>(h.z) << 32) + h.y);
       }
     }
+    stamp(3);
     row_barrier(&g.bar, 2u * unsigned(G));
+    stamp(4);
     // 3. The global prefixes and the plan (the same in every block), then this
     // block's tokens of the planned bins onto the row's list.
     CountMass total;
@@ -224,15 +272,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         block_exclusive_scan_cm(__ldcg(&g.hist[tid].count), __ldcg(&g.hist[tid].mass), s.cm_scratch, &total);
     s.count_before[tid] = before.count;
     s.mass_before[tid] = before.mass;
+    stamp(12);
     if (tid == 0) {
       s.count_before[kBins] = total.count;
       s.mass_before[kBins] = total.mass;
-      s.fw_max = bins.fixed_weight(bins.max_logit);
     }
     __syncthreads();
-    if (tid == 0) s.plan = make_plan(s, k, vocab, p, s.u, s.fw_max);
-    __syncthreads();
-    pl = s.plan;
+    const uint64_t fw_max = bins.fixed_weight(bins.max_logit);
+    if (tid == 0) s.fw_max = fw_max;  // for the last block's resolve
+    pl = make_plan(s, k, vocab, p, s.u, fw_max, ParallelFind{&s.find_slot});
+    stamp(5);
     const uint64_t mine = pl.gathers(tid) ? s.count_before[tid + 1] - s.count_before[tid] : 0;
     n_gathered = int(block_sum_u64(mine, s.scratch));
     slow = !pl.ok || n_gathered > Wide::kCap;
@@ -255,6 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   // 4. The row's last block resolves.
   __syncthreads();
+  stamp(6);
   if (tid == 0) {
     __threadfence();
     s.is_last = atomicAdd(&g.done, 1u) == unsigned(G - 1);
@@ -270,8 +320,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (!slow) {
       for (int j = tid; j < n_gathered; j += kThreads) s.runs[j] = __ldcg(&g.list[j]);
       __syncthreads();
+      stamp(7);
       lean_tag(s, bins, n_gathered);
+      stamp(8);
       ok = lean_resolve(s, pl, n_gathered, vocab, p, u, fw_max, &token);
+      stamp(9);
+      if (probe && tid == 0) probe[(size_t(blockIdx.y) * gridDim.x + blockIdx.x) * kProbeSlots + 11] = uint64_t(n_gathered);
     }
     if (!ok) token = row_by_bisection(s, x_row, vocab, bins, k, p, u, fw_max);
   }
@@ -282,28 +336,135 @@ __global__ void __launch_bounds__(kThreads, 1)
     g.n_gathered = 0;
   }
   g.hist[tid] = GlobalBin{0ull, 0u, 0u};
+  stamp(10);
 }
 
-// Blocks per row: the SMs shared out (LANTERN_SAMPLE_WIDE_BLOCKS=N forces N,
-// capped so the grid still fits one block per SM).
+// Blocks per row: the SMs shared out, at most kDefaultBlocks (measured at b = 1,
+// H200: 64 blocks 21.8 / 22.5 us, 132 blocks 22.8 / 23.4, 32 blocks 22.3 / 22.8
+// -- fewer blocks, fewer same-address atomics into the row's histogram).
+// LANTERN_SAMPLE_WIDE_BLOCKS=N forces N, capped so the grid still fits one
+// block per SM.
+constexpr int kDefaultBlocks = 64;
 int wide_blocks(int rows) {
   static const int forced = env_int("LANTERN_SAMPLE_WIDE_BLOCKS");
   const int fit = std::min(kMaxBlocks, sm_count() / std::max(rows, 1));
-  return forced > 0 ? std::min(forced, fit) : fit;
+  return std::min(forced > 0 ? forced : kDefaultBlocks, fit);
 }
 
+// LANTERN_SAMPLE_WIDE_PROBE=1 (an experiment knob, bench_kernels): stamps every
+// block's phases, synchronises after each launch and prints, per launch, the
+// median and the last block's times (us after the first block's start) to
+// stderr. Never set it where launches are captured into a graph.
+struct Probe {
+  uint64_t* dev = nullptr;
+  size_t slots = 0;
+};
+Probe& probe_buffer(size_t slots) {
+  static Probe p;
+  static const bool on = env_int("LANTERN_SAMPLE_WIDE_PROBE") > 0;
+  if (on && slots > p.slots) {
+    if (p.dev) CUDA_CHECK(cudaFree(p.dev));
+    CUDA_CHECK(cudaMalloc(&p.dev, slots * sizeof(uint64_t)));
+    p.slots = slots;
+  }
+  return p;
+}
+void print_probe(const Probe& p, int blocks, int rows, cudaStream_t stream) {
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint64_t> h(size_t(blocks) * rows * kProbeSlots);
+  CUDA_CHECK(cudaMemcpy(h.data(), p.dev, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  const uint64_t* r0 = h.data();  // row 0
+  uint64_t t0 = ~uint64_t(0);
+  int last = 0;
+  for (int b = 0; b < blocks; ++b) {
+    t0 = std::min(t0, r0[b * kProbeSlots]);
+    if (r0[b * kProbeSlots + 10] > r0[last * kProbeSlots + 10]) last = b;
+  }
+  std::fprintf(stderr, "[sample.6 probe] %d blocks/row:", blocks);
+  const char* names[] = {"start", "max", "bar1", "hist", "bar2", "plan", "gathered"};
+  for (int at = 0; at < 7; ++at) {
+    std::vector<double> us;
+    for (int b = 0; b < blocks; ++b) us.push_back(double(r0[b * kProbeSlots + at] - t0) * 1e-3);
+    std::sort(us.begin(), us.end());
+    std::fprintf(stderr, " %s %.2f/%.2f", names[at], us[us.size() / 2], us.back());
+  }
+  const uint64_t* L = r0 + size_t(last) * kProbeSlots;
+  {
+    std::vector<double> us;
+    for (int b = 0; b < blocks; ++b) us.push_back(double(r0[b * kProbeSlots + 12] - t0) * 1e-3);
+    std::sort(us.begin(), us.end());
+    std::fprintf(stderr, " (scanned %.2f)", us[us.size() / 2]);
+  }
+  std::fprintf(stderr, " | last block %d: copied %.2f tagged %.2f resolved %.2f end %.2f, %llu gathered\n", last,
+               double(L[7] - t0) * 1e-3, double(L[8] - t0) * 1e-3, double(L[9] - t0) * 1e-3,
+               double(L[10] - t0) * 1e-3, (unsigned long long)L[11]);
+  CUDA_CHECK(cudaMemset(p.dev, 0, h.size() * sizeof(uint64_t)));
+}
+
+// The set of rows for launches on `stream` (see g_rows): per device, the last
+// kStreamSlots streams seen keep their sets; a new stream takes the least recent.
+RowState* rows_for(cudaStream_t stream) {
+  struct Slots {
+    RowState* base = nullptr;
+    cudaStream_t owner[kStreamSlots] = {};
+    uint64_t used[kStreamSlots] = {};
+    uint64_t clock = 0;
+  };
+  static std::mutex mu;
+  static std::map<int, Slots> per_device;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  Slots& d = per_device[dev];
+  if (!d.base) CUDA_CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&d.base), g_rows));
+  int pick = 0;
+  for (int i = 0; i < kStreamSlots; ++i) {
+    if (d.owner[i] == stream && d.used[i]) {
+      pick = i;
+      break;
+    }
+    if (d.used[i] < d.used[pick]) pick = i;
+  }
+  d.owner[pick] = stream;
+  d.used[pick] = ++d.clock;
+  return d.base + size_t(pick) * kMaxRows;
+}
+
+// False: the grid cannot be resident at once here (the caller runs sample.5).
 template <int kPer>
-void launch_wide(const SampleArgs& a, int blocks, int slice_len, cudaStream_t stream) {
+bool launch_wide(const SampleArgs& a, int blocks, int slice_len, cudaStream_t stream) {
+  RowState* rows = rows_for(stream);
   static size_t smem_allowed = 0;  // per instantiation
   const size_t smem = sizeof(Wide);
+  const Probe& probe = probe_buffer(size_t(blocks) * a.b * kProbeSlots);
   if (smem > smem_allowed) {
     CUDA_CHECK(cudaFuncSetAttribute(sample_wide_kernel<kPer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(smem)));
     smem_allowed = smem;
   }
-  sample_wide_kernel<kPer><<<dim3(unsigned(blocks), unsigned(a.b)), kThreads, smem, stream>>>(
-      a.logits, a.temperature, a.top_k, a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len);
+  // A cooperative launch: the driver refuses a grid whose blocks cannot all be
+  // resident at once (a shared GPU, MPS limits) instead of letting the row
+  // barriers spin forever; sample.5 then runs this call.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(blocks), unsigned(a.b));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, sample_wide_kernel<kPer>, a.logits, a.temperature, a.top_k,
+                                             a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, rows, probe.dev);
+  if (err == cudaErrorCooperativeLaunchTooLarge) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (err != cudaSuccess) ::lantern::throw_cuda_error(err, "sample.grid_gather", __FILE__, __LINE__);
   CUDA_CHECK(cudaGetLastError());
+  if (probe.dev) print_probe(probe, blocks, a.b, stream);
+  return true;
 }
 
 void sample_grid_gather(const SampleArgs& a, const LaunchCtx& ctx) {
@@ -313,11 +474,12 @@ void sample_grid_gather(const SampleArgs& a, const LaunchCtx& ctx) {
   const int slice_len = blocks > 0 ? (a.vocab + blocks - 1) / blocks : 0;
   const int per = (slice_len + kThreads - 1) / kThreads;
   if (blocks < 2 || per > kMaxPer) return sample_cluster_lean(a, ctx);
-  if (per <= 1) return launch_wide<1>(a, blocks, slice_len, ctx.stream);
-  if (per <= 2) return launch_wide<2>(a, blocks, slice_len, ctx.stream);
-  if (per <= 4) return launch_wide<4>(a, blocks, slice_len, ctx.stream);
-  if (per <= 8) return launch_wide<8>(a, blocks, slice_len, ctx.stream);
-  return launch_wide<16>(a, blocks, slice_len, ctx.stream);
+  const bool launched = per <= 1   ? launch_wide<1>(a, blocks, slice_len, ctx.stream)
+                        : per <= 2 ? launch_wide<2>(a, blocks, slice_len, ctx.stream)
+                        : per <= 4 ? launch_wide<4>(a, blocks, slice_len, ctx.stream)
+                        : per <= 8 ? launch_wide<8>(a, blocks, slice_len, ctx.stream)
+                                   : launch_wide<16>(a, blocks, slice_len, ctx.stream);
+  if (!launched) sample_cluster_lean(a, ctx);
 }
 
 }  // namespace
@@ -329,7 +491,7 @@ void register_sample_wide_cuda(Registry& r) {
       "row instead of one 16-block cluster: one logit per thread at b = 1, the histogram merged by "
       "global integer atomics, two row barriers, the crossings resolved by the row's last block; "
       "cluster_lean above 16 rows",
-      kTestedOnly));
+      kPreferred));
 }
 
 }  // namespace lantern::kernels
