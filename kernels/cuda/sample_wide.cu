@@ -34,9 +34,10 @@
 // engine runs its steps on one stream). More than kMaxRows rows, or a slice that
 // needs more than 16 logits per thread, run sample.5.
 //
-// Measured (H200, docs/performance.md session 23): b = 1 21.8-22.5 us against
-// sample.5's 25.5-26.4 (bench_kernels, L2 flushed); the engine's sampled
-// batch-1 step 0.910-0.918 ms against 0.929-0.939. Tried and dropped: the plan
+// Measured (H200, docs/performance.md session 23): b = 1 21.8-23.0 us against
+// sample.5's 25.3-26.1 (bench_kernels, L2 flushed); in the engine 18.4 vs
+// 22.8 us per call (CUPTI), the sampled batch-1 step 0.910-0.918 ms against
+// 0.929-0.939. Tried and dropped: the plan
 // and the crossing search on one warp (no block barriers) -- 4.0 and 14 us
 // instead of 1.3 and 5.5 -- and a single-pass bucket resolve (6.2 us).
 #include <cuda_runtime.h>
