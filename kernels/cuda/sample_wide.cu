@@ -68,6 +68,7 @@ constexpr int kMaxRows = 16;     // rows with a grid of their own; more: sample.
 constexpr int kMaxBlocks = 1024;  // blocks per row at most (pub_max slots; <= kThreads)
 constexpr int kMaxPer = 16;      // logits per thread at most (registers)
 constexpr int kProbeSlots = 16;  // LANTERN_SAMPLE_WIDE_PROBE stamps per block
+constexpr int kListCap = 8192;   // gathered tokens per row (the last block ranks them in shared memory)
 
 struct alignas(16) GlobalBin {
   unsigned long long mass;
@@ -81,17 +82,18 @@ struct RowState {
   GlobalBin hist[kBins];
   unsigned long long pub_max[kMaxBlocks];
   unsigned int bar, done, n_gathered, pad;
-  unsigned long long list[8192];
+  unsigned long long list[kListCap];
 };
 // kStreamSlots sets of rows: launches on different streams of one device (two
 // engines in one process) take different sets, round robin over the streams seen.
+// 64 rows of 88 KB: 5.6 MB of static device memory, allocated when the module loads.
 constexpr int kStreamSlots = 4;
 __device__ RowState g_rows[kStreamSlots * kMaxRows];
 
 // The block's shared state. The fields lean_tag / lean_resolve use have
 // sample.5's names (sample_lean.cuh).
 struct alignas(16) Wide {
-  static constexpr int kCap = 8192;  // gathered tokens the last block can rank
+  static constexpr int kCap = kListCap;
   uint4 hist[kBins];  // this block's bins (x count, y/z mass lo/hi); last block: then sub-bins
   uint32_t count_before[kBins + 1];  // global exclusive prefix of counts
   uint64_t mass_before[kBins + 1];   // global exclusive prefix of masses
