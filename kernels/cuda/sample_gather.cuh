@@ -272,19 +272,10 @@ struct Found {
 };
 
 // Slow path: the smallest key K whose count / mass of keys <= K exceeds t, by
-// bisection over the 64-bit key (one pass over the slice and one cluster barrier
-// per step).
-template <int kC, class S>
-__device__ Found bisect(S& s, const Row& c, cg::cluster_group& cl, uint64_t t, bool by_count,
-                        int* parity) {
-  auto partial = [&](uint64_t bound, bool mass) {
-    uint64_t part = 0;
-    for (int i = threadIdx.x; i < c.n; i += kThreads) {
-      const float l = c.slice[i];
-      if (sort_key(l, c.begin + i) <= bound) part += mass ? c.bins.fixed_weight(l) : 1;
-    }
-    return cluster_total<kC>(s, cl, part, parity);
-  };
+// bisection over the 64-bit key. partial(bound, mass) sums the count (mass
+// false) or mass of the row's keys <= bound; every thread gets the sum.
+template <class Partial>
+__device__ Found bisect_keys(Partial&& partial, uint64_t t, bool by_count) {
   uint64_t lo = 0, hi = ~uint64_t(0);
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
@@ -293,13 +284,13 @@ __device__ Found bisect(S& s, const Row& c, cg::cluster_group& cl, uint64_t t, b
   return Found{lo, partial(lo, true)};
 }
 
-// Slow path: sample.3's three steps, each by bisection. Every block runs it.
-template <int kC, class S>
-__device__ int32_t sample_by_bisection(S& s, const Row& c, cg::cluster_group& cl, int k,
-                                       int vocab, float p, float u, uint64_t fw_max) {
-  int parity = 0;
-  uint64_t mass_k = s.mass_before[kBins];
-  if (k < vocab) mass_k = bisect<kC>(s, c, cl, uint64_t(k - 1), true, &parity).mass_le;
+// Slow path: sample.3's three steps, each by bisection (partial as above;
+// total: the row's mass).
+template <class Partial>
+__device__ int32_t sample_by_bisection_with(Partial&& partial, uint64_t total, int k, int vocab, float p,
+                                            float u, uint64_t fw_max) {
+  uint64_t mass_k = total;
+  if (k < vocab) mass_k = bisect_keys(partial, uint64_t(k - 1), true).mass_le;
   uint64_t mass_n = mass_k;
   if (sampling::top_p_active(p)) {
     const double need = ceil(double(p) * double(mass_k));
@@ -307,10 +298,27 @@ __device__ int32_t sample_by_bisection(S& s, const Row& c, cg::cluster_group& cl
       mass_n = fw_max;
     } else {
       const uint64_t t = uint64_t(need) - 1;
-      if (t < mass_k) mass_n = bisect<kC>(s, c, cl, t, false, &parity).mass_le;
+      if (t < mass_k) mass_n = bisect_keys(partial, t, false).mass_le;
     }
   }
-  return id_of_key(bisect<kC>(s, c, cl, target_of(u, mass_n), false, &parity).key);
+  return id_of_key(bisect_keys(partial, target_of(u, mass_n), false).key);
+}
+
+// The cluster samplers' slow path: the partial sums over the blocks' slices, one
+// cluster barrier per step. Every block runs it.
+template <int kC, class S>
+__device__ int32_t sample_by_bisection(S& s, const Row& c, cg::cluster_group& cl, int k,
+                                       int vocab, float p, float u, uint64_t fw_max) {
+  int parity = 0;
+  auto partial = [&](uint64_t bound, bool mass) {
+    uint64_t part = 0;
+    for (int i = threadIdx.x; i < c.n; i += kThreads) {
+      const float l = c.slice[i];
+      if (sort_key(l, c.begin + i) <= bound) part += mass ? c.bins.fixed_weight(l) : 1;
+    }
+    return cluster_total<kC>(s, cl, part, &parity);
+  };
+  return sample_by_bisection_with(partial, s.mass_before[kBins], k, vocab, p, u, fw_max);
 }
 
 }  // namespace lantern::kernels::gather_detail

@@ -43,10 +43,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <mutex>
-#include <vector>
 
 #include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
@@ -55,6 +53,7 @@
 #include "kernels/cuda/sample_bins.cuh"
 #include "kernels/cuda/sample_gather.cuh"
 #include "kernels/cuda/sample_lean.cuh"
+#include "kernels/cuda/sample_wide_probe.cuh"
 #include "kernels/sampling.h"
 
 namespace lantern::kernels {
@@ -63,11 +62,11 @@ using namespace cuda_detail;
 using namespace sample_bins;
 using namespace gather_detail;
 using namespace lean_detail;
+using namespace wide_probe;
 
 constexpr int kMaxRows = 16;     // rows with a grid of their own; more: sample.5
 constexpr int kMaxBlocks = 1024;  // blocks per row at most (pub_max slots; <= kThreads)
 constexpr int kMaxPer = 16;      // logits per thread at most (registers)
-constexpr int kProbeSlots = 16;  // LANTERN_SAMPLE_WIDE_PROBE stamps per block
 constexpr int kListCap = 8192;   // gathered tokens per row (the last block ranks them in shared memory)
 
 struct alignas(16) GlobalBin {
@@ -154,39 +153,128 @@ struct ParallelFind {
 
 // Slow path on one block: sample.5's bisection (sample_gather.cuh) with the
 // partial sums taken over the whole row, read from global memory.
-__device__ uint64_t row_total(Wide& s, const float* __restrict__ x, int vocab, const ZBins& bins,
-                              uint64_t bound, bool mass) {
-  uint64_t part = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const float l = __ldg(x + i);
-    if (sort_key(l, i) <= bound) part += mass ? bins.fixed_weight(l) : 1;
-  }
-  return block_sum_u64(part, s.scratch);
+__device__ int32_t row_by_bisection(Wide& s, const float* __restrict__ x, int vocab, const ZBins& bins,
+                                    int k, float p, float u, uint64_t fw_max) {
+  auto partial = [&](uint64_t bound, bool mass) {
+    uint64_t part = 0;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      const float l = __ldg(x + i);
+      if (sort_key(l, i) <= bound) part += mass ? bins.fixed_weight(l) : 1;
+    }
+    return block_sum_u64(part, s.scratch);
+  };
+  return sample_by_bisection_with(partial, s.mass_before[kBins], k, vocab, p, u, fw_max);
 }
-__device__ Found row_bisect(Wide& s, const float* x, int vocab, const ZBins& bins, uint64_t t,
-                            bool by_count) {
-  uint64_t lo = 0, hi = ~uint64_t(0);
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (row_total(s, x, vocab, bins, mid, !by_count) > t) hi = mid; else lo = mid + 1;
+
+// 1. This block's slice into registers (all loads in flight) and its argmax key.
+template <int kPer>
+__device__ __forceinline__ uint64_t wide_load(const float* __restrict__ x, int begin, int n, float (&v)[kPer]) {
+  uint64_t best = 0;
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    const int i = q * kThreads + int(threadIdx.x);
+    v[q] = i < n ? __ldg(x + i) : 0.0f;
   }
-  return Found{lo, row_total(s, x, vocab, bins, lo, true)};
-}
-__device__ int32_t row_by_bisection(Wide& s, const float* x, int vocab, const ZBins& bins, int k,
-                                    float p, float u, uint64_t fw_max) {
-  uint64_t mass_k = s.mass_before[kBins];
-  if (k < vocab) mass_k = row_bisect(s, x, vocab, bins, uint64_t(k - 1), true).mass_le;
-  uint64_t mass_n = mass_k;
-  if (sampling::top_p_active(p)) {
-    const double need = ceil(double(p) * double(mass_k));
-    if (need <= 0.0) {
-      mass_n = fw_max;
-    } else {
-      const uint64_t t = uint64_t(need) - 1;
-      if (t < mass_k) mass_n = row_bisect(s, x, vocab, bins, t, false).mass_le;
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    const int i = q * kThreads + int(threadIdx.x);
+    if (i < n) {
+      const uint64_t key = (uint64_t(orderable(v[q])) << 32) | uint32_t(~uint32_t(begin + i));
+      best = key > best ? key : best;
     }
   }
-  return id_of_key(row_bisect(s, x, vocab, bins, target_of(u, mass_n), false).key);
+  return best;
+}
+
+// 2. This block's histogram (s.hist, zeroed), its non-empty bins added to the row's.
+template <int kPer>
+__device__ __forceinline__ void wide_histogram(Wide& s, RowState& g, const ZBins& bins, const float (&v)[kPer],
+                                               int n) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    if (q * kThreads + tid < n) {
+      uint4& h = s.hist[bins.bin(v[q])];
+      atomicAdd(&h.x, 1u);
+      add_fixed_mass(&h.y, &h.z, bins.fixed_weight(v[q]));
+    }
+  }
+  __syncthreads();
+  const uint4 h = s.hist[tid];
+  if (h.x) {
+    GlobalBin& to = g.hist[tid];
+    atomicAdd(&to.count, h.x);
+    atomicAdd(&to.mass, (static_cast<unsigned long long>(h.z) << 32) + h.y);
+  }
+}
+
+// 3a. The row's global prefixes into s.count_before / s.mass_before, then the
+// plan (the same in every block); *n_gathered: the tokens it gathers.
+__device__ __forceinline__ Plan wide_plan(Wide& s, const RowState& g, const ZBins& bins, int k, int vocab,
+                                          float p, const Stamp& stamp, int* n_gathered) {
+  const int tid = threadIdx.x;
+  CountMass total;
+  const CountMass before =
+      block_exclusive_scan_cm(__ldcg(&g.hist[tid].count), __ldcg(&g.hist[tid].mass), s.cm_scratch, &total);
+  s.count_before[tid] = before.count;
+  s.mass_before[tid] = before.mass;
+  stamp(12);
+  if (tid == 0) {
+    s.count_before[kBins] = total.count;
+    s.mass_before[kBins] = total.mass;
+  }
+  __syncthreads();
+  const uint64_t fw_max = bins.fixed_weight(bins.max_logit);
+  if (tid == 0) s.fw_max = fw_max;  // for the last block's resolve
+  const Plan pl = make_plan(s, k, vocab, p, s.u, fw_max, ParallelFind{&s.find_slot});
+  stamp(5);
+  const uint64_t mine = pl.gathers(tid) ? s.count_before[tid + 1] - s.count_before[tid] : 0;
+  *n_gathered = int(block_sum_u64(mine, s.scratch));
+  return pl;
+}
+
+// 3b. This block's tokens of the planned bins onto the row's list, slots a warp
+// at a time.
+template <int kPer>
+__device__ __forceinline__ void wide_gather(RowState& g, const Plan& pl, const ZBins& bins, const float (&v)[kPer],
+                                            int begin, int n) {
+  const int tid = threadIdx.x, lane = tid % kWarp;
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    const int i = q * kThreads + tid;
+    const bool take = i < n && pl.gathers(bins.bin(v[q]));
+    const unsigned mask = __ballot_sync(kFullMask, take);
+    if (mask) {
+      const int leader = __ffs(int(mask)) - 1;
+      unsigned slot = 0;
+      if (lane == leader) slot = atomicAdd(&g.n_gathered, unsigned(__popc(mask)));
+      slot = __shfl_sync(kFullMask, slot, leader);
+      if (take) g.list[slot + __popc(mask & ((1u << lane) - 1u))] = sort_key(v[q], begin + i);
+    }
+  }
+}
+
+// 4. The row's last block: the gathered list into shared memory and sample.5's
+// crossing search, else the bisection over the whole row.
+__device__ __forceinline__ int32_t wide_resolve(Wide& s, const RowState& g, const Plan& pl, const ZBins& bins,
+                                                const float* __restrict__ x_row, int n_gathered, bool slow, int k,
+                                                int vocab, float p, const Stamp& stamp) {
+  const float u = s.u;
+  const uint64_t fw_max = s.fw_max;
+  int32_t token = 0;
+  bool ok = false;
+  if (!slow) {
+    for (int j = threadIdx.x; j < n_gathered; j += kThreads) s.runs[j] = __ldcg(&g.list[j]);
+    __syncthreads();
+    stamp(7);
+    lean_tag(s, bins, n_gathered);
+    stamp(8);
+    ok = lean_resolve(s, pl, n_gathered, vocab, p, u, fw_max, &token);
+    stamp(9);
+    stamp.set(11, uint64_t(n_gathered));
+  }
+  if (!ok) token = row_by_bisection(s, x_row, vocab, bins, k, p, u, fw_max);
+  return token;
 }
 
 template <int kPer>
@@ -198,39 +286,19 @@ __global__ void __launch_bounds__(kThreads, 1)
                        uint64_t* probe) {
   extern __shared__ __align__(16) unsigned char smem[];
   Wide& s = *reinterpret_cast<Wide*>(smem);
-  // LANTERN_SAMPLE_WIDE_PROBE: %globaltimer at each phase, thread 0 of each block.
-  auto stamp = [&](int at) {
-    if (probe && threadIdx.x == 0) {
-      uint64_t t;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      probe[(size_t(blockIdx.y) * gridDim.x + blockIdx.x) * kProbeSlots + at] = t;
-    }
-  };
+  const Stamp stamp{probe};
   stamp(0);
   const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
   RowState& g = rows[row];
   const int begin = rank * slice_len, n = max(0, min(vocab - begin, slice_len));
   const float* __restrict__ x_row = logits + size_t(row) * vocab;
-  // 1. The row's parameters and this block's slice, all loads in flight; the
-  // block's argmax key published; the draw's uniform made while they land.
+  // 1. The row's parameters and this block's slice; the block's argmax key
+  // published; the draw's uniform made while the loads land.
   const float temp = temperature[row];
   const int32_t top_k_row = top_k[row];
   const float p = top_p[row];
   float v[kPer];
-  uint64_t best = 0;
-#pragma unroll
-  for (int q = 0; q < kPer; ++q) {
-    const int i = q * kThreads + tid;
-    v[q] = i < n ? __ldg(x_row + begin + i) : 0.0f;
-  }
-#pragma unroll
-  for (int q = 0; q < kPer; ++q) {
-    const int i = q * kThreads + tid;
-    if (i < n) {
-      const uint64_t key = (uint64_t(orderable(v[q])) << 32) | uint32_t(~uint32_t(begin + i));
-      best = key > best ? key : best;
-    }
-  }
+  uint64_t best = wide_load(x_row + begin, begin, n, v);
   s.hist[tid] = make_uint4(0u, 0u, 0u, 0u);
   if (tid == kWarp) s.u = sampling::uniform01(seeds[row], steps[row]);
   best = block_max_u64(best, s.scratch);
@@ -238,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   stamp(1);
   row_barrier(&g.bar, unsigned(G));
   stamp(2);
-  // 2. The row's max; this block's histogram into the row's.
+  // 2-3. The row's max, the histograms, the plan and the gather.
   const uint64_t top = block_max_u64(tid < G ? __ldcg(&g.pub_max[tid]) : 0, s.scratch);
   ZBins bins{logit_of_orderable(uint32_t(top >> 32)), 0.0f};
   const bool greedy = sampling::is_greedy(temp) || !sampling::max_is_usable(bins.max_logit);
@@ -248,64 +316,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   bool slow = false;
   if (!greedy) {
     bins.inv_temp = 1.0f / temp;
-#pragma unroll
-    for (int q = 0; q < kPer; ++q) {
-      if (q * kThreads + tid < n) {
-        uint4& h = s.hist[bins.bin(v[q])];
-        atomicAdd(&h.x, 1u);
-        add_fixed_mass(&h.y, &h.z, bins.fixed_weight(v[q]));
-      }
-    }
-    __syncthreads();
-    {
-      const uint4 h = s.hist[tid];
-      if (h.x) {
-        GlobalBin& to = g.hist[tid];
-        atomicAdd(&to.count, h.x);
-        atomicAdd(&to.mass, (static_cast<unsigned long long>(h.z) << 32) + h.y);
-      }
-    }
+    wide_histogram(s, g, bins, v, n);
     stamp(3);
     row_barrier(&g.bar, 2u * unsigned(G));
     stamp(4);
-    // 3. The global prefixes and the plan (the same in every block), then this
-    // block's tokens of the planned bins onto the row's list.
-    CountMass total;
-    const CountMass before =
-        block_exclusive_scan_cm(__ldcg(&g.hist[tid].count), __ldcg(&g.hist[tid].mass), s.cm_scratch, &total);
-    s.count_before[tid] = before.count;
-    s.mass_before[tid] = before.mass;
-    stamp(12);
-    if (tid == 0) {
-      s.count_before[kBins] = total.count;
-      s.mass_before[kBins] = total.mass;
-    }
-    __syncthreads();
-    const uint64_t fw_max = bins.fixed_weight(bins.max_logit);
-    if (tid == 0) s.fw_max = fw_max;  // for the last block's resolve
-    pl = make_plan(s, k, vocab, p, s.u, fw_max, ParallelFind{&s.find_slot});
-    stamp(5);
-    const uint64_t mine = pl.gathers(tid) ? s.count_before[tid + 1] - s.count_before[tid] : 0;
-    n_gathered = int(block_sum_u64(mine, s.scratch));
+    pl = wide_plan(s, g, bins, k, vocab, p, stamp, &n_gathered);
     slow = !pl.ok || n_gathered > Wide::kCap;
-    if (!slow) {
-      const int lane = tid % kWarp;
-#pragma unroll
-      for (int q = 0; q < kPer; ++q) {
-        const int i = q * kThreads + tid;
-        const bool take = i < n && pl.gathers(bins.bin(v[q]));
-        const unsigned mask = __ballot_sync(kFullMask, take);
-        if (mask) {
-          const int leader = __ffs(int(mask)) - 1;
-          unsigned slot = 0;
-          if (lane == leader) slot = atomicAdd(&g.n_gathered, unsigned(__popc(mask)));
-          slot = __shfl_sync(kFullMask, slot, leader);
-          if (take) g.list[slot + __popc(mask & ((1u << lane) - 1u))] = sort_key(v[q], begin + i);
-        }
-      }
-    }
+    if (!slow) wide_gather(g, pl, bins, v, begin, n);
   }
-  // 4. The row's last block resolves.
+  // 4. The row's last block resolves, writes the token and resets the state.
   __syncthreads();
   stamp(6);
   if (tid == 0) {
@@ -315,23 +334,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   if (!s.is_last) return;
-  int32_t token = int32_t(~uint32_t(top));  // the argmax
-  if (!greedy) {
-    const float u = s.u;
-    const uint64_t fw_max = s.fw_max;
-    bool ok = false;
-    if (!slow) {
-      for (int j = tid; j < n_gathered; j += kThreads) s.runs[j] = __ldcg(&g.list[j]);
-      __syncthreads();
-      stamp(7);
-      lean_tag(s, bins, n_gathered);
-      stamp(8);
-      ok = lean_resolve(s, pl, n_gathered, vocab, p, u, fw_max, &token);
-      stamp(9);
-      if (probe && tid == 0) probe[(size_t(blockIdx.y) * gridDim.x + blockIdx.x) * kProbeSlots + 11] = uint64_t(n_gathered);
-    }
-    if (!ok) token = row_by_bisection(s, x_row, vocab, bins, k, p, u, fw_max);
-  }
+  const int32_t token =
+      greedy ? int32_t(~uint32_t(top)) : wide_resolve(s, g, pl, bins, x_row, n_gathered, slow, k, vocab, p, stamp);
   if (tid == 0) {
     out[row] = token;
     g.bar = 0;
@@ -352,56 +356,6 @@ int wide_blocks(int rows) {
   static const int forced = env_int("LANTERN_SAMPLE_WIDE_BLOCKS");
   const int fit = std::min(kMaxBlocks, sm_count() / std::max(rows, 1));
   return std::min(forced > 0 ? forced : kDefaultBlocks, fit);
-}
-
-// LANTERN_SAMPLE_WIDE_PROBE=1 (an experiment knob, bench_kernels): stamps every
-// block's phases, synchronises after each launch and prints, per launch, the
-// median and the last block's times (us after the first block's start) to
-// stderr. Never set it where launches are captured into a graph.
-struct Probe {
-  uint64_t* dev = nullptr;
-  size_t slots = 0;
-};
-Probe& probe_buffer(size_t slots) {
-  static Probe p;
-  static const bool on = env_int("LANTERN_SAMPLE_WIDE_PROBE") > 0;
-  if (on && slots > p.slots) {
-    if (p.dev) CUDA_CHECK(cudaFree(p.dev));
-    CUDA_CHECK(cudaMalloc(&p.dev, slots * sizeof(uint64_t)));
-    p.slots = slots;
-  }
-  return p;
-}
-void print_probe(const Probe& p, int blocks, int rows, cudaStream_t stream) {
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<uint64_t> h(size_t(blocks) * rows * kProbeSlots);
-  CUDA_CHECK(cudaMemcpy(h.data(), p.dev, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-  const uint64_t* r0 = h.data();  // row 0
-  uint64_t t0 = ~uint64_t(0);
-  int last = 0;
-  for (int b = 0; b < blocks; ++b) {
-    t0 = std::min(t0, r0[b * kProbeSlots]);
-    if (r0[b * kProbeSlots + 10] > r0[last * kProbeSlots + 10]) last = b;
-  }
-  std::fprintf(stderr, "[sample.6 probe] %d blocks/row:", blocks);
-  const char* names[] = {"start", "max", "bar1", "hist", "bar2", "plan", "gathered"};
-  for (int at = 0; at < 7; ++at) {
-    std::vector<double> us;
-    for (int b = 0; b < blocks; ++b) us.push_back(double(r0[b * kProbeSlots + at] - t0) * 1e-3);
-    std::sort(us.begin(), us.end());
-    std::fprintf(stderr, " %s %.2f/%.2f", names[at], us[us.size() / 2], us.back());
-  }
-  const uint64_t* L = r0 + size_t(last) * kProbeSlots;
-  {
-    std::vector<double> us;
-    for (int b = 0; b < blocks; ++b) us.push_back(double(r0[b * kProbeSlots + 12] - t0) * 1e-3);
-    std::sort(us.begin(), us.end());
-    std::fprintf(stderr, " (scanned %.2f)", us[us.size() / 2]);
-  }
-  std::fprintf(stderr, " | last block %d: copied %.2f tagged %.2f resolved %.2f end %.2f, %llu gathered\n", last,
-               double(L[7] - t0) * 1e-3, double(L[8] - t0) * 1e-3, double(L[9] - t0) * 1e-3,
-               double(L[10] - t0) * 1e-3, (unsigned long long)L[11]);
-  CUDA_CHECK(cudaMemset(p.dev, 0, h.size() * sizeof(uint64_t)));
 }
 
 // The set of rows for launches on `stream` (see g_rows): per device, the last
