@@ -16,11 +16,18 @@
 // Variant 3 (mid_fused): variant 2 for m <= 16; for 17 <= m <= 128 one launch
 //   of gemm.7's batch kernel with the SwiGLU store (gemm_mid.cu: 64 gate rows
 //   and their 64 up rows per block); above, variant 1.
-// Variant 4 (wg_fused, the default since session 21): variant 3 with gemm.8's
+// Variant 4 (wg_fused, the default in sessions 21-23): variant 3 with gemm.8's
 //   wgmma kernel for 17 <= m <= 128 (sm90a/gemm_wgmma.cu: the same 64 gate +
 //   64 up rows per block, the same SwiGLU store); slower than cuBLASLt alone,
 //   faster in a step, where its weights stream before the PDL wait.
-// Variants 2, 3 and 4 fold a prologue norm (GateUpSwigluArgs::norm, the
+// Variant 5 (wg_wide, the default since session 24): variant 4, and for
+//   129 <= m <= 256 (LANTERN_WG_WIDE_MAX_M: up to 4096, the batch tiled over
+//   blocks) gemm.8's kernel on 256 batch columns per block (wgmma
+//   m64n256k16), the same SwiGLU store: at batch 256, where variant 4 runs
+//   cuBLASLt + swiglu, the [m, 2 inter] intermediate and swiglu's pass
+//   disappear and the weights stream before the PDL wait. Alone it is ~2 us
+//   slower than cuBLASLt + swiglu; in a batch-256 step it is faster.
+// Variants 2, 3, 4 and 5 fold a prologue norm (GateUpSwigluArgs::norm, the
 // deferred-norm op table) into the GEMV (gemm_skinny.cu, kNorm) and run it
 // ahead of their other paths; variant 1 gets it run ahead by kernels::launch.
 #include "kernels/costs.h"
@@ -71,8 +78,15 @@ void gemv_batch_or_unfused(const GateUpSwigluArgs& a, const LaunchCtx& ctx, cons
 void gate_up_swiglu_mid(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
   gemv_batch_or_unfused(a, ctx, "gate_up_swiglu.mid_fused", gate_up_swiglu_mid_launch);
 }
+bool wg_batch(const GateUpSwigluArgs& a, const LaunchCtx& ctx) { return gate_up_swiglu_wg_launch(a, ctx, false); }
+bool wg_wide_batch(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  return gate_up_swiglu_wg_launch(a, ctx, true);
+}
 void gate_up_swiglu_wg(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
-  gemv_batch_or_unfused(a, ctx, "gate_up_swiglu.wg_fused", gate_up_swiglu_wg_launch);
+  gemv_batch_or_unfused(a, ctx, "gate_up_swiglu.wg_fused", wg_batch);
+}
+void gate_up_swiglu_wg_wide(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
+  gemv_batch_or_unfused(a, ctx, "gate_up_swiglu.wg_wide", wg_wide_batch);
 }
 // Plans the cuBLASLt GEMM of the fallback (m > 16) outside any capture.
 void gate_up_swiglu_prepare(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
@@ -101,8 +115,13 @@ void register_gate_up_swiglu_cuda(Registry& r) {
       4, "wg_fused", Backend::cuda,
       "m <= 16: variant 2; 17 <= m <= 128: gemm.8's wgmma kernel with the SwiGLU store (64 gate + the "
       "matching 64 up rows per block); else variant 1",
-      kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // the default since session 21
-  for (int v : {1, 2, 3, 4})
+      kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // the default in sessions 21-23
+  r.add(with_traits(make_entry<GateUpSwigluArgs, gate_up_swiglu_wg_wide, gate_up_swiglu_cost<2>>(
+      5, "wg_wide", Backend::cuda,
+      "variant 4, and for 129 <= m <= 256 its wide form: 256 batch columns per block (m64n256k16), the "
+      "SwiGLU store; else variant 1",
+      kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // the default since session 24
+  for (int v : {1, 2, 3, 4, 5})
     r.add_prepare(Family::gate_up_swiglu, v, make_prepare<GateUpSwigluArgs, gate_up_swiglu_prepare>());
 }
 

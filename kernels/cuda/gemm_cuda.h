@@ -60,10 +60,12 @@ void gemm_wg_launch(const GemmArgs& a, const LaunchCtx& ctx);
 // fits, planned cuBLASLt elsewhere; and its prepare hook.
 void gemm_wg_planned(const GemmArgs& a, const LaunchCtx& ctx);
 void gemm_wg_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
-// gate_up_swiglu.4's batch path (sm90a/gemm_wgmma.cu): the wgmma kernel over
-// the fused gate/up weight with the SwiGLU store. Returns false (launches
+// gate_up_swiglu.4's and .5's batch path (sm90a/gemm_wgmma.cu): the wgmma
+// kernel over the fused gate/up weight with the SwiGLU store, for
+// 17 <= m <= 128, and with `wide` (variant 5) also for 129 <= m <= 256
+// (LANTERN_WG_WIDE_MAX_M: up to 4096) on its 256-column form. Returns false (launches
 // nothing) when the shape does not fit; a.m must be > 0.
-bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
+bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx, bool wide);
 
 // gate_up_swiglu.2 (gemm_skinny.cu): variant 5's GEMV over the fused gate/up
 // weight with the SwiGLU epilogue, PDL-launched. Returns false (launches

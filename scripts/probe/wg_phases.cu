@@ -7,7 +7,7 @@
 // earliest block's entry, the quantiles over blocks of each stamp, the block
 // count per SM and the span.
 //   build: bash scripts/probe/build-wg-probe.sh; run: build/probe/wg_phases [shape ...]
-//   shapes: qkv o gate_up down at m = 32/64/128, e.g. o/64 down/64 gate_up/128
+//   shapes: qkv o gate_up down at m = 32/64/128 (gate_up also 129..4096: the wide form), e.g. o/64 gate_up/256
 #define LANTERN_WG_PROBE 1
 #include "kernels/cuda/sm90a/gemm_wgmma.cu"
 
@@ -68,7 +68,7 @@ void run(const Shape& sh, int m, void* flush, size_t flush_bytes, cudaStream_t s
   auto launch = [&] {
     if (sh.swiglu) {
       GateUpSwigluArgs g{a, w, c, nullptr, m, sh.n, sh.k};
-      if (!gate_up_swiglu_wg_launch(g, ctx)) {
+      if (!gate_up_swiglu_wg_launch(g, ctx, /*wide=*/m > 128)) {
         std::fprintf(stderr, "shape does not fit\n");
         std::exit(1);
       }

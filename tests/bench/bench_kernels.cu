@@ -373,6 +373,17 @@ void register_all() {
                       vname(e) + " " + s.what + " m=" + std::to_string(m));
         });
   });
+  // The MLP's gate/up projection with SwiGLU (inter 8192, k 2048) at decode
+  // batches 64 / 128 / 256 and prefill chunks 512 / 1024 / 2048.
+  for_cuda(Family::gate_up_swiglu, [](const KernelEntry& e) {
+    for (int m : {64, 128, 256, 512, 1024, 2048})
+      add(vname(e) + "/m=" + std::to_string(m), [&e, m](benchmark::State& st) {
+        Dev a = bf16_random(size_t(m) * kHidden), w = bf16_random(size_t(2) * kInter * kHidden),
+            out(size_t(m) * kInter * 2), scratch(size_t(m) * 2 * kInter * 2);
+        bench_entry(st, e, GateUpSwigluArgs{a.p, w.p, out.p, scratch.p, m, kInter, kHidden}, {},
+                    vname(e) + " m=" + std::to_string(m));
+      });
+  });
   // A decode step's GEMVs as the engine runs them: 16 layers of q, k, v, o, gate,
   // up, down (distinct weights, 1.86 GB, far beyond L2) and the fp32 LM head,
   // each reading an earlier one's output, captured once as a CUDA graph and

@@ -270,6 +270,27 @@ TEST(BatchGemmGpu, WgmmaInGraphsMatchesCublas) {
               d.worst, b.size());
 }
 
+// gate_up_swiglu.5's wide form in the engine (session 24, the default): 200
+// teacher-forced sequences decoding together run the gate/up GEMM with the
+// SwiGLU store at 129..256 rows (256 batch columns per block; at this
+// model's inter 1024, 16 weight tiles, so k splits over a cluster too) in
+// graph-replayed, PDL-chained steps, and the prefill chunks of up to 256
+// rows; against cublasGemmEx + swiglu (the unfused families).
+TEST(BatchGemmGpu, WideGateUpInGraphsMatchesCublas) {
+  LANTERN_REQUIRE_GPU();
+  Work work;
+  for (int i = 0; i < 200; ++i) work.emplace_back(test::random_token_ids(1 + i % 97), test::random_token_ids(16));
+  const Rows a = run({{"gate_up_swiglu", "wg_wide"}}, work, hd64_model(), 200);
+  const Rows b = run({{"gemm", "seed"}, {"gate_up_swiglu", "unfused"}}, work, hd64_model(), 200);
+  ASSERT_EQ(a.size(), 200u * 16u);
+  ASSERT_EQ(b.size(), a.size());
+  const RowDiff d = compare_rows(a, b, 2e-2);
+  EXPECT_EQ(d.far, 0u) << "of " << b.size() << " positions differ by more than 2e-2 rel-L2 (worst " << d.worst << ")";
+  std::printf("[batch-gemm-gpu] gate_up_swiglu.5 wg_wide vs gemm.1 + swiglu, 200 sequences in graphs: worst rel-L2 "
+              "%.2e over %zu positions\n",
+              d.worst, b.size());
+}
+
 // The deferred-norm table in the engine (proj_residual_norm.4, gemv_add): the
 // projections add into x in their GEMV epilogue and gate_up_swiglu / qkv_proj
 // normalise x in their GEMV prologue, in graph-replayed, PDL-chained decode

@@ -21,7 +21,9 @@
 // two mma n-tiles) and m = 17 (beyond the GEMV: cuBLAS + swiglu); odd inter
 // 1001 with a row tail (126 tiles: split-k over a 2-block cluster) at m = 5,
 // 11 and 17 (cuBLAS at an odd ldc: looser bounds, kCublasOdd); inter 520,
-// k 8192 (the double-buffered register path) at m = 3.
+// k 8192 (the double-buffered register path) at m = 3; variant 5's wide form
+// above 128 rows in WideBatchShapes (variant 5 must equal variant 4 bit for
+// bit up to 128 rows: the same kernel).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -118,6 +120,7 @@ void check_gate_up_swiglu(int m, int inter, int k, Tol fp32_def = kFp32Def, Tol 
   DeviceBuffer<bf16_bits> d_a(a.bits), d_w(w.bits), d_out(size_t(m) * inter), d_scratch(size_t(m) * 2 * inter);
   GpuEnv env;
   std::vector<float> unfused;  // variant 1's output: the first variant in the loop
+  std::vector<float> wg;       // variant 4's: variant 5 is the same kernel up to 128 rows
   for (const KernelEntry* e : cuda_variants(Family::gate_up_swiglu)) {
     SCOPED_TRACE(variant_label(*e) + " m=" + std::to_string(m) + " inter=" + std::to_string(inter) +
                  " k=" + std::to_string(k));
@@ -137,9 +140,12 @@ void check_gate_up_swiglu(int m, int inter, int k, Tol fp32_def = kFp32Def, Tol 
     }
     std::printf("[gate_up_swiglu] %s m=%d inter=%d k=%d: rel-L2 %.2e vs the definition\n", e->name, m, inter, k,
                 rel_l2(got, ref));
+    if (e->variant == 4) wg = got;
+    if (e->variant == 5 && m <= 128 && !wg.empty())
+      EXPECT_TRUE(matches(got, wg, 0, 0, 0)) << "bit-identical to variant 4 up to 128 rows";
     if (e->variant == 1)
       unfused = got;
-    else if ((e->variant == 3 || e->variant == 4) && m > 16)
+    else if ((e->variant == 3 || e->variant == 4 || e->variant == 5) && m > 16)
       continue;  // gemm.7's / gemm.8's batch kernel: another k order than cuBLASLt; the definitions bind it
     else
       EXPECT_TRUE(matches(got, unfused, 0, 0, 0)) << "bit-identical to the unfused GEMV + swiglu";
@@ -165,6 +171,20 @@ TEST(GateUpSwigluGpu, BatchKernelShapes) {
   for (int m : {32, 64, 128}) check_gate_up_swiglu(m, 8192, 2048, kFp32Def, kRoundedDef);
   check_gate_up_swiglu(50, 1001, 2048, kCublasOdd, kCublasOdd);
   check_gate_up_swiglu(20, 520, 8192, kCublasOdd, kCublasOdd);
+}
+
+// Variant 5's wide form (256 batch columns per block; by default for
+// 129 <= m <= 256): one partial batch tile (129) and a full one (256) at the
+// 1B shape; an odd inter (a partial 64-column weight tile) at 200; inter 520
+// at k 8192 (9 weight tiles: split-k over a cluster with the wide tile). With
+// LANTERN_WG_WIDE_MAX_M=4096 (scripts/gpu-wg-wide.sh knobs) the batch is tiled
+// over blocks: a full and a partial tile (300, 260), two full ones (512);
+// by default those run variant 1's path, which the same bounds hold.
+TEST(GateUpSwigluGpu, WideBatchShapes) {
+  LANTERN_REQUIRE_GPU();
+  for (int m : {129, 256, 300, 512}) check_gate_up_swiglu(m, 8192, 2048, kFp32Def, kRoundedDef);
+  check_gate_up_swiglu(200, 1001, 2048, kCublasOdd, kCublasOdd);
+  check_gate_up_swiglu(260, 520, 8192, kCublasOdd, kCublasOdd);
 }
 
 }  // namespace

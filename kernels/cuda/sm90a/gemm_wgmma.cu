@@ -75,6 +75,12 @@ constexpr int kWgKc = 64;               // k per stage: one 128-byte swizzled ro
 constexpr int kWgThreads = 3 * 128;     // the producer warpgroup, then two consumer warpgroups
 constexpr int kWgTileLd = kWgRows + 4;  // partial tile pitch (fp32)
 constexpr int kWgMinM = 17, kWgMaxM = 128, kWgMaxN = 32768, kWgMaxSplits = 8, kWgMaxStages = 8;
+// The wide form (gate_up_swiglu.5 above 128 rows): 256 batch columns per
+// block, the batch tiled over blocks, up to kWgWideMaxM rows by default (a
+// batch-256 decode step 1-2 % faster on the H200, a 512-token prefill not;
+// the knob LANTERN_WG_WIDE_MAX_M moves it up to kWgWideLimitM; above,
+// cuBLASLt + swiglu).
+constexpr int kWgWideMB = 256, kWgWideMaxM = 256, kWgWideLimitM = 4096;
 
 enum class WgOut { bf16, swiglu };
 
@@ -95,13 +101,13 @@ struct WgShape {
 };
 
 // The producer (one thread): every weight box of the first ring's stages goes
-// out before the PDL wait (weights are constant), their activation boxes after
-// it (a is written by the previous kernel); each further stage once the
-// consumers have released its slot.
+// out before the PDL wait (weights are constant), their activation boxes (rows
+// a_row .. a_row + MB - 1) after it (a is written by the previous kernel); each
+// further stage once the consumers have released its slot.
 template <int MB>
 __device__ __forceinline__ void wg_produce(unsigned char* smem, uint64_t* full, uint64_t* empty,
                                            const CUtensorMap* w_map, const CUtensorMap* a_map, int row0, int row1,
-                                           int it0, int iters, int stages) {
+                                           int a_row, int it0, int iters, int stages) {
   using S = WgShape<MB>;
   const int pre = min(iters, stages);
   for (int s = 0; s < pre; ++s) {
@@ -114,7 +120,7 @@ __device__ __forceinline__ void wg_produce(unsigned char* smem, uint64_t* full, 
   WG_STAMP(1);
   trigger_dependents();
   for (int s = 0; s < pre; ++s)
-    tma_2d(smem + size_t(s) * S::kStageBytes + S::kWBytes, a_map, (it0 + s) * kWgKc, 0, &full[s]);
+    tma_2d(smem + size_t(s) * S::kStageBytes + S::kWBytes, a_map, (it0 + s) * kWgKc, a_row, &full[s]);
   for (int s = pre; s < iters; ++s) {
     const int slot = s % stages;
     mbar_wait(&empty[slot], unsigned((s / stages - 1) & 1));
@@ -122,16 +128,20 @@ __device__ __forceinline__ void wg_produce(unsigned char* smem, uint64_t* full, 
     mbar_expect_tx(&full[slot], S::kStageBytes);
     tma_2d(st, w_map, (it0 + s) * kWgKc, row0, &full[slot]);
     tma_2d(st + S::kWBytes / 2, w_map, (it0 + s) * kWgKc, row1, &full[slot]);
-    tma_2d(st + S::kWBytes, a_map, (it0 + s) * kWgKc, 0, &full[slot]);
+    tma_2d(st + S::kWBytes, a_map, (it0 + s) * kWgKc, a_row, &full[slot]);
   }
 }
 
 // Consumer warpgroup wg (0 or 1): its 64 weight rows of every stage times the
-// stage's activations into acc, one wgmma group in flight; a stage goes back to
-// the producer once its group has completed.
+// stage's activations into acc; a stage goes back to the producer once its
+// group has completed. `hold` 2: the next stage's group is issued before the
+// previous one is waited for (two groups in flight, two slots held); 1: each
+// group is waited for before the next is issued (one slot held, one more
+// stage of the ring loading; the other warpgroup's group keeps the tensor
+// cores busy meanwhile).
 template <int MB>
 __device__ __forceinline__ void wg_consume(float (&acc)[MB / 2], unsigned char* smem, uint64_t* full,
-                                           uint64_t* empty, int wg, int lane, int iters, int stages) {
+                                           uint64_t* empty, int wg, int lane, int iters, int stages, int hold) {
   using S = WgShape<MB>;
   const unsigned ring = smem_u32(smem);
   for (int s = 0; s < iters; ++s) {
@@ -145,10 +155,17 @@ __device__ __forceinline__ void wg_consume(float (&acc)[MB / 2], unsigned char* 
 #pragma unroll
     for (int kk = 0; kk < kWgKc / 16; ++kk) wgmma_bf16<MB>(acc, sw128_desc(w_at + kk * 32), sw128_desc(a_at + kk * 32));
     wg_commit();
-    wg_wait_prev();  // the previous stage's group is done: its slot goes back to the producer
-    fence_operands(acc);
-    __syncwarp();
-    if (s > 0 && lane == 0) mbar_arrive(&empty[(s - 1) % stages]);
+    if (hold == 1) {
+      wg_wait_all();  // this stage's group is done: its slot goes back to the producer
+      fence_operands(acc);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);
+    } else {
+      wg_wait_prev();  // the previous stage's group is done: its slot goes back to the producer
+      fence_operands(acc);
+      __syncwarp();
+      if (s > 0 && lane == 0) mbar_arrive(&empty[(s - 1) % stages]);
+    }
   }
   wg_wait_all();
   fence_operands(acc);
@@ -172,15 +189,55 @@ __device__ __forceinline__ void wg_store_partial(float* tile, const float (&acc)
   }
 }
 
+// Four output columns col .. col + 3 of batch row b from their fp32 sums s
+// (and for SwiGLU the up sums u): bf16 c, or silu(bf16(g)) * bf16(u) --
+// with kFast (the wide form) silu through the fast exponential and division
+// (a few fp32 ulps from silu_mul, far below the bf16 output's rounding; the
+// wide form's 64 columns x 256 rows per block made silu_mul's IEEE division
+// and expf the epilogue's cost: 5.9 us at m = 256 on the H200).
+template <WgOut kOut, bool kFast>
+__device__ __forceinline__ void wg_store_quad(bf16* __restrict__ c, int n, int b, int out0, const float4& s,
+                                              const float4& u) {
+  float o[4] = {s.x, s.y, s.z, s.w};
+  if constexpr (kOut == WgOut::swiglu) {
+    const float uv[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float g = __bfloat162float(__float2bfloat16(o[e])), up = __bfloat162float(__float2bfloat16(uv[e]));
+      o[e] = kFast ? __fdividef(g, 1.0f + __expf(-g)) * up : silu_mul(g, up);
+    }
+  }
+  bf16* dst = c + size_t(b) * n + out0;
+  if (out0 + 3 < n && n % 4 == 0) {
+    __nv_bfloat162 p[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
+    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(p);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (out0 + e < n) dst[e] = __float2bfloat16(o[e]);
+  }
+}
+
 // Block rank `split` sums quads q0 .. q1 - 1 of the block's output columns
 // over the cluster's ranks (in rank order: deterministic) and stores them as
 // bf16 c, or silu(bf16(g)) * bf16(u) for SwiGLU (the up value of column col
-// sits kCols further in the tile).
-template <WgOut kOut>
+// sits kCols further in the tile). Without a split the block stores its own
+// tile (shared-memory loads, a constant quad count).
+template <WgOut kOut, bool kFast>
 __device__ __forceinline__ void wg_reduce_store(float* tile, cg::cluster_group& cluster, bf16* __restrict__ c,
                                                 int m, int n, int tile_idx, int split, int splits) {
   constexpr bool kSwiglu = kOut == WgOut::swiglu;
   constexpr int kCols = kSwiglu ? kWgRows / 2 : kWgRows, kQuads = kCols / 4;
+  if (splits == 1) {
+    for (int item = threadIdx.x; item < m * kQuads; item += kWgThreads) {
+      const int b = item / kQuads, col = item % kQuads * 4;
+      const float* row = tile + b * kWgTileLd;
+      const float4 s = *reinterpret_cast<const float4*>(row + col);
+      const float4 u = kSwiglu ? *reinterpret_cast<const float4*>(row + kCols + col) : s;
+      wg_store_quad<kOut, kFast>(c, n, b, tile_idx * kCols + col, s, u);
+    }
+    return;
+  }
   const int q0 = split * kQuads / splits, quads = (split + 1) * kQuads / splits - q0;
   for (int item = threadIdx.x; item < m * quads; item += kWgThreads) {
     const int b = item / quads, col = (q0 + item % quads) * 4;
@@ -201,23 +258,7 @@ __device__ __forceinline__ void wg_reduce_store(float* tile, cg::cluster_group& 
       s.x += v[r].x, s.y += v[r].y, s.z += v[r].z, s.w += v[r].w;
       if constexpr (kSwiglu) u.x += q[r].x, u.y += q[r].y, u.z += q[r].z, u.w += q[r].w;
     }
-    float o[4] = {s.x, s.y, s.z, s.w};
-    if constexpr (kSwiglu) {
-      const float uv[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        o[e] = silu_mul(__bfloat162float(__float2bfloat16(o[e])), __bfloat162float(__float2bfloat16(uv[e])));
-    }
-    const int out0 = tile_idx * kCols + col;
-    bf16* dst = c + size_t(b) * n + out0;
-    if (out0 + 3 < n && n % 4 == 0) {
-      __nv_bfloat162 p[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
-      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(p);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (out0 + e < n) dst[e] = __float2bfloat16(o[e]);
-    }
+    wg_store_quad<kOut, kFast>(c, n, b, tile_idx * kCols + col, s, u);
   }
 }
 
@@ -226,7 +267,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     gemm_wg_kernel(const __grid_constant__ CUtensorMap w_map,  // [rows, k] weights, 64 x 64 boxes
                    const __grid_constant__ CUtensorMap a_map,  // [m, k] activations, 64 x MB boxes
                    bf16* __restrict__ c,                       // [m, n]
-                   int m, int n, int iters_total, int splits, int up_row0, int stages) {
+                   int m, int n, int iters_total, int splits, int up_row0, int stages, int mtiles, int hold) {
   using S = WgShape<MB>;
   constexpr bool kSwiglu = kOut == WgOut::swiglu;
   extern __shared__ unsigned char wg_smem_raw[];
@@ -235,7 +276,11 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::bar_offset(stages));
   uint64_t* empty = full + kWgMaxStages;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int tile_idx = blockIdx.x / splits, split = blockIdx.x % splits;
+  // Block order: split fastest (a cluster), then the batch tile, then the
+  // weight tile -- the batch tiles of one weight tile run side by side, so
+  // their weight boxes are read from DRAM once.
+  const int split = blockIdx.x % splits, tile_idx = blockIdx.x / splits / mtiles;
+  const int m0 = (blockIdx.x / splits % mtiles) * MB, rows = min(MB, m - m0);
   const int it0 = int(long(split) * iters_total / splits), iters = int(long(split + 1) * iters_total / splits) - it0;
   if (threadIdx.x == 0) {
     WG_STAMP(0);
@@ -256,7 +301,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     if (lane == 0) {
       const int row0 = kSwiglu ? tile_idx * 64 : tile_idx * kWgRows;
       const int row1 = kSwiglu ? up_row0 + tile_idx * 64 : row0 + 64;
-      wg_produce<MB>(smem, full, empty, &w_map, &a_map, row0, row1, it0, iters, stages);
+      wg_produce<MB>(smem, full, empty, &w_map, &a_map, row0, row1, m0, it0, iters, stages);
     }
     __syncwarp();
   }
@@ -264,7 +309,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #pragma unroll
   for (int i = 0; i < MB / 2; ++i) acc[i] = 0.0f;
   const int wg = warp / 4 - 1;  // consumer warpgroup 0 or 1; -1: the producer's
-  if (wg >= 0) wg_consume<MB>(acc, smem, full, empty, wg, lane, iters, stages);
+  if (wg >= 0) wg_consume<MB>(acc, smem, full, empty, wg, lane, iters, stages, hold);
   __syncthreads();         // every stage was consumed: the ring becomes the partial tile
   grid_dependency_wait();  // (done by the producer already) before any thread writes c
   float* tile = reinterpret_cast<float*>(smem);
@@ -275,7 +320,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   else
     __syncthreads();
   if (threadIdx.x == 0) WG_STAMP(4);
-  wg_reduce_store<kOut>(tile, cluster, c, m, n, tile_idx, split, splits);
+  wg_reduce_store<kOut, (MB > kWgMaxM)>(tile, cluster, c + size_t(m0) * n, rows, n, tile_idx, split, splits);
   if (threadIdx.x == 0) WG_STAMP(5);
   if (splits > 1) cluster.sync();  // no block exits while another may read its tile
   if (threadIdx.x == 0) WG_STAMP(6);
@@ -303,6 +348,18 @@ int wg_max_splits() {
 // for two, the cluster scheduler packs a one-wave grid two to an SM and
 // leaves the other half of the SMs idle (the H200 showed it: 55 % of SM cycles
 // active for o_proj at m = 64).
+// LANTERN_WG_HOLD (1 or 2): the ring slots a consumer warpgroup holds, i.e.
+// wgmma groups in flight per warpgroup (wg_consume); by default 2, and 1 on
+// the wide form (its 4-stage ring: measured 1 us faster at m = 256). Read
+// once, an experiment knob for docs/performance.md.
+int wg_hold(bool wide) {
+  static const int v = [] {
+    const int x = env_int("LANTERN_WG_HOLD", 0);
+    return x == 1 || x == 2 ? x : 0;
+  }();
+  return v ? v : wide ? 1 : 2;
+}
+
 template <int MB>
 int wg_stages() {
   static const int stages = [] {
@@ -367,15 +424,16 @@ template <int MB, WgOut kOut>
 void launch_wg_out(const WgCall& s, const LaunchCtx& ctx, int tiles) {
   auto* kernel = wg_kernel<MB, kOut>();
   const int stages = wg_stages<MB>();
-  // The most splits (a cluster of up to 8, at most one per stage) whose grid
-  // still runs in one wave.
-  const int iters = s.k / kWgKc;
+  // (tile, batch tile) pairs; the most splits (a cluster of up to 8, at most
+  // one per stage) whose grid still runs in one wave.
+  const int mtiles = ceil_div(s.m, MB), iters = s.k / kWgKc;
+  const long pairs = long(tiles) * mtiles;
   int splits = std::min(wg_max_splits(), iters);
-  while (splits > 1 && long(tiles) * splits > wg_capacity<MB, kOut>(splits)) --splits;
+  while (splits > 1 && pairs * splits > wg_capacity<MB, kOut>(splits)) --splits;
   const int w_rows = kOut == WgOut::swiglu ? 2 * s.n : s.n;
-  launch_kernel_cluster(true, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)), dim3(kWgThreads),
+  launch_kernel_cluster(true, unsigned(splits), kernel, dim3(unsigned(pairs) * unsigned(splits)), dim3(kWgThreads),
                         WgShape<MB>::smem_bytes(stages), ctx.stream, wg_map(s.w, w_rows, s.k, 64),
-                        wg_map(s.a, s.m, s.k, MB), s.c, s.m, s.n, iters, splits, s.n, stages);
+                        wg_map(s.a, s.m, s.k, MB), s.c, s.m, s.n, iters, splits, s.n, stages, mtiles, wg_hold(MB > kWgMaxM));
   CUDA_CHECK_LAST("gemm_wg_kernel");
 }
 
@@ -391,12 +449,25 @@ void wg_dispatch(const WgCall& s, const LaunchCtx& ctx) {
     launch_wg<32>(s, ctx, tiles);
   else if (s.m <= 64)
     launch_wg<64>(s, ctx, tiles);
-  else
+  else if (s.m <= kWgMaxM)
     launch_wg<128>(s, ctx, tiles);
+  else  // the wide form: SwiGLU only (wg_wide_max_m)
+    launch_wg_out<kWgWideMB, WgOut::swiglu>(s, ctx, tiles);
 }
 
-bool wg_fits(const void* a, const void* w, const void* c, int m, int n, int k) {
-  return m >= kWgMinM && m <= kWgMaxM && k % kWgKc == 0 && n >= 1 && n <= kWgMaxN && aligned(a, 16) &&
+// LANTERN_WG_WIDE_MAX_M (129..4096, default 256): the most rows
+// gate_up_swiglu.5 runs on the wide form (read once; an experiment knob for
+// docs/performance.md).
+int wg_wide_max_m() {
+  static const int cap = [] {
+    const int v = env_int("LANTERN_WG_WIDE_MAX_M", kWgWideMaxM);
+    return v > kWgMaxM && v <= kWgWideLimitM ? v : kWgWideMaxM;
+  }();
+  return cap;
+}
+
+bool wg_fits(const void* a, const void* w, const void* c, int m, int n, int k, int max_m = kWgMaxM) {
+  return m >= kWgMinM && m <= max_m && k % kWgKc == 0 && n >= 1 && n <= kWgMaxN && aligned(a, 16) &&
          aligned(w, 16) && aligned(c, 8) && sm90a_device();
 }
 
@@ -428,8 +499,8 @@ void gemm_wg_launch(const GemmArgs& a, const LaunchCtx& ctx) {
               ctx);
 }
 
-bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx) {
-  if (!wg_fits(a.a, a.w, a.out, a.m, a.inter, a.k)) return false;
+bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx, bool wide) {
+  if (!wg_fits(a.a, a.w, a.out, a.m, a.inter, a.k, wide ? wg_wide_max_m() : kWgMaxM)) return false;
   wg_dispatch(WgCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.out), a.m,
                      a.inter, a.k, WgOut::swiglu},
               ctx);

@@ -2,7 +2,7 @@
 // The Hopper warpgroup MMA pieces of the wgmma kernels (sm90a/; built for
 // sm_90a only): 128-byte-swizzle shared-memory descriptors, the wgmma fence /
 // commit / wait, an operand fence for the accumulators, and
-// wgmma.mma_async.m64nNk16 (bf16 in, fp32 accumulators) for N = 32, 64, 128,
+// wgmma.mma_async.m64nNk16 (bf16 in, fp32 accumulators) for N = 32, 64, 128, 256,
 // and the m64n64k16 form with A in registers and B N-major (the flash
 // attention's P V).
 #include <cstdint>
@@ -47,11 +47,18 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
   LANTERN_WG_D32                                                                           \
       ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define LANTERN_WG_D128                                                                          \
+  LANTERN_WG_D64                                                                                 \
+      ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, "  \
+      "%81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, " \
+      "%99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, "  \
+      "%114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 #define LANTERN_WG_ACC8(d, o)                                                                 \
   "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), \
       "+f"(d[o + 6]), "+f"(d[o + 7])
 #define LANTERN_WG_ACC16(d, o) LANTERN_WG_ACC8(d, o), LANTERN_WG_ACC8(d, o + 8)
 #define LANTERN_WG_ACC32(d, o) LANTERN_WG_ACC16(d, o), LANTERN_WG_ACC16(d, o + 16)
+#define LANTERN_WG_ACC64(d, o) LANTERN_WG_ACC32(d, o), LANTERN_WG_ACC32(d, o + 32)
 
 // d[64 x N] += a[64 x 16] (weights, K-major) * b[16 x N] (activations, K-major), fp32 accumulators.
 template <int N>
@@ -80,7 +87,16 @@ __device__ __forceinline__ void wgmma_bf16<128>(float (&d)[64], uint64_t desc_a,
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" LANTERN_WG_D64
       "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : LANTERN_WG_ACC32(d, 0), LANTERN_WG_ACC32(d, 32)
+      : LANTERN_WG_ACC64(d, 0)
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_bf16<256>(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" LANTERN_WG_D128
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : LANTERN_WG_ACC64(d, 0), LANTERN_WG_ACC64(d, 64)
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
@@ -101,8 +117,10 @@ __device__ __forceinline__ void wgmma_bf16_rs_nmajor64(float (&d)[32], const uin
 #undef LANTERN_WG_D16
 #undef LANTERN_WG_D32
 #undef LANTERN_WG_D64
+#undef LANTERN_WG_D128
 #undef LANTERN_WG_ACC8
 #undef LANTERN_WG_ACC16
 #undef LANTERN_WG_ACC32
+#undef LANTERN_WG_ACC64
 
 }  // namespace lantern::kernels::cuda_detail
