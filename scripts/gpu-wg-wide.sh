@@ -5,7 +5,7 @@
 # 512-token prefill with variant 4 (the default) and 5 (interleaved processes,
 # the same pinned GEMM plans).
 # Usage: OUT=DIR bash scripts/gpu-wg-wide.sh [tests] [knobs] [probe] [kernel] [engine] [prefill]
-# Extra environment (e.g. LANTERN_WG_MCAST=4) applies to every stage.
+# Extra environment (e.g. LANTERN_WG_HOLD=2, LANTERN_WG_WIDE_MAX_M=4096) applies to every stage.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 KB=build/default/bench/bench_kernels; T=build/default/tests/lantern_gpu_tests; L=build/default/bin/lantern
