@@ -1,6 +1,7 @@
-// gemm variant 8 (wgmma_split), gate_up_swiglu variant 4 (wg_fused) and
-// proj_residual_norm variant 5's GEMM: a Hopper GEMM of our own for decode
-// batches of 17..128 rows, c[m, n] = a[m, k] @ w[n, k]^T, built for sm_90a
+// gemm variant 8 (wgmma_split), gate_up_swiglu variants 4 (wg_fused) and 5
+// (wg_wide) and proj_residual_norm variant 5's GEMM: a Hopper GEMM of our own
+// for decode batches of 17..128 rows (gate_up_swiglu.5: also 129..256, its
+// "wide form" below), c[m, n] = a[m, k] @ w[n, k]^T, built for sm_90a
 // (wgmma) in its own object library (kernels/CMakeLists.txt).
 //
 // Why (docs/performance.md, "gemm.7 mid_stream" and the session-20 section):
@@ -31,9 +32,14 @@
 //    boxes after it.
 // Epilogues: bf16 c, or SwiGLU over the fused [2 inter, k] weight
 // (silu(bf16(g)) * bf16(u), the unfused path's rounding points).
-// Fits: 17 <= m <= 128, k % 64 == 0, n (inter) <= 32768, bf16 out, 16-byte
-// aligned a and w, 8-byte aligned c, a compute-capability 9.0 GPU; the
-// callers fall back to the GEMV (m <= 16) or gemm.6's planned cuBLASLt.
+// The wide form (SwiGLU only): 256 batch columns per block (m64n256k16), a
+// 4-stage ring, one ring slot held per consumer warpgroup, the batch tiled
+// over blocks above 256 rows (LANTERN_WG_WIDE_MAX_M), silu through the fast
+// exponential and division (docs/performance.md, session 24).
+// Fits: 17 <= m <= 128 (the wide form: 256, or the knob's cap), k % 64 == 0,
+// n (inter) <= 32768, bf16 out, 16-byte aligned a and w, 8-byte aligned c, a
+// compute-capability 9.0 GPU; the callers fall back to the GEMV (m <= 16) or
+// gemm.6's planned cuBLASLt.
 #include <cooperative_groups.h>
 
 #include <algorithm>
