@@ -12,6 +12,20 @@ KB=build/default/bench/bench_kernels; T=build/default/tests/lantern_gpu_tests; L
 M=${MODEL:-models/llama-3.2-1b}
 ROUNDS=${ROUNDS:-2}
 stages=${*:-tests kernel engine prefill}
+# ab NAME LIMIT_S COLS bench-args...: a warm-up run records the GEMM plans, then
+# ROUNDS interleaved processes of gate_up_swiglu 4 and 5 run with them pinned.
+ab() {
+  local name=$1 limit=$2 cols=$3; shift 3
+  local common=(--model "$M" --device cuda "$@" --quiet)
+  timeout "$limit" $L bench "${common[@]}" --json "$OUT/plans-$name.json" > "$OUT/$name-warm.log" 2>&1
+  for r in $(seq "$ROUNDS"); do
+    for v in 4 5; do
+      local log="$OUT/$name-$v-$r${TAG:-}.log"
+      timeout "$limit" $L bench "${common[@]}" --kernels gate_up_swiglu=$v --gemm-plans "$OUT/plans-$name.json" > "$log" 2>&1
+      echo "gate_up_swiglu=$v round $r rc=$?"; grep -E "^ +[0-9]+ +[0-9]+ \|" "$log" | cut -c1-"$cols"
+    done
+  done
+}
 for st in $stages; do
   t0=$(date +%s)
   case $st in
@@ -29,26 +43,12 @@ for st in $stages; do
       $P gate_up/128 gate_up/256 gate_up/512 > "$OUT/probe.log" 2>&1
       grep -E "^==|last_mma|first_full|reduced" "$OUT/probe.log" ;;
     kernel)
-      timeout 300 $KB --benchmark_filter='^gate_up_swiglu\.[15]\.' > "$OUT/wide-kernel.log" 2>&1
-      echo "kernel rc=$?"; grep -E "^gate_up_swiglu" "$OUT/wide-kernel.log" | tail -12 ;;
+      timeout 300 $KB --benchmark_filter='^gate_up_swiglu\.[145]\.' > "$OUT/wide-kernel.log" 2>&1
+      echo "kernel rc=$?"; grep -E "^gate_up_swiglu" "$OUT/wide-kernel.log" | tail -18 ;;
     engine)  # the batch-256 (and 64) decode step
-      common=(--model "$M" --device cuda --batch 64,256 --prompt-len 128 --decode-steps 128 --quiet)
-      timeout 150 $L bench "${common[@]}" --json "$OUT/plans-dec.json" > "$OUT/dec-warm.log" 2>&1
-      for r in $(seq "$ROUNDS"); do
-        for v in 4 5; do
-          timeout 150 $L bench "${common[@]}" --kernels gate_up_swiglu=$v --gemm-plans "$OUT/plans-dec.json" > "$OUT/dec-$v-$r${TAG:-}.log" 2>&1
-          echo "gate_up_swiglu=$v round $r rc=$?"; grep -E "^ +[0-9]+ +[0-9]+ \|" "$OUT/dec-$v-$r${TAG:-}.log" | cut -c1-90
-        done
-      done ;;
+      ab dec 150 90 --batch 64,256 --prompt-len 128 --decode-steps 128 ;;
     prefill)  # one 512-token prompt, three prefills per process
-      common=(--model "$M" --device cuda --batch 1 --prompt-len 512,512,512 --decode-steps 2 --quiet)
-      timeout 120 $L bench "${common[@]}" --json "$OUT/plans-pre.json" > "$OUT/pre-warm.log" 2>&1
-      for r in $(seq "$ROUNDS"); do
-        for v in 4 5; do
-          timeout 120 $L bench "${common[@]}" --kernels gate_up_swiglu=$v --gemm-plans "$OUT/plans-pre.json" > "$OUT/pre-$v-$r${TAG:-}.log" 2>&1
-          echo "gate_up_swiglu=$v round $r rc=$?"; grep -E "^ +[0-9]+ +[0-9]+ \|" "$OUT/pre-$v-$r${TAG:-}.log" | cut -c1-50
-        done
-      done ;;
+      ab pre 120 50 --batch 1 --prompt-len 512,512,512 --decode-steps 2 ;;
   esac
   echo "[$st] $(( $(date +%s) - t0 )) s"
 done

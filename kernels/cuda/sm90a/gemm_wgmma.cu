@@ -349,11 +349,6 @@ int wg_max_splits() {
   }();
   return cap;
 }
-// The ring depth for MB batch columns: the knob, else as many stages as fit
-// ~200 KB of shared memory (at most kWgMaxStages). One block per SM: with room
-// for two, the cluster scheduler packs a one-wave grid two to an SM and
-// leaves the other half of the SMs idle (the H200 showed it: 55 % of SM cycles
-// active for o_proj at m = 64).
 // LANTERN_WG_HOLD (1 or 2): the ring slots a consumer warpgroup holds, i.e.
 // wgmma groups in flight per warpgroup (wg_consume); by default 2, and 1 on
 // the wide form (its 4-stage ring: measured 1 us faster at m = 256). Read
@@ -366,6 +361,11 @@ int wg_hold(bool wide) {
   return v ? v : wide ? 1 : 2;
 }
 
+// The ring depth for MB batch columns: the knob, else as many stages as fit
+// ~200 KB of shared memory (at most kWgMaxStages). One block per SM: with room
+// for two, the cluster scheduler packs a one-wave grid two to an SM and
+// leaves the other half of the SMs idle (the H200 showed it: 55 % of SM cycles
+// active for o_proj at m = 64).
 template <int MB>
 int wg_stages() {
   static const int stages = [] {
@@ -457,8 +457,10 @@ void wg_dispatch(const WgCall& s, const LaunchCtx& ctx) {
     launch_wg<64>(s, ctx, tiles);
   else if (s.m <= kWgMaxM)
     launch_wg<128>(s, ctx, tiles);
-  else  // the wide form: SwiGLU only (wg_wide_max_m)
+  else {  // the wide form: SwiGLU only (wg_wide_max_m)
+    LANTERN_ASSERT(s.out == WgOut::swiglu, "gemm.wgmma_split: m=%d is over 128 rows outside gate_up_swiglu", s.m);
     launch_wg_out<kWgWideMB, WgOut::swiglu>(s, ctx, tiles);
+  }
 }
 
 // LANTERN_WG_WIDE_MAX_M (129..4096, default 256): the most rows
