@@ -66,6 +66,11 @@ void gemm_wg_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
 // (LANTERN_WG_WIDE_MAX_M: up to 4096) on its 256-column form. Returns false (launches
 // nothing) when the shape does not fit; a.m must be > 0.
 bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx, bool wide);
+// proj_residual_norm.6's projection (sm90a/gemm_wgmma.cu): the same kernel's
+// wide form with a bf16 store, for 129 <= m <= 256 (LANTERN_WG_WIDE_MAX_M),
+// k % 64 == 0, bf16 out, no prologue norm. Returns false (launches nothing)
+// when the shape does not fit.
+bool gemm_wg_wide_launch(const GemmArgs& a, const LaunchCtx& ctx);
 
 // gate_up_swiglu.2 (gemm_skinny.cu): variant 5's GEMV over the fused gate/up
 // weight with the SwiGLU epilogue, PDL-launched. Returns false (launches

@@ -26,6 +26,12 @@
 //   variant 1.
 // Variant 5 (wg_unfused): variant 1 with gemm.8's GEMM (the wgmma kernel of
 //   sm90a/gemm_wgmma.cu for 17 <= m <= 128), then add_rmsnorm.1; tested only.
+// Variant 6 (wg_wide_down, session 25): variant 1 with gemm.8's wide form (256
+//   batch columns per block, m64n256k16; gate_up_swiglu.5's kernel with a bf16
+//   store) as the projection for 129 <= m <= 256 and k >= 4096 -- down_proj
+//   in a batch-256 step, where cuBLASLt's plan ran at ~half the tensor peak
+//   (32 output tiles on 132 SMs); o_proj (k 2048: 4 ring stages per split)
+//   stays on cuBLASLt.
 // Every variant honours out == nullptr (no norm: x += y only).
 #include "kernels/base/errors.h"
 #include "kernels/costs.h"
@@ -70,6 +76,15 @@ void proj_residual_add(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "proj_residual_norm.gemv_add");
   if (a.m == 0) return;
   if (!proj_residual_add_skinny_launch(a, ctx)) proj_residual_norm_unfused(a, ctx);
+}
+
+constexpr int kWideDownMinK = 4096;  // variant 6: below, cuBLASLt (the split ring too short)
+void gemm_wide_down_or_planned(const GemmArgs& g, const LaunchCtx& ctx) {
+  if (g.k >= kWideDownMinK && gemm_wg_wide_launch(g, ctx)) return;
+  gemm_lt_planned(g, ctx);
+}
+void proj_residual_norm_wide_down(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
+  gemm_then_add_rmsnorm(a, ctx, "proj_residual_norm.wg_wide_down", gemm_wide_down_or_planned);
 }
 
 void proj_residual_norm_mid(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
@@ -123,6 +138,12 @@ void register_proj_residual_norm_cuda(Registry& r) {
       kTestedOnly, gemm_lt_workspace_bytes));
   r.add_prepare(Family::proj_residual_norm, 5,
                 make_prepare<ProjResidualNormArgs, proj_residual_norm_wg_prepare>());
+  r.add(make_entry<ProjResidualNormArgs, proj_residual_norm_wide_down, proj_residual_norm_cost<2>>(
+      6, "wg_wide_down", Backend::cuda,
+      "variant 1 with gemm.8's wide form (256 batch columns per block) as the projection for 129 <= m <= 256 "
+      "and k >= 4096 (down_proj at batch 256), then add_rmsnorm.1",
+      kTestedOnly, gemm_lt_workspace_bytes));
+  r.add_prepare(Family::proj_residual_norm, 6, make_prepare<ProjResidualNormArgs, proj_residual_norm_prepare>());
 }
 
 }  // namespace lantern::kernels

@@ -33,10 +33,11 @@ namespace {
 
 // A two-layer synthetic Llama with head_dim 64 (the tiny preset's 32 is not
 // served by the pipe kernels); each model below is written once per process.
-std::filesystem::path write_hd64_model(const char* name, int hidden, int n_q_heads, int n_kv_heads) {
+std::filesystem::path write_hd64_model(const char* name, int hidden, int n_q_heads, int n_kv_heads,
+                                       int intermediate = 1024) {
   ModelConfig cfg = synth_preset("tiny");
   cfg.hidden_size = hidden;
-  cfg.intermediate_size = 1024;
+  cfg.intermediate_size = intermediate;
   cfg.num_q_heads = n_q_heads;
   cfg.num_kv_heads = n_kv_heads;
   cfg.head_dim = 64;
@@ -57,6 +58,13 @@ const std::filesystem::path& hd64_model() {
 // for attention_decode.15's runs of adjacent heads.
 const std::filesystem::path& kv8_model() {
   static const std::filesystem::path dir = write_hd64_model("batched-attention-kv8", 2048, 32, 8);
+  return dir;
+}
+
+// An MLP as deep as the 1B model's down_proj is long (intermediate 4096: k >=
+// 4096, where proj_residual_norm.6 runs its wide form).
+const std::filesystem::path& wide_down_model() {
+  static const std::filesystem::path dir = write_hd64_model("batched-attention-wide-down", 512, 8, 2, 4096);
   return dir;
 }
 
@@ -287,6 +295,28 @@ TEST(BatchGemmGpu, WideGateUpInGraphsMatchesCublas) {
   const RowDiff d = compare_rows(a, b, 2e-2);
   EXPECT_EQ(d.far, 0u) << "of " << b.size() << " positions differ by more than 2e-2 rel-L2 (worst " << d.worst << ")";
   std::printf("[batch-gemm-gpu] gate_up_swiglu.5 wg_wide vs gemm.1 + swiglu, 200 sequences in graphs: worst rel-L2 "
+              "%.2e over %zu positions\n",
+              d.worst, b.size());
+}
+
+// proj_residual_norm.6's wide down_proj in the engine (session 25): 200
+// teacher-forced sequences decoding together run down_proj (k 4096) on gemm.8's
+// wide form with a bf16 store at 129..200 rows, then add_rmsnorm.1, in
+// graph-replayed, PDL-chained steps (and prefill chunks of 129..256 rows);
+// against variant 1 (cuBLASLt, then add_rmsnorm.1). A wrong tile, a stale
+// input or a lost split changes a logit row by O(1); summation order ~1e-3.
+TEST(BatchGemmGpu, WideDownProjInGraphsMatchesCublas) {
+  LANTERN_REQUIRE_GPU();
+  Work work;
+  for (int i = 0; i < 200; ++i) work.emplace_back(test::random_token_ids(1 + i % 97), test::random_token_ids(16));
+  const Rows a = run({{"proj_residual_norm", "wg_wide_down"}}, work, wide_down_model(), 200);
+  const Rows b = run({{"proj_residual_norm", "unfused"}}, work, wide_down_model(), 200);
+  ASSERT_EQ(a.size(), 200u * 16u);
+  ASSERT_EQ(b.size(), a.size());
+  const RowDiff d = compare_rows(a, b, 2e-2);
+  EXPECT_EQ(d.far, 0u) << "of " << b.size() << " positions differ by more than 2e-2 rel-L2 (worst " << d.worst << ")";
+  EXPECT_GT(d.worst, 0.0) << "the wide form must have run (it sums k in another order than cuBLASLt)";
+  std::printf("[batch-gemm-gpu] proj_residual_norm.6 wg_wide_down vs unfused, 200 sequences in graphs: worst rel-L2 "
               "%.2e over %zu positions\n",
               d.worst, b.size());
 }

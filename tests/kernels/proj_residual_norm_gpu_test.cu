@@ -75,8 +75,9 @@ void check_proj_residual_norm(int m, int hidden, int k) {
                   rel_l2(got.y, ref.y), rel_l2(got.x, ref.x), rel_l2(got.out, ref.out));
       if (e->variant == 1) {
         unfused = got;
-      } else if ((e->variant == 3 || e->variant == 5) && m > 16) {
-        // Variant 3's / 5's batch GEMM sums k in another order than cuBLASLt: only the definition binds it.
+      } else if (((e->variant == 3 || e->variant == 5) && m > 16) || (e->variant == 6 && m > 128 && k >= 4096)) {
+        // Variant 3's / 5's batch GEMM and variant 6's wide form sum k in another order than cuBLASLt:
+        // only the definition binds them.
       } else {
         EXPECT_TRUE(matches(got.y, unfused.y, 0, 0, 0)) << "y bit-identical to the unfused GEMV";
         EXPECT_TRUE(matches(got.x, unfused.x, 0, 0, 0)) << "x bit-identical to gemm + add_rmsnorm.1";
@@ -99,6 +100,17 @@ TEST(ProjResidualNormGpu, BatchGemmShapes) {
   LANTERN_REQUIRE_GPU();
   for (int m : {24, 64, 128}) check_proj_residual_norm(m, 2048, 2048);
   for (int m : {40, 100}) check_proj_residual_norm(m, 2048, 8192);
+}
+
+// Variant 6's wide form (gemm.8's kernel on 256 batch columns, a bf16 store)
+// at down_proj's shape: one batch tile partly filled (129, 200) and full
+// (256), k split over a cluster; o_proj's k (2048) stays on cuBLASLt
+// (bit-identical to variant 1 there); 257 rows: above the wide form's cap.
+TEST(ProjResidualNormGpu, WideDownProjShapes) {
+  LANTERN_REQUIRE_GPU();
+  for (int m : {129, 200, 256, 257}) check_proj_residual_norm(m, 2048, 8192);
+  check_proj_residual_norm(256, 2048, 2048);
+  check_proj_residual_norm(160, 520, 4096);  // a row tail: 5 weight tiles, the last partial
 }
 
 TEST(ProjResidualNormGpu, NoClusterRowTailAndTheWideFallback) {

@@ -32,7 +32,8 @@
 //    boxes after it.
 // Epilogues: bf16 c, or SwiGLU over the fused [2 inter, k] weight
 // (silu(bf16(g)) * bf16(u), the unfused path's rounding points).
-// The wide form (SwiGLU only): 256 batch columns per block (m64n256k16), a
+// The wide form (gate_up_swiglu.5's SwiGLU store; proj_residual_norm.6's bf16
+// projection since session 25): 256 batch columns per block (m64n256k16), a
 // 4-stage ring, one ring slot held per consumer warpgroup, the batch tiled
 // over blocks above 256 rows (LANTERN_WG_WIDE_MAX_M), silu through the fast
 // exponential and division (docs/performance.md, session 24).
@@ -81,7 +82,7 @@ constexpr int kWgKc = 64;               // k per stage: one 128-byte swizzled ro
 constexpr int kWgThreads = 3 * 128;     // the producer warpgroup, then two consumer warpgroups
 constexpr int kWgTileLd = kWgRows + 4;  // partial tile pitch (fp32)
 constexpr int kWgMinM = 17, kWgMaxM = 128, kWgMaxN = 32768, kWgMaxSplits = 8, kWgMaxStages = 8;
-// The wide form (gate_up_swiglu.5 above 128 rows): 256 batch columns per
+// The wide form (gate_up_swiglu.5 and proj_residual_norm.6 above 128 rows): 256 batch columns per
 // block, the batch tiled over blocks, up to kWgWideMaxM rows by default (a
 // batch-256 decode step 1-2 % faster on the H200, a 512-token prefill not;
 // the knob LANTERN_WG_WIDE_MAX_M moves it up to kWgWideLimitM; above,
@@ -457,10 +458,10 @@ void wg_dispatch(const WgCall& s, const LaunchCtx& ctx) {
     launch_wg<64>(s, ctx, tiles);
   else if (s.m <= kWgMaxM)
     launch_wg<128>(s, ctx, tiles);
-  else {  // the wide form: SwiGLU only (wg_wide_max_m)
-    LANTERN_ASSERT(s.out == WgOut::swiglu, "gemm.wgmma_split: m=%d is over 128 rows outside gate_up_swiglu", s.m);
+  else if (s.out == WgOut::swiglu)  // the wide form (wg_wide_max_m)
     launch_wg_out<kWgWideMB, WgOut::swiglu>(s, ctx, tiles);
-  }
+  else
+    launch_wg_out<kWgWideMB, WgOut::bf16>(s, ctx, tiles);
 }
 
 // LANTERN_WG_WIDE_MAX_M (129..4096, default 256): the most rows
@@ -505,6 +506,16 @@ void gemm_wg_launch(const GemmArgs& a, const LaunchCtx& ctx) {
   wg_dispatch(WgCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.c), a.m,
                      a.n, a.k, WgOut::bf16},
               ctx);
+}
+
+bool gemm_wg_wide_launch(const GemmArgs& a, const LaunchCtx& ctx) {
+  if (a.c_f32 || a.norm.weight != nullptr || a.m <= kWgMaxM ||
+      !wg_fits(a.a, a.w, a.c, a.m, a.n, a.k, wg_wide_max_m()))
+    return false;
+  wg_dispatch(WgCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.c), a.m,
+                     a.n, a.k, WgOut::bf16},
+              ctx);
+  return true;
 }
 
 bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx, bool wide) {
