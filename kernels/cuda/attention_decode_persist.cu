@@ -270,6 +270,13 @@ void decode_split_persist_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) 
   decode_persist_t(a, ctx, "attention_decode.split_persist_t");
 }
 
+// Variant 20 (split_persist_one): variant 19 whose split kernel runs a
+// context of up to 256 keys as one split, without the combine.
+void decode_split_persist_one(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (a.b < persist_from()) return decode_tma_split_t(a, ctx, /*one_short=*/true);
+  decode_persist_t(a, ctx, "attention_decode.split_persist_one");
+}
+
 }  // namespace
 
 void register_attention_decode_persist_cuda(Registry& r) {
@@ -284,6 +291,11 @@ void register_attention_decode_persist_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_split_persist_t, attention_decode_cost<2>>(
       19, "split_persist_t", Backend::cuda,
       "split_tma_t below 24 rows, persistent_tma_t from 24 rows", kPreferred, decode_split_workspace));
+  r.add(make_entry<AttentionDecodeArgs, decode_split_persist_one, attention_decode_cost<2>>(
+      20, "split_persist_one", Backend::cuda,
+      "split_persist_t, but below 24 rows a context of up to 256 keys is one split of up to 4 tiles "
+      "(no combine: its fence, arrival atomic and partials' round trip cost more than the tiles)",
+      kPreferred, decode_split_workspace));
 }
 
 }  // namespace lantern::kernels

@@ -122,13 +122,16 @@ struct PipeSplit {
 // `table_s` (ends with a barrier). Splits are sized from the real context
 // (variant 4): max(kMinSplitKeys, ceil(ctx / n_splits)) keys, rounded up to a
 // multiple of kAlign (variant 17: whole 64-key tiles); n_eff of them hold
-// keys. Returns false (nothing copied, no barrier) for a split past them.
-template <int kThreads, int HD, int kAlign = 1>
+// keys. A context of at most kOneSplitKeys keys (variant 17: 256) is one
+// split, whatever n_splits: no combine. Returns false (nothing copied, no
+// barrier) for a split past them.
+template <int kThreads, int HD, int kAlign = 1, int kOneSplitKeys = 0>
 __device__ __forceinline__ bool pipe_split_setup(PipeSplit& p, int& n_eff, int split, int n_splits, int ctx,
                                                  const int32_t* table, int block_size, int n_kv_heads,
                                                  const bf16* head_base, int* table_s) {
-  static_assert(kMinSplitKeys % kAlign == 0);
-  const int len = (max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits) + kAlign - 1) / kAlign * kAlign;
+  static_assert(kMinSplitKeys % kAlign == 0 && kOneSplitKeys % kAlign == 0 && kOneSplitKeys < kTableCap);
+  const int keys = ctx <= kOneSplitKeys ? max(ctx, 1) : max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
+  const int len = (keys + kAlign - 1) / kAlign * kAlign;
   n_eff = max(1, (ctx + len - 1) / len);
   if (split >= n_eff) return false;
   p.begin = split * len;

@@ -39,6 +39,15 @@ using namespace cuda_detail;
 template <int St>
 constexpr size_t kTmaSmem = 1024 + St * kStageBytes + kTableCap * sizeof(int);  // + alignment slack
 
+// Variant 20: contexts of up to this many keys run as one split (no combine): on the H200
+// a batch-1 step at contexts 129-256 took 0.873-0.887 ms with one split of up
+// to 4 tiles against 0.902-0.911 with 64-key splits and the combine (its
+// fence, arrival atomic and partials' round trip cost more than 3 more tiles
+// in one block); at 513-640 keys longer splits lost (256-key splits 0.938-0.942
+// vs 0.906), so longer contexts keep 64-key splits (docs/performance.md,
+// session 25).
+constexpr int kTmaOneSplitKeys = 256;
+
 // Arrival counters of variant 17's fused combine: one per (sequence, kv head).
 __device__ unsigned g_tma_counters[kMaxSplitCounters];
 
@@ -46,7 +55,7 @@ __device__ unsigned g_tma_counters[kMaxSplitCounters];
 // gridDim.x splits of whole 64-key tiles sized on the device from the real
 // context, a St-deep ring, and the last block of (sequence, kv head) combines
 // the splits (kFused). With one split both are the same arithmetic.
-template <int St, bool kFused, int kMinBlocks, bool kWs = false>
+template <int St, bool kFused, int kMinBlocks, bool kWs = false, int kOneSplit = 0>
 __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
     decode_tma_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out, float* part_o,
                       float2* part_ml, const int32_t* __restrict__ seq_slots,
@@ -77,7 +86,7 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
   PipeSplit p;
   int n_eff;
   // Ends with a barrier, which also publishes the mbarriers.
-  if (!pipe_split_setup<kThreads, kHd, S::kTileKeys>(p, n_eff, split, n_splits, ctx,
+  if (!pipe_split_setup<kThreads, kHd, S::kTileKeys, kOneSplit>(p, n_eff, split, n_splits, ctx,
                                                          block_tables + size_t(slot) * max_blocks_per_seq,
                                                          block_size, n_kv_heads, nullptr, table_s)) {
     grid_dependency_wait();  // nothing to do, but exit no earlier than a waiting block would
@@ -214,10 +223,11 @@ const CUtensorMap& cuda_detail::pool_rows_map(const KvCacheRef& c) {
 namespace {
 
 template <int St, int kMinBlocks, bool kWs = false>
-void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, const char* who) {
+void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, const char* who, bool one_short = false) {
   const KvCacheRef& c = a.cache;
-  auto* kernel =
-      splits > 1 ? decode_tma_kernel<St, true, kMinBlocks, kWs> : decode_tma_kernel<St, false, kMinBlocks, kWs>;
+  auto* kernel = splits <= 1  ? decode_tma_kernel<St, false, kMinBlocks, kWs>
+                 : one_short ? decode_tma_kernel<St, true, kMinBlocks, kWs, kTmaOneSplitKeys>
+                             : decode_tma_kernel<St, true, kMinBlocks, kWs>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmem<St>)));
   // [b][q heads][splits][head_dim] partial outputs, then their (max, sum); unused with one split.
   auto* part_o = splits > 1 ? static_cast<float*>(ctx.workspace) : nullptr;
@@ -317,8 +327,8 @@ int tma_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 
 }  // namespace
 
-void cuda_detail::decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  const char* who = "attention_decode.split_tma_t";
+void cuda_detail::decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool one_short) {
+  const char* who = one_short ? "attention_decode.split_persist_one" : "attention_decode.split_tma_t";
   check_decode(a, who);
   if (a.b == 0) return;
   const int splits = a.one_row_per_seq && pipe_supports(a) && tma_supports(a) && batched_transposed_splits(a, ctx) == 0
@@ -328,13 +338,17 @@ void cuda_detail::decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchC
   const bool ws = tma_ws_knob() != 0;
   switch (split_tma_stages()) {
     case 2:
-      return ws ? launch_tma<2, 4, true>(a, ctx, splits, who) : launch_tma<2, 4>(a, ctx, splits, who);
+      return ws ? launch_tma<2, 4, true>(a, ctx, splits, who, one_short) : launch_tma<2, 4>(a, ctx, splits, who, one_short);
     case 4:
-      return ws ? launch_tma<4, 2, true>(a, ctx, splits, who) : launch_tma<4, 2>(a, ctx, splits, who);
+      return ws ? launch_tma<4, 2, true>(a, ctx, splits, who, one_short) : launch_tma<4, 2>(a, ctx, splits, who, one_short);
     default:
-      return ws ? launch_tma<3, 2, true>(a, ctx, splits, who) : launch_tma<3, 2>(a, ctx, splits, who);
+      return ws ? launch_tma<3, 2, true>(a, ctx, splits, who, one_short) : launch_tma<3, 2>(a, ctx, splits, who, one_short);
   }
 }
+
+namespace {
+void decode_tma_split_t_entry(const AttentionDecodeArgs& a, const LaunchCtx& ctx) { decode_tma_split_t(a, ctx); }
+}  // namespace
 
 void register_attention_decode_tma_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_tma_t, attention_decode_cost<2>>(
@@ -344,7 +358,7 @@ void register_attention_decode_tma_cuda(Registry& r) {
       "stage's mbarrier; head_dim 64, block sizes that are multiples of 16, one split; else "
       "batched_ring6_t",
       kTestedOnly, decode_split_workspace));
-  r.add(make_entry<AttentionDecodeArgs, decode_tma_split_t, attention_decode_cost<2>>(
+  r.add(make_entry<AttentionDecodeArgs, decode_tma_split_t_entry, attention_decode_cost<2>>(
       17, "split_tma_t", Backend::cuda,
       "batched_ring6_t below 24 rows with batched_tma_t's TMA-filled ring (3 stages) split over the "
       "context: one wave of 2 blocks per SM, splits of whole 64-key tiles sized from the real "

@@ -90,6 +90,7 @@ const CUtensorMap& pool_rows_map(const KvCacheRef& c);
 // Head_dim 64, block sizes that are multiples of 16, GQA groups <= 8.
 bool tma_supports(const AttentionDecodeArgs& a);
 // Variant 17 as a launcher (variant 19 runs it below 24 rows).
-void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx);
+// one_short (variant 20): contexts of up to 256 keys run as one split.
+void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool one_short = false);
 
 }  // namespace lantern::kernels::cuda_detail
