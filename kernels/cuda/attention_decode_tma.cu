@@ -39,8 +39,8 @@ using namespace cuda_detail;
 template <int St>
 constexpr size_t kTmaSmem = 1024 + St * kStageBytes + kTableCap * sizeof(int);  // + alignment slack
 
-// Variant 20: contexts of up to this many keys run as one split (no combine): on the H200
-// a batch-1 step at contexts 129-256 took 0.873-0.887 ms with one split of up
+// Variant 20: contexts of up to this many keys run as one split (no combine):
+// on the H200 a batch-1 step at contexts 129-256 took 0.873-0.887 ms with one split of up
 // to 4 tiles against 0.902-0.911 with 64-key splits and the combine (its
 // fence, arrival atomic and partials' round trip cost more than 3 more tiles
 // in one block); at 513-640 keys longer splits lost (256-key splits 0.938-0.942
@@ -223,7 +223,8 @@ const CUtensorMap& cuda_detail::pool_rows_map(const KvCacheRef& c) {
 namespace {
 
 template <int St, int kMinBlocks, bool kWs = false>
-void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, const char* who, bool one_short = false) {
+void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, const char* who,
+                bool one_short = false) {
   const KvCacheRef& c = a.cache;
   auto* kernel = splits <= 1  ? decode_tma_kernel<St, false, kMinBlocks, kWs>
                  : one_short ? decode_tma_kernel<St, true, kMinBlocks, kWs, kTmaOneSplitKeys>
@@ -336,13 +337,14 @@ void cuda_detail::decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchC
                          : 0;
   if (splits == 0) return decode_batched_transposed(a, ctx, who);
   const bool ws = tma_ws_knob() != 0;
+  const bool one = one_short;
   switch (split_tma_stages()) {
     case 2:
-      return ws ? launch_tma<2, 4, true>(a, ctx, splits, who, one_short) : launch_tma<2, 4>(a, ctx, splits, who, one_short);
+      return ws ? launch_tma<2, 4, true>(a, ctx, splits, who, one) : launch_tma<2, 4>(a, ctx, splits, who, one);
     case 4:
-      return ws ? launch_tma<4, 2, true>(a, ctx, splits, who, one_short) : launch_tma<4, 2>(a, ctx, splits, who, one_short);
+      return ws ? launch_tma<4, 2, true>(a, ctx, splits, who, one) : launch_tma<4, 2>(a, ctx, splits, who, one);
     default:
-      return ws ? launch_tma<3, 2, true>(a, ctx, splits, who, one_short) : launch_tma<3, 2>(a, ctx, splits, who, one_short);
+      return ws ? launch_tma<3, 2, true>(a, ctx, splits, who, one) : launch_tma<3, 2>(a, ctx, splits, who, one);
   }
 }
 
