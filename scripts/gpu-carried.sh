@@ -20,6 +20,7 @@ if [[ ! -e $SRC ]]; then
 fi
 mkdir -p build/gpu-machine
 for d in bin tests bench; do
+  [[ -d build/gpu-machine/$d && ! -L build/gpu-machine/$d ]] && continue  # built here (gpu-issue14-verify.sh)
   [[ -e build/default/$d ]] && ln -sfn ../default/$d build/gpu-machine/$d
 done
 export LD_LIBRARY_PATH="$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
