@@ -139,4 +139,70 @@ LANTERN_HD int32_t pick_rank(const float* w_ranked, int32_t k, float top_p, floa
   return last_positive;
 }
 
+
+// ---------------------------------------------------------------------------
+// The race: a second algorithm over the same candidates (sample.7 grid_race on
+// the GPU, sample.8 cpu_race on the CPU, which are its reference). It draws
+// from the same restricted softmax as the inverse CDF above, but WHICH token a
+// (seed, step) draws differs, so its tokens are compared with cpu_race's, not
+// cpu_ref's. It needs no rank order, only counts and masses of the tokens
+// ranked before a given one, so a GPU finds the token with a few grid-wide
+// reductions instead of a sort or a histogram search (the sort-free rejection
+// idea of FlashInfer's samplers, made exact and deterministic here).
+//
+// For one row, with T, K, P, seed, step as above:
+//  R1. Greedy as step 1 (and step 3's unusable max): argmax.
+//  R2. Fixed-point weights: z_i = (m - l_i) * (1/T) (0 when l_i >= m), the
+//      multiplier 1/T rounded to float; f_i = round(exp2(-z_i * log2 e) * 2^40)
+//      as an unsigned 64-bit integer (race_fixed_weight); NaN and -inf weigh 0,
+//      the top-ranked token 2^40. Tokens more than ~27.7 nats below the max
+//      (relative weight < 2^-41) weigh 0 and are never drawn.
+//  R3. Candidates: token t of rank r (step 3's order) with c_t = r tokens and
+//      M_t = the sum of their f ranked before it is in the set N when f_t > 0,
+//      r < k (k as step 4), and r == 0 or (top-p inactive) or
+//      double(M_t) < double(P) * double(S), where S is the sum of f over the
+//      first k ranks (race_in_set). N is a prefix of the rank order; the sums are
+//      exact integers, so every summation order decides alike.
+//  R4. Draw: the token of N with the largest key g_t = l_t * (1/T) + G_t, ties
+//      to the lower index (race_key), where G_t = -log(-log(u_t)) is the token's
+//      Gumbel noise from Philox4x32-10 with the row's key (step 2), counter
+//      {step, t / 4, kRaceTag, 0} and word t % 4: u_t = ((w >> 9) + 0.5) * 2^-23,
+//      in (0, 1) (race_noise). argmax(l/T + Gumbel) is a draw from softmax(l/T);
+//      restricted to N it is a draw from N's renormalised weights.
+// A backend may find the maximum of R4 by rejection: take the key's maximum s
+// over all tokens; while s is not in N, take the maximum over the tokens ranked
+// before s. N is a prefix, so every rejected s ranks after all of N and the
+// tokens before it include all of N: the result is exactly R4's, and the loop
+// ends (the rank-0 token is always in N). Host and device logf / exp2f can
+// differ in the last ulp: the backends then differ only when two keys are
+// within ~1e-6 of each other or M_t is within ~1e-6 of P * S.
+constexpr uint32_t kRaceTag = 0x52414345u;  // "RACE": a counter word the inverse CDF never uses
+
+// R4: the token's Gumbel noise, finite: u in [2^-24, 1 - 2^-24].
+LANTERN_HD float race_noise(uint64_t seed, int32_t step, int32_t token) {
+  const Philox4 out =
+      philox4x32_10(Philox4{{static_cast<uint32_t>(step), static_cast<uint32_t>(token) >> 2, kRaceTag, 0u}},
+                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  const float u = (static_cast<float>(out.v[token & 3] >> 9) + 0.5f) * (1.0f / 8388608.0f);
+  return -logf(-logf(u));
+}
+LANTERN_HD float race_key(float logit, float inv_temp, float noise) {
+  return logit * inv_temp + noise;
+}
+// R2 (host form; the device computes the same with exp2f in ZBins::fixed_weight).
+inline uint64_t race_fixed_weight(float logit, float max_logit, float inv_temp) {
+  if (!(logit > -INFINITY)) return 0;
+  const float d = max_logit - logit;
+  const float z = d > 0.0f ? d * inv_temp : 0.0f;
+  return static_cast<uint64_t>(std::nearbyint(exp2f(z * -1.4426950408889634f) * 1099511627776.0f));
+}
+// R3: is the token (count_before tokens of total weight mass_before ranked
+// before it, weight own) in the set? top_k_mass: S.
+LANTERN_HD bool race_in_set(uint64_t count_before, uint64_t mass_before, uint64_t own, int32_t k,
+                            uint64_t top_k_mass, float top_p) {
+  if (own == 0 || count_before >= static_cast<uint64_t>(k)) return false;
+  if (count_before == 0 || !top_p_active(top_p)) return true;
+  return static_cast<double>(mass_before) < static_cast<double>(top_p) * static_cast<double>(top_k_mass);
+}
+
 }  // namespace lantern::kernels::sampling

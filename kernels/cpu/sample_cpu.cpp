@@ -1,5 +1,6 @@
 // sample, variant 0: the sampling algorithm of kernels/sampling.h, one row at a
-// time (temperature, top-k, top-p, Philox draw from (seed, step)).
+// time (temperature, top-k, top-p, Philox draw from (seed, step)); variant 8:
+// the race (sampling.h R1-R4), the reference of sample.7 grid_race.
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -40,16 +41,53 @@ int32_t sample_row(const float* logits, int vocab, float temperature, int32_t to
   return s.order[sampling::pick_rank(s.weights.data(), k, top_p, u)];
 }
 
-void sample_cpu(const SampleArgs& a, const LaunchCtx&) {
+// sampling.h R1-R4 taken literally: the rank order, the fixed-point prefix
+// masses, the set N, and the largest Gumbel key over N.
+int32_t race_row(const float* logits, int vocab, float temperature, int32_t top_k, float top_p,
+                 uint64_t seed, int32_t step, SampleScratch& s) {
+  const int32_t best = argmax_row_cpu(logits, vocab);
+  const float max_logit = logits[best];
+  if (sampling::is_greedy(temperature) || !sampling::max_is_usable(max_logit)) return best;
+  const int32_t k = sampling::candidate_count(top_k, vocab);
+  s.order.resize(vocab);
+  std::iota(s.order.begin(), s.order.end(), 0);
+  auto before = [logits](int32_t a, int32_t b) {
+    return sampling::ranks_before(logits[a], a, logits[b], b);
+  };
+  std::sort(s.order.begin(), s.order.end(), before);
+  const float inv_temp = 1.0f / temperature;
+  uint64_t top_k_mass = 0;
+  for (int32_t r = 0; r < k; ++r)
+    top_k_mass += sampling::race_fixed_weight(logits[s.order[r]], max_logit, inv_temp);
+  int32_t pick = best;
+  float pick_key = -INFINITY;
+  uint64_t mass_before = 0;
+  for (int32_t r = 0; r < k; ++r) {
+    const int32_t t = s.order[r];
+    const uint64_t w = sampling::race_fixed_weight(logits[t], max_logit, inv_temp);
+    if (sampling::race_in_set(uint64_t(r), mass_before, w, k, top_k_mass, top_p)) {
+      const float key = sampling::race_key(logits[t], inv_temp, sampling::race_noise(seed, step, t));
+      if (key > pick_key || (key == pick_key && t < pick)) pick = t, pick_key = key;
+    }
+    mass_before += w;
+  }
+  return pick;
+}
+
+template <int32_t (*Row)(const float*, int, float, int32_t, float, uint64_t, int32_t, SampleScratch&)>
+void sample_rows_cpu(const SampleArgs& a, const LaunchCtx&) {
 #pragma omp parallel if (a.b > 1)
   {
     SampleScratch scratch;
 #pragma omp for schedule(dynamic, 1)
     for (int r = 0; r < a.b; ++r)
-      a.out[r] = sample_row(a.logits + size_t(r) * a.vocab, a.vocab, a.temperature[r], a.top_k[r],
-                            a.top_p[r], a.seeds[r], a.steps[r], scratch);
+      a.out[r] = Row(a.logits + size_t(r) * a.vocab, a.vocab, a.temperature[r], a.top_k[r],
+                     a.top_p[r], a.seeds[r], a.steps[r], scratch);
   }
 }
+
+void sample_cpu(const SampleArgs& a, const LaunchCtx& ctx) { sample_rows_cpu<sample_row>(a, ctx); }
+void sample_race_cpu(const SampleArgs& a, const LaunchCtx& ctx) { sample_rows_cpu<race_row>(a, ctx); }
 
 }  // namespace
 
@@ -57,6 +95,12 @@ void register_sample_cpu(Registry& r) {
   r.add(make_entry<SampleArgs, sample_cpu, sample_cost<4>>(
       0, "cpu_ref", Backend::cpu,
       "CPU fp32 reference: rank sort, top-k, top-p, Philox inverse CDF (kernels/sampling.h)"));
+  // Tested only: the CPU backend keeps the inverse CDF as its default.
+  r.add(make_entry<SampleArgs, sample_race_cpu, sample_cost<4>>(
+      8, "cpu_race", Backend::cpu,
+      "reference of the race (kernels/sampling.h R1-R4): rank sort, fixed-point prefix masses, "
+      "the largest Gumbel key over the top-k / top-p set",
+      kTestedOnly));
 }
 
 }  // namespace lantern::kernels

@@ -31,6 +31,7 @@ void register_sample_cluster_cuda(Registry& r);
 void register_sample_gather_cuda(Registry& r);  // variant 4: sample_gather.cu
 void register_sample_lean_cuda(Registry& r);    // variant 5: sample_lean.cu
 void register_sample_wide_cuda(Registry& r);    // variant 6: sample_wide.cu
+void register_sample_race_cuda(Registry& r);    // variant 7: sample_race.cu
 void register_gate_up_swiglu_cuda(Registry& r);
 void register_proj_residual_norm_cuda(Registry& r);
 

@@ -30,6 +30,7 @@ void register_cuda_kernels(Registry& r) {
   register_sample_gather_cuda(r);
   register_sample_lean_cuda(r);
   register_sample_wide_cuda(r);
+  register_sample_race_cuda(r);
 }
 
 }  // namespace lantern::kernels

@@ -43,8 +43,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 
 #include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
@@ -52,6 +50,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/sample_bins.cuh"
 #include "kernels/cuda/sample_gather.cuh"
+#include "kernels/cuda/sample_grid.cuh"
 #include "kernels/cuda/sample_lean.cuh"
 #include "kernels/cuda/sample_wide_probe.cuh"
 #include "kernels/sampling.h"
@@ -63,6 +62,7 @@ using namespace sample_bins;
 using namespace gather_detail;
 using namespace lean_detail;
 using namespace wide_probe;
+using sample_grid::row_barrier;
 
 constexpr int kMaxRows = 16;     // rows with a grid of their own; more: sample.5
 constexpr int kMaxBlocks = 1024;  // blocks per row at most (pub_max slots; <= kThreads)
@@ -112,27 +112,6 @@ struct alignas(16) Wide {
   int find_slot;
 };
 static_assert(sizeof(Wide) <= kMaxDynamicSmem, "sample.6's shared state must fit one block per SM");
-
-__device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Every block of the row arrives; each waits until `target` arrivals (the
-// counter only grows within a launch: G per barrier). The fence before the
-// arrival publishes the block's global writes; the acquire load orders the
-// reads after it.
-__device__ __forceinline__ void row_barrier(unsigned int* bar, unsigned int target) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(bar, 1u);
-    while (load_acquire(bar) < target) {
-    }
-  }
-  __syncthreads();
-}
 
 // find_bin's contract with every thread of the block calling together: the one
 // thread whose bin holds t says so (the prefixes never decrease, so exactly one).
@@ -358,34 +337,8 @@ int wide_blocks(int rows) {
   return std::min(forced > 0 ? forced : kDefaultBlocks, fit);
 }
 
-// The set of rows for launches on `stream` (see g_rows): per device, the last
-// kStreamSlots streams seen keep their sets; a new stream takes the least recent.
-RowState* rows_for(cudaStream_t stream) {
-  struct Slots {
-    RowState* base = nullptr;
-    cudaStream_t owner[kStreamSlots] = {};
-    uint64_t used[kStreamSlots] = {};
-    uint64_t clock = 0;
-  };
-  static std::mutex mu;
-  static std::map<int, Slots> per_device;
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  Slots& d = per_device[dev];
-  if (!d.base) CUDA_CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&d.base), g_rows));
-  int pick = 0;
-  for (int i = 0; i < kStreamSlots; ++i) {
-    if (d.owner[i] == stream && d.used[i]) {
-      pick = i;
-      break;
-    }
-    if (d.used[i] < d.used[pick]) pick = i;
-  }
-  d.owner[pick] = stream;
-  d.used[pick] = ++d.clock;
-  return d.base + size_t(pick) * kMaxRows;
-}
+// The set of rows for launches on `stream` (see g_rows).
+RowState* rows_for(cudaStream_t stream) { return sample_grid::stream_slot<kStreamSlots, kMaxRows>(stream, g_rows); }
 
 // False: the grid cannot be resident at once here (the caller runs sample.5).
 template <int kPer>

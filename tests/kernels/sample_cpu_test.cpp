@@ -1,6 +1,8 @@
 // CPU reference: sampling (kernels/sampling.h) -- the Philox generator, greedy and
 // top-k = 1 cases, reproducibility, and that sampled frequencies follow
-// softmax(logits / T) restricted to top-k / top-p.
+// softmax(logits / T) restricted to top-k / top-p; each for both algorithms
+// (sample.0 cpu_ref, the inverse CDF; sample.8 cpu_race, the race), plus the
+// race's Gumbel noise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +28,7 @@ struct RowParams {
 
 // Samples each row of `logits` [rows.size(), vocab] with its own parameters.
 std::vector<int32_t> run_sample(const std::vector<float>& logits, int vocab,
-                                const std::vector<RowParams>& rows) {
+                                const std::vector<RowParams>& rows, const char* variant = "cpu_ref") {
   const int b = int(rows.size());
   std::vector<float> temperature(b), top_p(b);
   std::vector<int32_t> top_k(b), steps(b), out(b, -7);
@@ -38,7 +40,7 @@ std::vector<int32_t> run_sample(const std::vector<float>& logits, int vocab,
     seeds[i] = rows[i].seed;
     steps[i] = rows[i].step;
   }
-  launch(Registry::global().find(Family::sample, "cpu_ref"),
+  launch(Registry::global().find(Family::sample, variant),
          SampleArgs{logits.data(), temperature.data(), top_k.data(), top_p.data(), seeds.data(),
                     steps.data(), out.data(), b, vocab},
          LaunchCtx{});
@@ -107,7 +109,17 @@ TEST(PickRank, FollowsTheSpecifiedInverseCdf) {
             1);  // zero weights never drawn
 }
 
-TEST(SampleCpu, NonPositiveTemperatureIsArgmax) {
+// Each algorithm's CPU variant (the parameter: its registry name).
+class SampleCpu : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::vector<int32_t> run_sample(const std::vector<float>& logits, int vocab,
+                                  const std::vector<RowParams>& rows) const {
+    return kernels::run_sample(logits, vocab, rows, GetParam());
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Algorithms, SampleCpu, ::testing::Values("cpu_ref", "cpu_race"));
+
+TEST_P(SampleCpu, NonPositiveTemperatureIsArgmax) {
   const int vocab = 1000;
   const std::vector<float> logits = test::random_floats(size_t(3) * vocab, -5.f, 5.f);
   for (float t : {0.0f, -1.0f, NAN}) {
@@ -118,7 +130,7 @@ TEST(SampleCpu, NonPositiveTemperatureIsArgmax) {
   }
 }
 
-TEST(SampleCpu, TopKOneAndTopPZeroAreArgmax) {
+TEST_P(SampleCpu, TopKOneAndTopPZeroAreArgmax) {
   const int vocab = 500, b = 64;
   const std::vector<float> logits = test::random_floats(size_t(b) * vocab, -3.f, 3.f);
   std::vector<RowParams> k1(b), p0(b);
@@ -134,7 +146,7 @@ TEST(SampleCpu, TopKOneAndTopPZeroAreArgmax) {
   }
 }
 
-TEST(SampleCpu, ReproducibleForTheSameSeedAndStepOnly) {
+TEST_P(SampleCpu, ReproducibleForTheSameSeedAndStepOnly) {
   const int vocab = 1000, b = 60;
   const std::vector<float> row(vocab, 0.0f);  // uniform: every draw is informative
   const std::vector<float> logits = repeat_row(row, b);
@@ -155,7 +167,7 @@ TEST(SampleCpu, ReproducibleForTheSameSeedAndStepOnly) {
   EXPECT_NE(run_sample(logits, vocab, params), first);
 }
 
-TEST(SampleCpu, TiesRankByLowerIndexAndBadLogitsAreNeverDrawn) {
+TEST_P(SampleCpu, TiesRankByLowerIndexAndBadLogitsAreNeverDrawn) {
   const int vocab = 50, b = 400;
   // All tied: top_k 3 keeps tokens 0, 1, 2.
   std::vector<RowParams> params(b);
@@ -215,7 +227,7 @@ struct DistCase {
   float top_p;
 };
 
-TEST(SampleCpu, FrequenciesFollowTheRestrictedSoftmax) {
+TEST_P(SampleCpu, FrequenciesFollowTheRestrictedSoftmax) {
   const int vocab = 40, batch = 25000, calls = 8, draws = batch * calls;
   for (DistCase dc : {DistCase{1.0f, 0, 1.0f}, DistCase{0.7f, 10, 1.0f}, DistCase{1.3f, 0, 0.8f},
                       DistCase{0.9f, 25, 0.6f}}) {
@@ -255,6 +267,42 @@ TEST(SampleCpu, FrequenciesFollowTheRestrictedSoftmax) {
       EXPECT_LE(kept, dc.top_k);
     }
   }
+}
+
+// The race's noise (sampling.h R4): finite, and Gumbel-distributed -- mean the
+// Euler-Mascheroni constant, variance pi^2 / 6 -- over fresh tokens, steps and seeds;
+// and the key orders like l / T + noise.
+TEST(SampleRace, NoiseIsFiniteAndGumbel) {
+  const int n = 400000;
+  const uint64_t seed = test::rng()();
+  double sum = 0, sum2 = 0;
+  int above_3 = 0;
+  for (int i = 0; i < n; ++i) {
+    const float g = sampling::race_noise(seed + uint64_t(i / 1000), i % 7, i);
+    ASSERT_TRUE(std::isfinite(g)) << i;
+    sum += g, sum2 += double(g) * g;
+    above_3 += g > 3.0f;
+  }
+  const double mean = sum / n, var = sum2 / n - mean * mean;
+  // Standard errors: mean ~0.002, variance ~0.0055 (Gumbel excess kurtosis 2.4).
+  EXPECT_NEAR(mean, 0.5772156649, 0.012);
+  EXPECT_NEAR(var, 1.6449340668, 0.035);
+  // P(G > 3) = 1 - exp(-exp(-3)) = 0.04857.
+  EXPECT_NEAR(double(above_3) / n, 0.04857, 0.0025);
+  EXPECT_EQ(sampling::race_key(2.0f, 0.5f, 0.25f), 1.25f);
+}
+
+// R3's set test: rank 0 always, never a token of weight 0 or beyond top-k, and the
+// top-p cut on the integer masses.
+TEST(SampleRace, SetTestFollowsTheSpec) {
+  const uint64_t one = 1ull << 40;
+  EXPECT_TRUE(sampling::race_in_set(0, 0, one, 1, one, 0.0f));    // rank 0 with top_p 0
+  EXPECT_FALSE(sampling::race_in_set(0, 0, 0, 5, one, 1.0f));     // weight 0
+  EXPECT_FALSE(sampling::race_in_set(5, one, 1, 5, one, 1.0f));   // rank 5 with top_k 5
+  EXPECT_TRUE(sampling::race_in_set(4, one, 1, 5, 4 * one, 1.0f));
+  EXPECT_TRUE(sampling::race_in_set(3, 3 * one, 1, 10, 4 * one, 0.76f));   // 3 < 0.76 * 4
+  EXPECT_FALSE(sampling::race_in_set(3, 3 * one, 1, 10, 4 * one, 0.75f));  // 3 == 0.75 * 4
+  EXPECT_TRUE(sampling::race_in_set(3, 3 * one, 1, 10, 4 * one, NAN));     // NaN: top-p off
 }
 
 }  // namespace

@@ -15,6 +15,10 @@
 // bisection path of bin_select); and a chi-square test of the empirical token
 // distribution over many seeds against the restricted softmax in double;
 // sample.4 against sample.3 token for token (the same decisions by design).
+// The race (sample.7 grid_race) is compared with its own reference, sample.8
+// cpu_race (sampling.h R1-R4), with near_tie_race's tolerance, over every layout
+// it has (grid rows in shared memory or re-read, one block per row, odd
+// vocabularies and unaligned rows), and goes through the same chi-square test.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -87,6 +91,53 @@ bool near_tie(const float* logits, int vocab, const RowParams& p, uint64_t seed,
   return ok;
 }
 
+// The race's tokens may differ from cpu_race's only through host vs device
+// logf / exp2f in the last ulp: recomputed in double, `got` must be in the set
+// with the top-p cut loosened by 1e-5 of S, and its key within 1e-5 of the
+// largest key over the set with the cut tightened by as much.
+bool near_tie_race(const float* logits, int vocab, const RowParams& p, uint64_t seed, int32_t step,
+                   int32_t want, int32_t got, std::string* why) {
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return sampling::ranks_before(logits[a], a, logits[b], b);
+  });
+  const float m = logits[order[0]], inv_t = 1.0f / p.temperature;
+  const int32_t k = sampling::candidate_count(p.top_k, vocab);
+  std::vector<double> w(k), cum(k + 1, 0.0);
+  for (int32_t r = 0; r < k; ++r) {
+    w[r] = double(sampling::race_fixed_weight(logits[order[r]], m, inv_t));
+    cum[r + 1] = cum[r] + w[r];
+  }
+  const double tol = 1e-5;
+  auto in_set = [&](int32_t r, double slack) {
+    if (r >= k || w[r] <= 0.0) return false;
+    return r == 0 || !sampling::top_p_active(p.top_p) || cum[r] < double(p.top_p) * cum[k] * (1.0 + slack);
+  };
+  auto key = [&](int32_t t) {
+    return double(logits[t]) * double(inv_t) + double(sampling::race_noise(seed, step, t));
+  };
+  double best = -INFINITY;
+  for (int32_t r = 0; r < k; ++r)
+    if (in_set(r, -tol)) best = std::max(best, key(order[r]));
+  const int32_t rw = int32_t(std::find(order.begin(), order.end(), want) - order.begin());
+  const int32_t rg = int32_t(std::find(order.begin(), order.end(), got) - order.begin());
+  *why = "ranks " + std::to_string(rw) + " (cpu) vs " + std::to_string(rg) + " (gpu), keys " +
+         std::to_string(key(want)) + " vs " + std::to_string(key(got)) + ", best " + std::to_string(best);
+  return in_set(rg, tol) && key(got) >= best - tol * std::max(1.0, std::fabs(best));
+}
+
+bool is_race(const KernelEntry& e) { return std::string(e.name).find("race") != std::string::npos; }
+// The CPU variant a CUDA variant must match: its algorithm's reference.
+const KernelEntry& reference_of(const KernelEntry& e) {
+  return is_race(e) ? Registry::global().find(Family::sample, "cpu_race") : cpu_reference(Family::sample);
+}
+bool near_tie_for(const KernelEntry& e, const float* logits, int vocab, const RowParams& p, uint64_t seed,
+                  int32_t step, int32_t want, int32_t got, std::string* why) {
+  return is_race(e) ? near_tie_race(logits, vocab, p, seed, step, want, got, why)
+                    : near_tie(logits, vocab, p, seed, step, want, got, why);
+}
+
 TEST(SampleGpu, MatchesReferenceTokens) {
   LANTERN_REQUIRE_GPU();
   const int vocab = 128256;
@@ -113,11 +164,6 @@ TEST(SampleGpu, MatchesReferenceTokens) {
   seeds.push_back(seeds[4]), steps.push_back(steps[4]);
   params.push_back(params[4]);
 
-  std::vector<int32_t> ref(b);
-  launch(cpu_reference(Family::sample),
-         SampleArgs{logits.data(), temperature.data(), top_k.data(), top_p.data(), seeds.data(),
-                    steps.data(), ref.data(), b, vocab},
-         cpu_ctx());
   DeviceBuffer<float> d_logits(logits), d_t(temperature), d_p(top_p);
   DeviceBuffer<int32_t> d_k(top_k), d_steps(steps), d_out(b);
   DeviceBuffer<uint64_t> d_seeds(seeds);
@@ -127,6 +173,11 @@ TEST(SampleGpu, MatchesReferenceTokens) {
   shape.vocab = vocab;
   for (const KernelEntry* e : cuda_variants(Family::sample)) {
     SCOPED_TRACE(variant_label(*e));
+    std::vector<int32_t> ref(b);
+    launch(reference_of(*e),
+           SampleArgs{logits.data(), temperature.data(), top_k.data(), top_p.data(), seeds.data(),
+                      steps.data(), ref.data(), b, vocab},
+           cpu_ctx());
     const SampleArgs args{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
                           d_steps.get(), d_out.get(), b, vocab};
     d_out.poison();
@@ -136,8 +187,8 @@ TEST(SampleGpu, MatchesReferenceTokens) {
     for (int r = 0; r < b; ++r) {
       if (got[r] == ref[r]) continue;
       std::string why;
-      const bool tie = near_tie(logits.data() + size_t(r) * vocab, vocab, params[r], seeds[r],
-                                steps[r], ref[r], got[r], &why);
+      const bool tie = near_tie_for(*e, logits.data() + size_t(r) * vocab, vocab, params[r], seeds[r],
+                                    steps[r], ref[r], got[r], &why);
       EXPECT_TRUE(tie) << "row " << r << ": cpu " << ref[r] << ", gpu " << got[r] << " (" << why << ")";
       if (tie) std::printf("[sample] row %d accepted as a rounding tie: %s\n", r, why.c_str());
     }
@@ -162,13 +213,9 @@ struct Batch {
   }
 };
 
-void expect_variants_match_reference(const Batch& in, int vocab, int* ties) {
+void expect_variants_match_reference(const Batch& in, int vocab, int* ties,
+                                     const std::vector<const KernelEntry*>& variants = cuda_variants(Family::sample)) {
   const int b = int(in.params.size());
-  std::vector<int32_t> ref(b);
-  launch(cpu_reference(Family::sample),
-         SampleArgs{in.logits.data(), in.temperature.data(), in.top_k.data(), in.top_p.data(),
-                    in.seeds.data(), in.steps.data(), ref.data(), b, vocab},
-         cpu_ctx());
   DeviceBuffer<float> d_logits(in.logits), d_t(in.temperature), d_p(in.top_p);
   DeviceBuffer<int32_t> d_k(in.top_k), d_steps(in.steps), d_out(b);
   DeviceBuffer<uint64_t> d_seeds(in.seeds);
@@ -176,8 +223,17 @@ void expect_variants_match_reference(const Batch& in, int vocab, int* ties) {
   WorkspaceShape shape;
   shape.max_batch_tokens = shape.max_seqs = b;
   shape.vocab = vocab;
-  for (const KernelEntry* e : cuda_variants(Family::sample)) {
+  std::vector<int32_t> refs[2];  // per algorithm: [0] the inverse CDF, [1] the race
+  for (const KernelEntry* e : variants) {
     SCOPED_TRACE(variant_label(*e));
+    std::vector<int32_t>& ref = refs[is_race(*e)];
+    if (ref.empty()) {
+      ref.resize(b);
+      launch(reference_of(*e),
+             SampleArgs{in.logits.data(), in.temperature.data(), in.top_k.data(), in.top_p.data(),
+                        in.seeds.data(), in.steps.data(), ref.data(), b, vocab},
+             cpu_ctx());
+    }
     d_out.poison();
     launch(*e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
                           d_steps.get(), d_out.get(), b, vocab},
@@ -187,8 +243,8 @@ void expect_variants_match_reference(const Batch& in, int vocab, int* ties) {
     for (int r = 0; r < b; ++r) {
       if (got[r] == ref[r]) continue;
       std::string why;
-      const bool tie = near_tie(in.logits.data() + size_t(r) * vocab, vocab, in.params[r],
-                                in.seeds[r], in.steps[r], ref[r], got[r], &why);
+      const bool tie = near_tie_for(*e, in.logits.data() + size_t(r) * vocab, vocab, in.params[r],
+                                    in.seeds[r], in.steps[r], ref[r], got[r], &why);
       EXPECT_TRUE(tie) << "row " << r << ": cpu " << ref[r] << ", gpu " << got[r] << " (" << why << ")";
       *ties += tie;
       if (tie) std::printf("[sample] %s row %d accepted as a rounding tie: %s\n", variant_label(*e).c_str(), r, why.c_str());
@@ -349,13 +405,18 @@ TEST(SampleGpu, FrequenciesFollowTheRestrictedSoftmax) {
     WorkspaceShape shape;
     shape.max_batch_tokens = shape.max_seqs = rows;
     shape.vocab = vocab;
+    std::vector<std::pair<const KernelEntry*, int>> runs;
     for (const KernelEntry* e : cuda_variants(Family::sample)) {
-      SCOPED_TRACE(variant_label(*e));
-      // In launches of kChunk rows: the batch size at which the cluster variants
-      // run their own kernel (from 128 rows they hand over to bin_select).
-      constexpr int kChunk = 96;
-      for (int r0 = 0; r0 < rows; r0 += kChunk) {
-        const int n = std::min(kChunk, rows - r0);
+      // In launches of 96 rows: the batch size at which the cluster variants
+      // run their own kernel (from 128 rows they hand over to bin_select); the
+      // race also in launches of 4 rows (its grid layout: many blocks per row).
+      runs.push_back({e, 96});
+      if (is_race(*e)) runs.push_back({e, 4});
+    }
+    for (const auto& [e, chunk] : runs) {
+      SCOPED_TRACE(variant_label(*e) + " in launches of " + std::to_string(chunk) + " rows");
+      for (int r0 = 0; r0 < rows; r0 += chunk) {
+        const int n = std::min(chunk, rows - r0);
         launch(*e, SampleArgs{d_logits.get() + size_t(r0) * vocab, d_t.get() + r0, d_k.get() + r0,
                               d_p.get() + r0, d_seeds.get() + r0, d_steps.get() + r0,
                               d_out.get() + r0, n, vocab},
@@ -387,11 +448,72 @@ TEST(SampleGpu, FrequenciesFollowTheRestrictedSoftmax) {
       ASSERT_GE(cats, 2);
       // z = 4.75: a false alarm about once in a million runs per check.
       const double limit = chi2_quantile(cats - 1, 4.75);
-      std::printf("[sample] %s n=%d: chi2 %.1f over %d categories (limit %.1f)\n",
-                  variant_label(*e).c_str(), n, chi2, cats, limit);
+      std::printf("[sample] %s (%d-row launches) n=%d: chi2 %.1f over %d categories (limit %.1f)\n",
+                  variant_label(*e).c_str(), chunk, n, chi2, cats, limit);
       EXPECT_LT(chi2, limit);
     }
   }
+}
+
+// The race in every layout it has, against cpu_race: b = 1 (32 blocks per row,
+// slices in shared memory), 5 and 16 (fewer blocks), 40 (3 blocks, slices too
+// large for shared memory: re-read), 150 (one block per row, no grid barrier);
+// an odd vocabulary (unaligned rows: scalar loads, a partial group of 4) and a
+// small one. Rows: normal, bf16-rounded (ties), near-flat, peaked, and with NaN
+// and -inf logits; parameters over greedy, top-k 1 / 50 / 5000, top-p 0 / 0.6 /
+// 0.9 / 0.95 and both together. Then two launches must agree.
+TEST(SampleGpu, RaceMatchesCpuRaceInEveryLayout) {
+  LANTERN_REQUIRE_GPU();
+  const KernelEntry& race = Registry::global().find(Family::sample, "grid_race");
+  const RowParams kinds[] = {{0.8f, 50, 0.9f}, {0.8f, 0, 0.95f}, {1.0f, 0, 1.0f},  {0.0f, 0, 1.0f},
+                             {0.7f, 1, 1.0f},  {1.2f, 5000, 0.6f}, {0.5f, 0, 0.0f}, {1.5f, 50, 1.0f},
+                             {0.8f, 2, 0.9f},  {2.0f, 700, 0.95f}};
+  std::uniform_int_distribution<int> pick(0, 1 << 30);
+  int rows_checked = 0, ties = 0;
+  const std::pair<int, int> layouts[] = {{128256, 1}, {128256, 5}, {128256, 16}, {128256, 40},
+                                         {128256, 150}, {50001, 1}, {50001, 7}, {1000, 3}};
+  for (const auto& [vocab, b] : layouts) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab) + ", b " + std::to_string(b));
+    for (int rep = 0; rep < (b < 16 ? 6 : 1); ++rep) {
+      Batch in;
+      in.logits.resize(size_t(b) * vocab);
+      for (int r = 0; r < b; ++r) {
+        const int kind = (r + rep) % 5;
+        std::normal_distribution<float> normal(0.f, kind == 1 ? 3.f : 2.f);
+        std::uniform_real_distribution<float> flat(1.f, 1.001f);
+        float* row = in.logits.data() + size_t(r) * vocab;
+        for (int i = 0; i < vocab; ++i) {
+          const float x = kind == 2 ? flat(rng()) : normal(rng());
+          row[i] = kind == 1 ? bf16_round(x) : x;
+        }
+        if (kind == 3) row[pick(rng()) % vocab] += 12.0f;
+        if (kind == 4)
+          for (int i = 0; i < vocab / 50; ++i) row[pick(rng()) % vocab] = i % 2 ? NAN : -INFINITY;
+        in.add(kinds[(r + 3 * rep) % 10], rng()(), int32_t(pick(rng()) % 5000));
+      }
+      expect_variants_match_reference(in, vocab, &ties, {&race});
+      rows_checked += b;
+      // Determinism: a second launch of the same rows.
+      DeviceBuffer<float> d_logits(in.logits), d_t(in.temperature), d_p(in.top_p);
+      DeviceBuffer<int32_t> d_k(in.top_k), d_steps(in.steps), d_out(b);
+      DeviceBuffer<uint64_t> d_seeds(in.seeds);
+      GpuEnv env;
+      WorkspaceShape shape;
+      shape.max_batch_tokens = shape.max_seqs = b;
+      shape.vocab = vocab;
+      std::vector<int32_t> runs[2];
+      for (auto& got : runs) {
+        d_out.poison();
+        launch(race, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
+                                d_steps.get(), d_out.get(), b, vocab},
+               env.ctx(race, shape));
+        env.sync();
+        got = d_out.download();
+      }
+      EXPECT_EQ(runs[0], runs[1]) << "two launches drew different tokens";
+    }
+  }
+  std::printf("[sample] grid_race == cpu_race on %d rows (%d accepted rounding ties)\n", rows_checked, ties);
 }
 
 }  // namespace

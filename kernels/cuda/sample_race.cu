@@ -1,0 +1,446 @@
+// sample variant 7 (grid_race): the race of kernels/sampling.h (R1-R4) -- the
+// largest Gumbel key over the top-k / top-p set, found by rejection -- on
+// G blocks per row, with a few grid-wide reductions instead of a sort or a
+// histogram search. Its reference is sample.8 cpu_race (not cpu_ref: the race
+// draws from the same restricted softmax, but other tokens for a (seed, step)).
+//
+// Why: sample.6 (grid_gather) spends its 22 us at b = 1 in chains of block
+// barriers over a 1024-bin histogram, the list of gathered tokens and the
+// crossing search (docs/performance.md, session 23). The race needs none of
+// that for top-p: only counts and masses of the tokens ranked before ONE token.
+// Rounds, each one reduction over the row's blocks (a record per block in
+// global memory, a row barrier, every block reducing the G records alike):
+//   R0  every block loads its slice (kept in shared memory), makes its tokens'
+//       Gumbel keys, and publishes its argmax key and its best race key (with
+//       that token's logit); with top-k, also a 256-bin histogram of the
+//       logits' top byte (the first of four radix digits of the k-th logit).
+//   R1-3 (top-k only) the next three digits: then theta, the k-th largest logit
+//       (as an orderable 32-bit value), and how many tokens lie above it.
+//   M   (the membership round, repeated only on a rejection) for the candidate
+//       s: the count and fixed-point mass of the tokens ranked before s, the best
+//       race key among them (the next candidate if s is rejected), and, in the
+//       first M only, S (the whole row's mass; with top-k, the mass above theta).
+//       Every block then decides sampling::race_in_set(s) from the same integer
+//       sums: the same decision everywhere, deterministic.
+// Top-p alone: R0 and one M (a second M with probability about 1 - P).
+// Rows with G = 1 block (more rows than fit the GPU as grids) run the same
+// rounds with __syncthreads only; slices too large for shared memory re-read
+// the logits (L2) and remake the keys in every pass.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/base/env_knob.h"
+#include "kernels/costs.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/sample_bins.cuh"
+#include "kernels/cuda/sample_grid.cuh"
+#include "kernels/sampling.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+using namespace sample_bins;
+using sample_grid::row_barrier;
+
+constexpr int kMaxG = 64;          // blocks per row at most
+constexpr int kSlotBlocks = 256;   // grid blocks with a global record slot, per stream slot
+constexpr int kSmemSlice = 16384;  // tokens of a slice kept in shared memory (logit + key: 128 KB)
+constexpr int kStreamSlots = 4;
+constexpr int kDigitBins = 256;
+
+// One block's contribution to one round. Reduced over blocks field by field:
+// cnt, mass, extra summed; (key, key_logit) the pair with the larger key; amax
+// the largest.
+struct alignas(16) Rec {
+  unsigned long long cnt, mass, extra, key, key_logit, amax;
+};
+struct BlockSlot {
+  Rec rec[2];                      // by round parity: a round's writes never meet the previous round's reads
+  unsigned int hist[2][kDigitBins];
+};
+struct RowSync {
+  unsigned int bar, done, pad[2];
+};
+struct RaceSlot {
+  BlockSlot blocks[kSlotBlocks];
+  RowSync rows[kSlotBlocks];
+};
+// Zero at module load; every launch leaves bar and done zero (the row's last
+// block resets them). 4 x 545 KB of static device memory.
+__device__ RaceSlot g_race[kStreamSlots];
+
+struct alignas(16) Shared {
+  Rec warp_part[kWarp];
+  Rec total;
+  unsigned int hist[kDigitBins];
+  unsigned int hist_part[4][kDigitBins];
+  uint64_t scratch[kWarp];
+  int digit;
+  unsigned int above;
+};
+
+__device__ __forceinline__ Rec combine(const Rec& a, const Rec& b) {
+  Rec r;
+  r.cnt = a.cnt + b.cnt;
+  r.mass = a.mass + b.mass;
+  r.extra = a.extra + b.extra;
+  const bool take_b = b.key > a.key;
+  r.key = take_b ? b.key : a.key;
+  r.key_logit = take_b ? b.key_logit : a.key_logit;
+  r.amax = b.amax > a.amax ? b.amax : a.amax;
+  return r;
+}
+__device__ __forceinline__ Rec shfl_xor(const Rec& a, int o) {
+  Rec r;
+  r.cnt = __shfl_xor_sync(kFullMask, a.cnt, o);
+  r.mass = __shfl_xor_sync(kFullMask, a.mass, o);
+  r.extra = __shfl_xor_sync(kFullMask, a.extra, o);
+  r.key = __shfl_xor_sync(kFullMask, a.key, o);
+  r.key_logit = __shfl_xor_sync(kFullMask, a.key_logit, o);
+  r.amax = __shfl_xor_sync(kFullMask, a.amax, o);
+  return r;
+}
+__device__ __forceinline__ Rec warp_reduce(Rec v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o >>= 1) v = combine(v, shfl_xor(v, o));
+  return v;
+}
+// The block's reduction of every thread's v, returned to every thread.
+__device__ Rec block_reduce(const Rec& v, Shared& s) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const Rec w = warp_reduce(v);
+  if (lane == 0) s.warp_part[warp] = w;
+  __syncthreads();
+  if (warp == 0) {
+    const Rec t = warp_reduce(s.warp_part[lane]);  // kThreads / kWarp == kWarp partials
+    if (lane == 0) s.total = t;
+  }
+  __syncthreads();
+  return s.total;
+}
+
+// The race key of a token as a max-ordered 64-bit value (ties: lower index);
+// 0 for tokens that never race (NaN, -inf).
+__device__ __forceinline__ uint64_t race_pack(float l, float key, int32_t id) {
+  if (!(l > -INFINITY)) return 0;
+  return (uint64_t(orderable(key)) << 32) | uint32_t(~uint32_t(id));
+}
+
+// The row's blocks and where they exchange records.
+struct Row {
+  int G, rank;
+  BlockSlot* blocks;  // this row's G slots (G > 1)
+  RowSync* sync;
+  unsigned int round;
+  // Publishes this block's reduced record (and histogram), waits for the row,
+  // and returns the reduction over the row's blocks (hist: s.hist becomes the
+  // row's totals). Every block gets the same values.
+  __device__ Rec exchange(const Rec& mine, Shared& s, bool with_hist) {
+    const int tid = threadIdx.x;
+    if (G == 1) {
+      __syncthreads();
+      ++round;
+      return mine;
+    }
+    const int par = int(round & 1u);
+    if (with_hist) __syncthreads();  // s.hist complete
+    if (tid == 0) blocks[rank].rec[par] = mine;
+    if (with_hist && tid < kDigitBins) blocks[rank].hist[par][tid] = s.hist[tid];
+    ++round;
+    row_barrier(&sync->bar, round * unsigned(G));
+    Rec v{};
+    if (tid < G) {
+      const Rec* r = &blocks[tid].rec[par];
+      v.cnt = __ldcg(&r->cnt);
+      v.mass = __ldcg(&r->mass);
+      v.extra = __ldcg(&r->extra);
+      v.key = __ldcg(&r->key);
+      v.key_logit = __ldcg(&r->key_logit);
+      v.amax = __ldcg(&r->amax);
+    }
+    if (with_hist) {
+      const int bin = tid % kDigitBins, part = tid / kDigitBins;
+      unsigned int c = 0;
+      for (int j = part; j < G; j += kThreads / kDigitBins) c += __ldcg(&blocks[j].hist[par][bin]);
+      s.hist_part[part][bin] = c;
+      __syncthreads();
+      if (tid < kDigitBins)
+        s.hist[tid] = s.hist_part[0][tid] + s.hist_part[1][tid] + s.hist_part[2][tid] + s.hist_part[3][tid];
+    }
+    return block_reduce(v, s);
+  }
+};
+
+// From the row's histogram of one digit (s.hist) and the ranks still to place
+// (need >= 1): the digit of the need-th largest value among those in play, and
+// how many in play lie above it (s.digit, s.above).
+__device__ __forceinline__ void pick_digit(Shared& s, unsigned int need) {
+  const int tid = threadIdx.x;
+  const int bin = kDigitBins - 1 - tid;  // thread 0: the highest bin
+  const uint64_t c = tid < kDigitBins ? s.hist[bin] : 0;
+  uint64_t total;
+  const uint64_t above = block_exclusive_scan_u64(c, s.scratch, &total);
+  if (tid < kDigitBins && above < need && above + c >= need) {
+    s.digit = bin;
+    s.above = unsigned(above);
+  }
+  __syncthreads();
+}
+
+// Runs f(l, key, id) over this block's tokens, 4 consecutive ones per thread
+// and group: from shared memory (kSmem), else reloaded and their keys remade.
+template <bool kSmem>
+struct Slice {
+  const float* __restrict__ x;  // the row's logits
+  float* lg;                    // kSmem: the slice's logits, then its keys
+  int begin, n;                 // token ids [begin, begin + n)
+  uint64_t seed;
+  int32_t step;
+  float inv_t;
+  bool racing;  // keys are needed (not greedy)
+
+  __device__ __forceinline__ void load4(int j, float (&l)[4]) const {
+    const int i = begin + 4 * j;
+    if (4 * j + 3 < n && ((reinterpret_cast<uintptr_t>(x + i) & 15u) == 0)) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x + i));
+      l[0] = v.x, l[1] = v.y, l[2] = v.z, l[3] = v.w;
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) l[q] = 4 * j + q < n ? __ldg(x + i + q) : -INFINITY;
+    }
+  }
+  __device__ __forceinline__ void keys4(int j, const float (&l)[4], float (&key)[4]) const {
+    if (!racing) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) key[q] = -INFINITY;
+      return;
+    }
+    const int i = begin + 4 * j;  // a multiple of 4: one Philox block for the group
+    const sampling::Philox4 r = sampling::philox4x32_10(
+        sampling::Philox4{{uint32_t(step), uint32_t(i) >> 2, sampling::kRaceTag, 0u}}, uint32_t(seed),
+        uint32_t(seed >> 32));
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float u = (float(r.v[q] >> 9) + 0.5f) * (1.0f / 8388608.0f);
+      key[q] = sampling::race_key(l[q], inv_t, -logf(-logf(u)));
+    }
+  }
+  // The first pass: loads, makes keys, keeps both (kSmem).
+  template <class F>
+  __device__ __forceinline__ void first(F&& f) const {
+    const int groups = (n + 3) / 4;
+    for (int j = threadIdx.x; j < groups; j += kThreads) {
+      float l[4], key[4];
+      load4(j, l);
+      keys4(j, l, key);
+      if (kSmem) {
+        reinterpret_cast<float4*>(lg)[j] = make_float4(l[0], l[1], l[2], l[3]);
+        reinterpret_cast<float4*>(lg + kSmemSlice)[j] = make_float4(key[0], key[1], key[2], key[3]);
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (4 * j + q < n) f(l[q], key[q], begin + 4 * j + q);
+    }
+  }
+  template <class F>
+  __device__ __forceinline__ void again(F&& f) const {
+    const int groups = (n + 3) / 4;
+    for (int j = threadIdx.x; j < groups; j += kThreads) {
+      float l[4], key[4];
+      if (kSmem) {
+        const float4 a = reinterpret_cast<const float4*>(lg)[j];
+        const float4 b = reinterpret_cast<const float4*>(lg + kSmemSlice)[j];
+        l[0] = a.x, l[1] = a.y, l[2] = a.z, l[3] = a.w;
+        key[0] = b.x, key[1] = b.y, key[2] = b.z, key[3] = b.w;
+      } else {
+        load4(j, l);
+        keys4(j, l, key);
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (4 * j + q < n) f(l[q], key[q], begin + 4 * j + q);
+    }
+  }
+};
+
+template <bool kSmem>
+__global__ void __launch_bounds__(kThreads, 1)
+    sample_race_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
+                       const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
+                       const uint64_t* __restrict__ seeds, const int32_t* __restrict__ steps,
+                       int32_t* __restrict__ out, int vocab, int slice_len, RaceSlot* __restrict__ slot) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Shared& s = *reinterpret_cast<Shared*>(smem);
+  const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
+  Row rw{G, rank, G > 1 ? slot->blocks + size_t(row) * G : nullptr, G > 1 ? slot->rows + row : nullptr, 0u};
+  const float temp = temperature[row];
+  const float p = top_p[row];
+  const int k = sampling::candidate_count(top_k[row], vocab);
+  const bool with_k = k < vocab;
+  const bool greedy_t = sampling::is_greedy(temp);
+  Slice<kSmem> sl{logits + size_t(row) * vocab,
+                  reinterpret_cast<float*>(smem + ((sizeof(Shared) + 15) & ~size_t(15))),
+                  rank * slice_len,
+                  max(0, min(vocab - rank * slice_len, slice_len)),
+                  seeds[row],
+                  steps[row],
+                  greedy_t ? 0.0f : 1.0f / temp,
+                  !greedy_t};
+
+  // R0: argmax key, best race key, the top digit's histogram (top-k).
+  if (tid < kDigitBins) s.hist[tid] = 0;
+  __syncthreads();
+  Rec mine{};
+  sl.first([&](float l, float key, int32_t id) {
+    const uint64_t am = (uint64_t(orderable(l)) << 32) | uint32_t(~uint32_t(id));
+    mine.amax = am > mine.amax ? am : mine.amax;
+    const uint64_t rk = race_pack(l, key, id);
+    if (rk > mine.key) mine.key = rk, mine.key_logit = orderable(l);
+    if (with_k && !greedy_t) atomicAdd(&s.hist[orderable(l) >> 24], 1u);
+  });
+  Rec all = rw.exchange(block_reduce(mine, s), s, with_k && !greedy_t);
+  const uint64_t top = all.amax;
+  const float max_logit = logit_of_orderable(uint32_t(top >> 32));
+  int32_t token = int32_t(~uint32_t(top));
+  if (!greedy_t && sampling::max_is_usable(max_logit)) {
+    const ZBins bins{max_logit, sl.inv_t};
+    // R1-R3 (top-k): theta, the k-th largest logit's orderable value; above_theta
+    // tokens lie strictly above it.
+    uint32_t theta = 0, above_theta = 0;
+    if (with_k) {
+      unsigned int need = unsigned(k);
+      for (int shift = 24;; shift -= 8) {
+        pick_digit(s, need);
+        theta |= uint32_t(s.digit) << shift;
+        above_theta += s.above;
+        need -= s.above;
+        if (shift == 0) break;
+        __syncthreads();  // s.digit read by all before the next pick_digit
+        if (tid < kDigitBins) s.hist[tid] = 0;
+        __syncthreads();
+        const uint32_t hi_mask = ~0u << shift;  // the digits fixed so far
+        const int next = shift - 8;
+        sl.again([&](float l, float, int32_t) {
+          const uint32_t o = orderable(l);
+          if ((o & hi_mask) == theta) atomicAdd(&s.hist[(o >> next) & 0xffu], 1u);
+        });
+        all = rw.exchange(Rec{}, s, true);
+      }
+    }
+    // M rounds: the candidate (s_key, s_logit) in the set, or the next one.
+    uint64_t s_key = all.key;
+    float s_logit = logit_of_orderable(uint32_t(all.key_logit));
+    uint64_t set_mass = 0;  // S
+    bool first_m = true;
+    token = int32_t(~uint32_t(top));  // the rank-0 token: always in the set (a guard only)
+    while (s_key != 0) {
+      const int32_t s_id = int32_t(~uint32_t(s_key));
+      const uint64_t s_sort = sort_key(s_logit, s_id);
+      Rec m{};
+      sl.again([&](float l, float key, int32_t id) {
+        const uint32_t o = orderable(l);
+        const uint64_t w = bins.fixed_weight(l);
+        if (first_m) m.extra += with_k ? (o > theta ? w : 0) : w;
+        if (sort_key(l, id) < s_sort) {
+          m.cnt += 1;
+          m.mass += w;
+          if (!with_k || o >= theta) {
+            const uint64_t rk = race_pack(l, key, id);
+            if (rk > m.key) m.key = rk, m.key_logit = o;
+          }
+        }
+      });
+      all = rw.exchange(block_reduce(m, s), s, false);
+      if (first_m) {
+        set_mass = with_k ? all.extra + uint64_t(k - int(above_theta)) * bins.fixed_weight(logit_of_orderable(theta))
+                          : all.extra;
+        first_m = false;
+      }
+      if (sampling::race_in_set(all.cnt, all.mass, bins.fixed_weight(s_logit), k, set_mass, p)) {
+        token = s_id;
+        break;
+      }
+      s_key = all.key;
+      s_logit = logit_of_orderable(uint32_t(all.key_logit));
+    }
+  }
+  if (rank == 0 && tid == 0) out[row] = token;
+  // The row's last block resets the barrier for the next launch.
+  if (G > 1 && tid == 0) {
+    __threadfence();
+    if (atomicAdd(&rw.sync->done, 1u) == unsigned(G - 1)) {
+      rw.sync->bar = 0;
+      rw.sync->done = 0;
+    }
+  }
+}
+
+// Blocks per row at b rows: the SMs shared out, at most kDefaultG (LANTERN_SAMPLE_RACE_BLOCKS=N
+// forces N; capped so the grid fits one block per SM and the record slots).
+constexpr int kDefaultG = 32;
+int race_blocks(int rows) {
+  static const int forced = env_int("LANTERN_SAMPLE_RACE_BLOCKS");
+  const int fit = std::min({kMaxG, sm_count() / std::max(rows, 1), kSlotBlocks / std::max(rows, 1)});
+  return std::max(1, std::min(forced > 0 ? forced : kDefaultG, fit));
+}
+
+template <bool kSmem>
+cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t stream) {
+  RaceSlot* slot = sample_grid::stream_slot<kStreamSlots, 1>(stream, g_race);
+  static size_t smem_allowed = 0;  // per instantiation
+  const size_t smem = ((sizeof(Shared) + 15) & ~size_t(15)) + (kSmem ? size_t(2) * kSmemSlice * sizeof(float) : 0);
+  if (smem > smem_allowed) {
+    CUDA_CHECK(cudaFuncSetAttribute(sample_race_kernel<kSmem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(smem)));
+    smem_allowed = smem;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(G), unsigned(a.b));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  // G > 1: a cooperative launch, so a grid whose blocks cannot all be resident
+  // (a shared GPU, MPS limits) is refused instead of spinning in a row barrier.
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = G > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, sample_race_kernel<kSmem>, a.logits, a.temperature, a.top_k, a.top_p, a.seeds,
+                            a.steps, a.out, a.vocab, slice_len, slot);
+}
+
+cudaError_t launch_race_g(const SampleArgs& a, int G, cudaStream_t stream) {
+  const int slice_len = ((a.vocab + G - 1) / G + 3) / 4 * 4;  // groups of 4 tokens never straddle blocks
+  return slice_len <= kSmemSlice ? launch_race<true>(a, G, slice_len, stream)
+                                 : launch_race<false>(a, G, slice_len, stream);
+}
+
+void sample_grid_race(const SampleArgs& a, const LaunchCtx& ctx) {
+  LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "sample.grid_race: bad shape b=%d vocab=%d", a.b, a.vocab);
+  if (a.b == 0) return;
+  const int G = race_blocks(a.b);
+  cudaError_t err = launch_race_g(a, G, ctx.stream);
+  if (G > 1 && err == cudaErrorCooperativeLaunchTooLarge) {
+    (void)cudaGetLastError();  // refused: one block per row instead
+    err = launch_race_g(a, 1, ctx.stream);
+  }
+  if (err != cudaSuccess) ::lantern::throw_cuda_error(err, "sample.grid_race", __FILE__, __LINE__);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void register_sample_race_cuda(Registry& r) {
+  r.add(make_entry<SampleArgs, sample_grid_race, sample_cost<2>>(
+      7, "grid_race", Backend::cuda,
+      "the race (kernels/sampling.h R1-R4; reference cpu_race): the largest Gumbel key over the "
+      "top-k / top-p set by rejection, on up to 32 blocks per row: one reduction for the argmax and "
+      "the best key, one for the count and mass ranked before it (top-k: three more for the k-th "
+      "logit's radix digits); no sort, no histogram search",
+      kTestedOnly));
+}
+
+}  // namespace lantern::kernels

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# sample.7 grid_race on the H200 (issue 14): builds on the machine when no
+# binaries are there, then the sampler's GPU tests, the kernel against sample.6
+# (bench_kernels, L2 flushed; blocks per row forced with
+# LANTERN_SAMPLE_RACE_BLOCKS), the engine's sampled decode step with each
+# (interleaved processes, the same pinned GEMM plans), and the kernel-swap pair
+# of experiments (CUPTI: the sample op per call).
+# Usage: OUT=DIR bash scripts/gpu-race.sh [tests] [kernel] [knobs] [engine] [record]
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
+if [[ ! -x build/default/bin/lantern ]]; then
+  t0=$(date +%s)
+  bash scripts/device-build.sh lantern lantern_gpu_tests bench_kernels > "$OUT/build.log" 2>&1 \
+    || { tail -30 "$OUT/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - t0 )) s (on this machine)"
+  mkdir -p build/default
+  for d in bin tests bench; do ln -sfn ../gpu-machine/$d build/default/$d; done
+fi
+if [[ ! -e third_party/npm/llama3 && -d .device/llama3 ]]; then
+  mkdir -p third_party/npm && ln -sfn "$PWD/.device/llama3" third_party/npm/llama3
+fi
+KB=build/default/bench/bench_kernels; T=build/default/tests/lantern_gpu_tests; L=build/default/bin/lantern
+M=${MODEL:-models/llama-3.2-1b}
+if [[ ! -f $M/model.safetensors ]]; then
+  $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$OUT/synth.log" 2>&1
+fi
+stages=${*:-tests kernel engine record}
+for st in $stages; do
+  t0=$(date +%s)
+  case $st in
+    tests)
+      timeout 500 $T --gtest_filter='SampleGpu.*' > "$OUT/sample-tests.log" 2>&1
+      echo "tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|\[sample\]|tests? ran|Failure|rounding tie" "$OUT/sample-tests.log" | tail -40 ;;
+    kernel)
+      timeout 200 $KB --benchmark_filter='^sample\.[67]\.' > "$OUT/sample-kernel.log" 2>&1
+      echo "kernel rc=$?"; grep -E "^sample" "$OUT/sample-kernel.log" | head -20 ;;
+    knobs)
+      for g in 16 64; do
+        LANTERN_SAMPLE_RACE_BLOCKS=$g timeout 60 $KB --benchmark_filter='^sample\.7\..*/b=1/' > "$OUT/sample-kernel-g$g.log" 2>&1
+        echo "race blocks $g:"; grep -E "^sample" "$OUT/sample-kernel-g$g.log" | head -4
+      done ;;
+    engine)
+      common=(--model "$M" --device cuda --batch 1,8 --prompt-len 128 --decode-steps 64 --temperature 0.8 --top-p 0.95 --quiet)
+      timeout 120 $L bench "${common[@]}" --json "$OUT/plans.json" > "$OUT/eng-warm.log" 2>&1
+      for r in 1 2; do
+        for v in 6 7; do
+          timeout 120 $L bench "${common[@]}" --kernels sample=$v --gemm-plans "$OUT/plans.json" > "$OUT/eng-$v-$r.log" 2>&1
+          echo "sample=$v round $r rc=$?"; grep -E "^ *(batch|[0-9]+ )|decode" "$OUT/eng-$v-$r.log" | head -6
+        done
+      done ;;
+    record)
+      for v in grid_gather grid_race; do
+        timeout 200 $L run experiments/sampled-decode-$v.json --set model.path="$M" --set model.preset=auto --out "$OUT/run-$v" > "$OUT/run-$v.log" 2>&1
+        echo "run $v rc=$?"; tail -3 "$OUT/run-$v.log"
+      done
+      timeout 60 $L compare "$OUT/run-grid_gather" "$OUT/run-grid_race" > "$OUT/compare.txt" 2>&1
+      echo "compare rc=$?"; grep -E "sample|TPOT|ITL|identical|tokens" "$OUT/compare.txt" | head -20 ;;
+  esac
+  echo "[$st] $(( $(date +%s) - t0 )) s"
+done
