@@ -5,15 +5,16 @@
 # LANTERN_SAMPLE_RACE_BLOCKS), the engine's sampled decode step with each
 # (interleaved processes, the same pinned GEMM plans), and the kernel-swap pair
 # of experiments (CUPTI: the sample op per call).
-# Usage: OUT=DIR bash scripts/gpu-race.sh [tests] [kernel] [knobs] [engine] [record]
+# Usage: OUT=DIR bash scripts/gpu-race.sh [tests] [probe] [kernel] [knobs] [engine] [record]
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+LOGS=/tmp/race-logs; mkdir -p "$LOGS"  # the device tool brings back at most 8 files: logs stay here
 export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
 if [[ ! -x build/default/bin/lantern ]]; then
   t0=$(date +%s)
-  bash scripts/device-build.sh lantern lantern_gpu_tests bench_kernels > "$OUT/build.log" 2>&1 \
-    || { tail -30 "$OUT/build.log"; exit 1; }
+  bash scripts/device-build.sh lantern lantern_gpu_tests bench_kernels > "$LOGS/build.log" 2>&1 \
+    || { tail -30 "$LOGS/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - t0 )) s (on this machine)"
   mkdir -p build/default
   for d in bin tests bench; do ln -sfn ../gpu-machine/$d build/default/$d; done
@@ -24,7 +25,7 @@ fi
 KB=build/default/bench/bench_kernels; T=build/default/tests/lantern_gpu_tests; L=build/default/bin/lantern
 M=${MODEL:-models/llama-3.2-1b}
 if [[ ! -f $M/model.safetensors ]]; then
-  $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$OUT/synth.log" 2>&1
+  $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$LOGS/synth.log" 2>&1
 fi
 stages=${*:-tests kernel engine record}
 for st in $stages; do
@@ -32,31 +33,37 @@ for st in $stages; do
   case $st in
     tests)
       timeout 500 $T --gtest_filter='SampleGpu.*' > "$OUT/sample-tests.log" 2>&1
-      echo "tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|\[sample\]|tests? ran|Failure|rounding tie" "$OUT/sample-tests.log" | tail -40 ;;
+      echo "tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|\[sample\]|tests? ran|rounding tie" "$OUT/sample-tests.log" | tail -30
+      grep -A6 "Failure" "$OUT/sample-tests.log" | head -40 ;;
+    probe)  # phase stamps (us after the first block's start, median block), b = 1
+      for f in "b=1/top_k=0" "b=1/top_k=50"; do
+        echo "$f"; LANTERN_SAMPLE_RACE_PROBE=1 timeout 60 $KB --benchmark_filter="^sample\.7\..*/$f/" 2>&1 | grep probe | tail -3
+      done ;;
     kernel)
-      timeout 200 $KB --benchmark_filter='^sample\.[67]\.' > "$OUT/sample-kernel.log" 2>&1
-      echo "kernel rc=$?"; grep -E "^sample" "$OUT/sample-kernel.log" | head -20 ;;
+      timeout 200 $KB --benchmark_filter='^sample\.[67]\.' > "$LOGS/sample-kernel.log" 2>&1
+      echo "kernel rc=$?"; grep -E "^sample" "$LOGS/sample-kernel.log" | head -20 ;;
     knobs)
-      for g in 16 64; do
-        LANTERN_SAMPLE_RACE_BLOCKS=$g timeout 60 $KB --benchmark_filter='^sample\.7\..*/b=1/' > "$OUT/sample-kernel-g$g.log" 2>&1
-        echo "race blocks $g:"; grep -E "^sample" "$OUT/sample-kernel-g$g.log" | head -4
+      for g in 16 64 128; do
+        LANTERN_SAMPLE_RACE_BLOCKS=$g timeout 60 $KB --benchmark_filter='^sample\.7\..*/b=1/' > "$LOGS/sample-kernel-g$g.log" 2>&1
+        echo "race blocks $g:"; grep -E "^sample" "$LOGS/sample-kernel-g$g.log" | head -4
       done ;;
     engine)
       common=(--model "$M" --device cuda --batch 1,8 --prompt-len 128 --decode-steps 64 --temperature 0.8 --top-p 0.95 --quiet)
-      timeout 120 $L bench "${common[@]}" --json "$OUT/plans.json" > "$OUT/eng-warm.log" 2>&1
+      timeout 120 $L bench "${common[@]}" --json "$LOGS/plans.json" > "$LOGS/eng-warm.log" 2>&1
       for r in 1 2; do
         for v in 6 7; do
-          timeout 120 $L bench "${common[@]}" --kernels sample=$v --gemm-plans "$OUT/plans.json" > "$OUT/eng-$v-$r.log" 2>&1
-          echo "sample=$v round $r rc=$?"; grep -E "^ *(batch|[0-9]+ )|decode" "$OUT/eng-$v-$r.log" | head -6
+          timeout 120 $L bench "${common[@]}" --kernels sample=$v --gemm-plans "$LOGS/plans.json" > "$LOGS/eng-$v-$r.log" 2>&1
+          echo "sample=$v round $r rc=$?"; grep -E "^ *(batch|[0-9]+ )|decode" "$LOGS/eng-$v-$r.log" | head -6
         done
       done ;;
     record)
       for v in grid_gather grid_race; do
-        timeout 200 $L run experiments/sampled-decode-$v.json --set model.path="$M" --set model.preset=auto --out "$OUT/run-$v" > "$OUT/run-$v.log" 2>&1
-        echo "run $v rc=$?"; tail -3 "$OUT/run-$v.log"
+        timeout 200 $L run experiments/sampled-decode-$v.json --set model.path="$M" --set model.preset=auto --out "$LOGS/run-$v" > "$LOGS/run-$v.log" 2>&1
+        echo "run $v rc=$?"; tail -3 "$LOGS/run-$v.log"
       done
-      timeout 60 $L compare "$OUT/run-grid_gather" "$OUT/run-grid_race" > "$OUT/compare.txt" 2>&1
-      echo "compare rc=$?"; grep -E "sample|TPOT|ITL|identical|tokens" "$OUT/compare.txt" | head -20 ;;
+      timeout 60 $L compare "$LOGS/run-grid_gather" "$LOGS/run-grid_race" > "$OUT/compare.txt" 2>&1
+      echo "compare rc=$?"; grep -E "sample|TPOT|ITL|identical|tokens" "$OUT/compare.txt" | head -20
+      tar czf "$OUT/runs.tar.gz" -C "$LOGS" run-grid_gather run-grid_race 2>/dev/null ;;
   esac
   echo "[$st] $(( $(date +%s) - t0 )) s"
 done

@@ -29,6 +29,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <vector>
 
 #include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
@@ -36,13 +38,13 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/sample_bins.cuh"
 #include "kernels/cuda/sample_grid.cuh"
+#include "kernels/cuda/sample_wide_probe.cuh"
 #include "kernels/sampling.h"
 
 namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 using namespace sample_bins;
-using sample_grid::row_barrier;
 
 constexpr int kMaxG = 64;          // blocks per row at most
 constexpr int kSlotBlocks = 256;   // grid blocks with a global record slot, per stream slot
@@ -121,6 +123,19 @@ __device__ Rec block_reduce(const Rec& v, Shared& s) {
   return s.total;
 }
 
+// sample_grid::row_barrier with the arrival as one release reduction (no
+// separate fence): red.release.gpu orders the block's writes before it (the
+// __syncthreads makes them thread 0's at CTA scope first).
+__device__ __forceinline__ void row_barrier_release(unsigned int* bar, unsigned int target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(bar) : "memory");
+    while (sample_grid::load_acquire(bar) < target) {
+    }
+  }
+  __syncthreads();
+}
+
 // The race key of a token as a max-ordered 64-bit value (ties: lower index);
 // 0 for tokens that never race (NaN, -inf).
 __device__ __forceinline__ uint64_t race_pack(float l, float key, int32_t id) {
@@ -149,7 +164,7 @@ struct Row {
     if (tid == 0) blocks[rank].rec[par] = mine;
     if (with_hist && tid < kDigitBins) blocks[rank].hist[par][tid] = s.hist[tid];
     ++round;
-    row_barrier(&sync->bar, round * unsigned(G));
+    row_barrier_release(&sync->bar, round * unsigned(G));
     Rec v{};
     if (tid < G) {
       const Rec* r = &blocks[tid].rec[par];
@@ -163,7 +178,11 @@ struct Row {
     if (with_hist) {
       const int bin = tid % kDigitBins, part = tid / kDigitBins;
       unsigned int c = 0;
-      for (int j = part; j < G; j += kThreads / kDigitBins) c += __ldcg(&blocks[j].hist[par][bin]);
+#pragma unroll  // every load in flight at once
+      for (int q = 0; q < kMaxG / (kThreads / kDigitBins); ++q) {
+        const int j = part + q * (kThreads / kDigitBins);
+        if (j < G) c += __ldcg(&blocks[j].hist[par][bin]);
+      }
       s.hist_part[part][bin] = c;
       __syncthreads();
       if (tid < kDigitBins)
@@ -270,8 +289,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     sample_race_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
                        const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
                        const uint64_t* __restrict__ seeds, const int32_t* __restrict__ steps,
-                       int32_t* __restrict__ out, int vocab, int slice_len, RaceSlot* __restrict__ slot) {
+                       int32_t* __restrict__ out, int vocab, int slice_len, RaceSlot* __restrict__ slot,
+                       uint64_t* probe) {
   extern __shared__ __align__(16) unsigned char smem[];
+  const wide_probe::Stamp stamp{probe};
+  stamp(0);
   Shared& s = *reinterpret_cast<Shared*>(smem);
   const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
   Row rw{G, rank, G > 1 ? slot->blocks + size_t(row) * G : nullptr, G > 1 ? slot->rows + row : nullptr, 0u};
@@ -300,8 +322,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (rk > mine.key) mine.key = rk, mine.key_logit = orderable(l);
     if (with_k && !greedy_t) atomicAdd(&s.hist[orderable(l) >> 24], 1u);
   });
-  Rec all = rw.exchange(block_reduce(mine, s), s, with_k && !greedy_t);
-  const uint64_t top = all.amax;
+  stamp(1);
+  const Rec r0 = rw.exchange(block_reduce(mine, s), s, with_k && !greedy_t);
+  stamp(2);
+  const uint64_t top = r0.amax;
   const float max_logit = logit_of_orderable(uint32_t(top >> 32));
   int32_t token = int32_t(~uint32_t(top));
   if (!greedy_t && sampling::max_is_usable(max_logit)) {
@@ -326,12 +350,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t o = orderable(l);
           if ((o & hi_mask) == theta) atomicAdd(&s.hist[(o >> next) & 0xffu], 1u);
         });
-        all = rw.exchange(Rec{}, s, true);
+        rw.exchange(Rec{}, s, true);
       }
     }
+    stamp(3);
     // M rounds: the candidate (s_key, s_logit) in the set, or the next one.
-    uint64_t s_key = all.key;
-    float s_logit = logit_of_orderable(uint32_t(all.key_logit));
+    uint64_t s_key = r0.key;
+    float s_logit = logit_of_orderable(uint32_t(r0.key_logit));
+    int rounds = 0;
     uint64_t set_mass = 0;  // S
     bool first_m = true;
     token = int32_t(~uint32_t(top));  // the rank-0 token: always in the set (a guard only)
@@ -352,7 +378,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       });
-      all = rw.exchange(block_reduce(m, s), s, false);
+      const Rec all = rw.exchange(block_reduce(m, s), s, false);
+      stamp(4 + min(rounds++, 9));
       if (first_m) {
         set_mass = with_k ? all.extra + uint64_t(k - int(above_theta)) * bins.fixed_weight(logit_of_orderable(theta))
                           : all.extra;
@@ -365,8 +392,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       s_key = all.key;
       s_logit = logit_of_orderable(uint32_t(all.key_logit));
     }
+    stamp.set(14, uint64_t(rounds));
   }
   if (rank == 0 && tid == 0) out[row] = token;
+  stamp(15);
   // The row's last block resets the barrier for the next launch.
   if (G > 1 && tid == 0) {
     __threadfence();
@@ -384,6 +413,47 @@ int race_blocks(int rows) {
   static const int forced = env_int("LANTERN_SAMPLE_RACE_BLOCKS");
   const int fit = std::min({kMaxG, sm_count() / std::max(rows, 1), kSlotBlocks / std::max(rows, 1)});
   return std::max(1, std::min(forced > 0 ? forced : kDefaultG, fit));
+}
+
+// LANTERN_SAMPLE_RACE_PROBE=1 (an experiment knob for bench_kernels; never
+// where launches are captured): %globaltimer stamps of every block of row 0,
+// printed per launch to stderr as the median block's us after the first
+// block's start: loaded (first pass), r0 (after R0's exchange), radix (after
+// the digits), m1.. (after each membership round), end; and the rounds taken.
+wide_probe::Probe& race_probe(size_t slots) {
+  static wide_probe::Probe p;
+  static const bool on = env_int("LANTERN_SAMPLE_RACE_PROBE") > 0;
+  if (on && slots > p.slots) {
+    if (p.dev) CUDA_CHECK(cudaFree(p.dev));
+    CUDA_CHECK(cudaMalloc(&p.dev, slots * sizeof(uint64_t)));
+    CUDA_CHECK(cudaMemset(p.dev, 0, slots * sizeof(uint64_t)));
+    p.slots = slots;
+  }
+  return p;
+}
+void print_race_probe(const wide_probe::Probe& p, int G, cudaStream_t stream) {
+  using wide_probe::kProbeSlots;
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint64_t> h(size_t(G) * kProbeSlots);
+  CUDA_CHECK(cudaMemcpy(h.data(), p.dev, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  uint64_t t0 = ~uint64_t(0);
+  for (int b = 0; b < G; ++b) t0 = std::min(t0, h[size_t(b) * kProbeSlots]);
+  auto median_us = [&](int at) {
+    std::vector<double> us;
+    for (int b = 0; b < G; ++b) {
+      const uint64_t t = h[size_t(b) * kProbeSlots + at];
+      if (t >= t0) us.push_back(double(t - t0) * 1e-3);
+    }
+    if (us.empty()) return -1.0;
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  };
+  const int rounds = int(h[14]);
+  std::fprintf(stderr, "[sample.7 probe] %d blocks/row: loaded %.2f r0 %.2f radix %.2f", G, median_us(1),
+               median_us(2), median_us(3));
+  for (int r = 0; r < std::min(rounds, 10); ++r) std::fprintf(stderr, " m%d %.2f", r + 1, median_us(4 + r));
+  std::fprintf(stderr, " end %.2f (%d rounds)\n", median_us(15), rounds);
+  CUDA_CHECK(cudaMemset(p.dev, 0, h.size() * sizeof(uint64_t)));
 }
 
 template <bool kSmem>
@@ -408,8 +478,11 @@ cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t 
   attr.val.cooperative = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = G > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, sample_race_kernel<kSmem>, a.logits, a.temperature, a.top_k, a.top_p, a.seeds,
-                            a.steps, a.out, a.vocab, slice_len, slot);
+  const wide_probe::Probe& probe = race_probe(size_t(G) * a.b * wide_probe::kProbeSlots);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, sample_race_kernel<kSmem>, a.logits, a.temperature, a.top_k,
+                                             a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, slot, probe.dev);
+  if (err == cudaSuccess && probe.dev) print_race_probe(probe, G, stream);
+  return err;
 }
 
 cudaError_t launch_race_g(const SampleArgs& a, int G, cudaStream_t stream) {
