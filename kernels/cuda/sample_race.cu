@@ -126,11 +126,21 @@ __device__ Rec block_reduce(const Rec& v, Shared& s) {
 // sample_grid::row_barrier with the arrival as one release reduction (no
 // separate fence): red.release.gpu orders the block's writes before it (the
 // __syncthreads makes them thread 0's at CTA scope first).
-__device__ __forceinline__ void row_barrier_release(unsigned int* bar, unsigned int target) {
+// mode 1 (LANTERN_SAMPLE_RACE_BARRIER=1): polls with relaxed loads and takes
+// one acquire fence after the wait instead of an acquire per poll.
+__device__ __forceinline__ void row_barrier_release(unsigned int* bar, unsigned int target, int mode) {
   __syncthreads();
   if (threadIdx.x == 0) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(bar) : "memory");
-    while (sample_grid::load_acquire(bar) < target) {
+    if (mode == 1) {
+      unsigned int v;
+      do {
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(bar) : "memory");
+      } while (v < target);
+      asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    } else {
+      while (sample_grid::load_acquire(bar) < target) {
+      }
     }
   }
   __syncthreads();
@@ -149,6 +159,9 @@ struct Row {
   BlockSlot* blocks;  // this row's G slots (G > 1)
   RowSync* sync;
   unsigned int round;
+  int barrier_mode;
+  const wide_probe::Stamp* stamp;
+  int stamp_slot;  // > 0: stamp it when the barrier returns
   // Publishes this block's reduced record (and histogram), waits for the row,
   // and returns the reduction over the row's blocks (hist: s.hist becomes the
   // row's totals). Every block gets the same values.
@@ -164,7 +177,8 @@ struct Row {
     if (tid == 0) blocks[rank].rec[par] = mine;
     if (with_hist && tid < kDigitBins) blocks[rank].hist[par][tid] = s.hist[tid];
     ++round;
-    row_barrier_release(&sync->bar, round * unsigned(G));
+    row_barrier_release(&sync->bar, round * unsigned(G), barrier_mode);
+    if (stamp_slot) (*stamp)(stamp_slot);
     Rec v{};
     if (tid < G) {
       const Rec* r = &blocks[tid].rec[par];
@@ -290,13 +304,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                        const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
                        const uint64_t* __restrict__ seeds, const int32_t* __restrict__ steps,
                        int32_t* __restrict__ out, int vocab, int slice_len, RaceSlot* __restrict__ slot,
-                       uint64_t* probe) {
+                       uint64_t* probe, int barrier_mode) {
   extern __shared__ __align__(16) unsigned char smem[];
   const wide_probe::Stamp stamp{probe};
   stamp(0);
   Shared& s = *reinterpret_cast<Shared*>(smem);
   const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
-  Row rw{G, rank, G > 1 ? slot->blocks + size_t(row) * G : nullptr, G > 1 ? slot->rows + row : nullptr, 0u};
+  Row rw{G,  rank, G > 1 ? slot->blocks + size_t(row) * G : nullptr, G > 1 ? slot->rows + row : nullptr, 0u,
+         barrier_mode, &stamp, 13};
   const float temp = temperature[row];
   const float p = top_p[row];
   const int k = sampling::candidate_count(top_k[row], vocab);
@@ -323,7 +338,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (with_k && !greedy_t) atomicAdd(&s.hist[orderable(l) >> 24], 1u);
   });
   stamp(1);
-  const Rec r0 = rw.exchange(block_reduce(mine, s), s, with_k && !greedy_t);
+  const Rec mine_all = block_reduce(mine, s);
+  stamp(12);
+  const Rec r0 = rw.exchange(mine_all, s, with_k && !greedy_t);
+  rw.stamp_slot = 0;
   stamp(2);
   const uint64_t top = r0.amax;
   const float max_logit = logit_of_orderable(uint32_t(top >> 32));
@@ -378,8 +396,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       });
-      const Rec all = rw.exchange(block_reduce(m, s), s, false);
-      stamp(4 + min(rounds++, 9));
+      if (rounds == 0) stamp(9);
+      const Rec m_all = block_reduce(m, s);
+      if (rounds == 0) stamp(10), rw.stamp_slot = 11;
+      const Rec all = rw.exchange(m_all, s, false);
+      rw.stamp_slot = 0;
+      stamp(4 + min(rounds++, 4));
       if (first_m) {
         set_mass = with_k ? all.extra + uint64_t(k - int(above_theta)) * bins.fixed_weight(logit_of_orderable(theta))
                           : all.extra;
@@ -449,9 +471,12 @@ void print_race_probe(const wide_probe::Probe& p, int G, cudaStream_t stream) {
     return us[us.size() / 2];
   };
   const int rounds = int(h[14]);
-  std::fprintf(stderr, "[sample.7 probe] %d blocks/row: loaded %.2f r0 %.2f radix %.2f", G, median_us(1),
-               median_us(2), median_us(3));
-  for (int r = 0; r < std::min(rounds, 10); ++r) std::fprintf(stderr, " m%d %.2f", r + 1, median_us(4 + r));
+  std::fprintf(stderr,
+               "[sample.7 probe] %d blocks/row: loaded %.2f reduced %.2f barrier %.2f r0 %.2f radix %.2f | m1: pass "
+               "%.2f reduced %.2f barrier %.2f |",
+               G, median_us(1), median_us(12), median_us(13), median_us(2), median_us(3), median_us(9), median_us(10),
+               median_us(11));
+  for (int r = 0; r < std::min(rounds, 5); ++r) std::fprintf(stderr, " m%d %.2f", r + 1, median_us(4 + r));
   std::fprintf(stderr, " end %.2f (%d rounds)\n", median_us(15), rounds);
   CUDA_CHECK(cudaMemset(p.dev, 0, h.size() * sizeof(uint64_t)));
 }
@@ -479,8 +504,10 @@ cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t 
   cfg.attrs = &attr;
   cfg.numAttrs = G > 1 ? 1 : 0;
   const wide_probe::Probe& probe = race_probe(size_t(G) * a.b * wide_probe::kProbeSlots);
+  static const int barrier_mode = env_int("LANTERN_SAMPLE_RACE_BARRIER");
   const cudaError_t err = cudaLaunchKernelEx(&cfg, sample_race_kernel<kSmem>, a.logits, a.temperature, a.top_k,
-                                             a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, slot, probe.dev);
+                                             a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, slot, probe.dev,
+                                             barrier_mode);
   if (err == cudaSuccess && probe.dev) print_race_probe(probe, G, stream);
   return err;
 }
