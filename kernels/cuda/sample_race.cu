@@ -46,39 +46,42 @@ namespace {
 using namespace cuda_detail;
 using namespace sample_bins;
 
-constexpr int kMaxG = 64;          // blocks per row at most
+constexpr int kRaceThreads = 256;  // few warps: every per-thread instruction and block reduction is cheap
+constexpr int kRaceWarps = kRaceThreads / kWarp;
+constexpr int kMaxG = 128;         // blocks per row at most
 constexpr int kSlotBlocks = 256;   // grid blocks with a global record slot, per stream slot
 constexpr int kSmemSlice = 16384;  // tokens of a slice kept in shared memory (logit + key: 128 KB)
 constexpr int kStreamSlots = 4;
 constexpr int kDigitBins = 256;
+constexpr int kDigits = 4;
 
-// One block's contribution to one round. Reduced over blocks field by field:
-// cnt, mass, extra summed; (key, key_logit) the pair with the larger key; amax
-// the largest.
+// One block's contribution to one round. Reduced over threads and blocks field
+// by field: cnt, mass, extra summed; (key, key_logit) the pair with the larger
+// key; amax the largest.
 struct alignas(16) Rec {
-  unsigned long long cnt, mass, extra, key, key_logit, amax;
+  unsigned long long cnt, mass, extra, key, amax;
+  unsigned int key_logit, pad;
 };
 struct BlockSlot {
-  Rec rec[2];                      // by round parity: a round's writes never meet the previous round's reads
-  unsigned int hist[2][kDigitBins];
+  Rec rec[2];  // by round parity: a round's writes never meet the previous round's reads
 };
 struct RowSync {
   unsigned int bar, done, pad[2];
+  unsigned int hist[kDigits][kDigitBins];  // the row's digit histograms (global atomics; the last block zeroes them)
 };
 struct RaceSlot {
   BlockSlot blocks[kSlotBlocks];
   RowSync rows[kSlotBlocks];
 };
-// Zero at module load; every launch leaves bar and done zero (the row's last
-// block resets them). 4 x 545 KB of static device memory.
+// Zero at module load; every launch leaves bar, done and hist zero (the row's
+// last block resets them). 4 x 1.1 MB of static device memory.
 __device__ RaceSlot g_race[kStreamSlots];
 
 struct alignas(16) Shared {
-  Rec warp_part[kWarp];
+  Rec part[2][kRaceWarps];  // warp partials, alternating between reductions
   Rec total;
   unsigned int hist[kDigitBins];
-  unsigned int hist_part[4][kDigitBins];
-  uint64_t scratch[kWarp];
+  unsigned int scan[kRaceWarps];
   int digit;
   unsigned int above;
 };
@@ -92,35 +95,55 @@ __device__ __forceinline__ Rec combine(const Rec& a, const Rec& b) {
   r.key = take_b ? b.key : a.key;
   r.key_logit = take_b ? b.key_logit : a.key_logit;
   r.amax = b.amax > a.amax ? b.amax : a.amax;
+  r.pad = 0;
   return r;
 }
-__device__ __forceinline__ Rec shfl_xor(const Rec& a, int o) {
-  Rec r;
-  r.cnt = __shfl_xor_sync(kFullMask, a.cnt, o);
-  r.mass = __shfl_xor_sync(kFullMask, a.mass, o);
-  r.extra = __shfl_xor_sync(kFullMask, a.extra, o);
-  r.key = __shfl_xor_sync(kFullMask, a.key, o);
-  r.key_logit = __shfl_xor_sync(kFullMask, a.key_logit, o);
-  r.amax = __shfl_xor_sync(kFullMask, a.amax, o);
-  return r;
+
+// Warp reductions on the redux unit (one instruction per 32-bit word).
+__device__ __forceinline__ uint64_t warp_max_u64(uint64_t v) {
+  const uint32_t hi = __reduce_max_sync(kFullMask, uint32_t(v >> 32));
+  const uint32_t lo = __reduce_max_sync(kFullMask, uint32_t(v >> 32) == hi ? uint32_t(v) : 0u);
+  return (uint64_t(hi) << 32) | lo;
 }
-__device__ __forceinline__ Rec warp_reduce(Rec v) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) v = combine(v, shfl_xor(v, o));
-  return v;
+// A per-lane value below 2^53 (a thread's mass: at most 2^44 here): 26-bit halves.
+__device__ __forceinline__ uint64_t warp_sum_u53(uint64_t v) {
+  const uint32_t lo = __reduce_add_sync(kFullMask, uint32_t(v & 0x3ffffffu));
+  const uint32_t hi = __reduce_add_sync(kFullMask, uint32_t(v >> 26));
+  return (uint64_t(hi) << 26) + lo;
 }
-// The block's reduction of every thread's v, returned to every thread.
-__device__ Rec block_reduce(const Rec& v, Shared& s) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const Rec w = warp_reduce(v);
-  if (lane == 0) s.warp_part[warp] = w;
-  __syncthreads();
-  if (warp == 0) {
-    const Rec t = warp_reduce(s.warp_part[lane]);  // kThreads / kWarp == kWarp partials
-    if (lane == 0) s.total = t;
+// kFields: which fields are live (the others stay 0).
+constexpr int kSums = 1, kKey = 2, kAmax = 4;
+template <int kFields>
+__device__ __forceinline__ Rec warp_reduce(const Rec& v) {
+  Rec r{};
+  if (kFields & kSums) {
+    r.cnt = __reduce_add_sync(kFullMask, uint32_t(v.cnt));
+    r.mass = warp_sum_u53(v.mass);
+    r.extra = warp_sum_u53(v.extra);
   }
+  if (kFields & kKey) {
+    r.key = warp_max_u64(v.key);
+    const unsigned who = __ballot_sync(kFullMask, v.key == r.key);
+    r.key_logit = __shfl_sync(kFullMask, v.key_logit, __ffs(int(who)) - 1);
+  }
+  if (kFields & kAmax) r.amax = warp_max_u64(v.amax);
+  return r;
+}
+// The block's reduction of every thread's v, returned to every thread (one
+// __syncthreads; the partials alternate between two buffers, so a reduction
+// never overwrites the one a slow thread is still reading).
+template <int kFields>
+__device__ __forceinline__ Rec block_reduce(const Rec& v, Shared& s, int& parity) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const Rec w = warp_reduce<kFields>(v);
+  Rec* part = s.part[parity];
+  parity ^= 1;
+  if (lane == 0) part[warp] = w;
   __syncthreads();
-  return s.total;
+  Rec t = part[0];
+#pragma unroll
+  for (int i = 1; i < kRaceWarps; ++i) t = combine(t, part[i]);
+  return t;
 }
 
 // sample_grid::row_barrier with the arrival as one release reduction (no
@@ -157,15 +180,16 @@ __device__ __forceinline__ uint64_t race_pack(float l, float key, int32_t id) {
 struct Row {
   int G, rank;
   BlockSlot* blocks;  // this row's G slots (G > 1)
-  RowSync* sync;
+  RowSync* sync;      // this row's barrier and histograms (G > 1)
   unsigned int round;
   int barrier_mode;
   const wide_probe::Stamp* stamp;
   int stamp_slot;  // > 0: stamp it when the barrier returns
-  // Publishes this block's reduced record (and histogram), waits for the row,
-  // and returns the reduction over the row's blocks (hist: s.hist becomes the
-  // row's totals). Every block gets the same values.
-  __device__ Rec exchange(const Rec& mine, Shared& s, bool with_hist) {
+  int parity;      // block_reduce's buffer
+  // Publishes this block's reduced record, waits for the row, and returns the
+  // reduction over the row's blocks (warp 0 reduces the G records; every thread
+  // gets the result). With G == 1 only a __syncthreads.
+  __device__ Rec exchange(const Rec& mine, Shared& s) {
     const int tid = threadIdx.x;
     if (G == 1) {
       __syncthreads();
@@ -173,51 +197,68 @@ struct Row {
       return mine;
     }
     const int par = int(round & 1u);
-    if (with_hist) __syncthreads();  // s.hist complete
     if (tid == 0) blocks[rank].rec[par] = mine;
-    if (with_hist && tid < kDigitBins) blocks[rank].hist[par][tid] = s.hist[tid];
     ++round;
     row_barrier_release(&sync->bar, round * unsigned(G), barrier_mode);
     if (stamp_slot) (*stamp)(stamp_slot);
-    Rec v{};
-    if (tid < G) {
-      const Rec* r = &blocks[tid].rec[par];
-      v.cnt = __ldcg(&r->cnt);
-      v.mass = __ldcg(&r->mass);
-      v.extra = __ldcg(&r->extra);
-      v.key = __ldcg(&r->key);
-      v.key_logit = __ldcg(&r->key_logit);
-      v.amax = __ldcg(&r->amax);
-    }
-    if (with_hist) {
-      const int bin = tid % kDigitBins, part = tid / kDigitBins;
-      unsigned int c = 0;
-#pragma unroll  // every load in flight at once
-      for (int q = 0; q < kMaxG / (kThreads / kDigitBins); ++q) {
-        const int j = part + q * (kThreads / kDigitBins);
-        if (j < G) c += __ldcg(&blocks[j].hist[par][bin]);
+    if (tid < kWarp) {
+      Rec v{};
+#pragma unroll
+      for (int q = 0; q < kMaxG / kWarp; ++q) {  // every load in flight at once
+        const int j = tid + q * kWarp;
+        if (j < G) {
+          const Rec* r = &blocks[j].rec[par];
+          Rec x;
+          x.cnt = __ldcg(&r->cnt);
+          x.mass = __ldcg(&r->mass);
+          x.extra = __ldcg(&r->extra);
+          x.key = __ldcg(&r->key);
+          x.key_logit = __ldcg(&r->key_logit);
+          x.amax = __ldcg(&r->amax);
+          v = combine(v, x);
+        }
       }
-      s.hist_part[part][bin] = c;
-      __syncthreads();
-      if (tid < kDigitBins)
-        s.hist[tid] = s.hist_part[0][tid] + s.hist_part[1][tid] + s.hist_part[2][tid] + s.hist_part[3][tid];
+      // Block sums reach 2^57: plain 64-bit shuffles here (one warp only).
+#pragma unroll
+      for (int o = kWarp / 2; o > 0; o >>= 1) {
+        Rec x;
+        x.cnt = __shfl_xor_sync(kFullMask, v.cnt, o);
+        x.mass = __shfl_xor_sync(kFullMask, v.mass, o);
+        x.extra = __shfl_xor_sync(kFullMask, v.extra, o);
+        x.key = __shfl_xor_sync(kFullMask, v.key, o);
+        x.key_logit = __shfl_xor_sync(kFullMask, v.key_logit, o);
+        x.amax = __shfl_xor_sync(kFullMask, v.amax, o);
+        v = combine(v, x);
+      }
+      if (tid == 0) s.total = v;
     }
-    return block_reduce(v, s);
+    __syncthreads();
+    return s.total;
   }
 };
 
 // From the row's histogram of one digit (s.hist) and the ranks still to place
 // (need >= 1): the digit of the need-th largest value among those in play, and
-// how many in play lie above it (s.digit, s.above).
+// how many in play lie above it (s.digit, s.above). One bin per thread.
 __device__ __forceinline__ void pick_digit(Shared& s, unsigned int need) {
-  const int tid = threadIdx.x;
+  static_assert(kRaceThreads == kDigitBins, "one digit bin per thread");
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const int bin = kDigitBins - 1 - tid;  // thread 0: the highest bin
-  const uint64_t c = tid < kDigitBins ? s.hist[bin] : 0;
-  uint64_t total;
-  const uint64_t above = block_exclusive_scan_u64(c, s.scratch, &total);
-  if (tid < kDigitBins && above < need && above + c >= need) {
+  const unsigned int c = s.hist[bin];
+  unsigned int inc = c;
+#pragma unroll
+  for (int o = 1; o < kWarp; o <<= 1) {
+    const unsigned int n = __shfl_up_sync(kFullMask, inc, o);
+    if (lane >= o) inc += n;
+  }
+  if (lane == kWarp - 1) s.scan[warp] = inc;
+  __syncthreads();
+  unsigned int before = 0;
+  for (int w = 0; w < warp; ++w) before += s.scan[w];
+  const unsigned int above = before + inc - c;
+  if (above < need && above + c >= need) {
     s.digit = bin;
-    s.above = unsigned(above);
+    s.above = above;
   }
   __syncthreads();
 }
@@ -227,8 +268,8 @@ __device__ __forceinline__ void pick_digit(Shared& s, unsigned int need) {
 template <bool kSmem>
 struct Slice {
   const float* __restrict__ x;  // the row's logits
-  float* lg;                    // kSmem: the slice's logits, then its keys
-  int begin, n;                 // token ids [begin, begin + n)
+  float* lg;                    // kSmem: the slice's logits, then (from lg + cap) its keys
+  int begin, n, cap;            // token ids [begin, begin + n); cap: the slice length
   uint64_t seed;
   int32_t step;
   float inv_t;
@@ -264,13 +305,13 @@ struct Slice {
   template <class F>
   __device__ __forceinline__ void first(F&& f) const {
     const int groups = (n + 3) / 4;
-    for (int j = threadIdx.x; j < groups; j += kThreads) {
+    for (int j = threadIdx.x; j < groups; j += kRaceThreads) {
       float l[4], key[4];
       load4(j, l);
       keys4(j, l, key);
       if (kSmem) {
         reinterpret_cast<float4*>(lg)[j] = make_float4(l[0], l[1], l[2], l[3]);
-        reinterpret_cast<float4*>(lg + kSmemSlice)[j] = make_float4(key[0], key[1], key[2], key[3]);
+        reinterpret_cast<float4*>(lg + cap)[j] = make_float4(key[0], key[1], key[2], key[3]);
       }
 #pragma unroll
       for (int q = 0; q < 4; ++q)
@@ -280,11 +321,11 @@ struct Slice {
   template <class F>
   __device__ __forceinline__ void again(F&& f) const {
     const int groups = (n + 3) / 4;
-    for (int j = threadIdx.x; j < groups; j += kThreads) {
+    for (int j = threadIdx.x; j < groups; j += kRaceThreads) {
       float l[4], key[4];
       if (kSmem) {
         const float4 a = reinterpret_cast<const float4*>(lg)[j];
-        const float4 b = reinterpret_cast<const float4*>(lg + kSmemSlice)[j];
+        const float4 b = reinterpret_cast<const float4*>(lg + cap)[j];
         l[0] = a.x, l[1] = a.y, l[2] = a.z, l[3] = a.w;
         key[0] = b.x, key[1] = b.y, key[2] = b.z, key[3] = b.w;
       } else {
@@ -298,8 +339,25 @@ struct Slice {
   }
 };
 
+// The digit histogram of this block's tokens in play (s.hist, zeroed first) added
+// to the row's (G > 1: global atomics for the non-empty bins; a barrier follows).
+__device__ __forceinline__ void publish_hist(Shared& s, Row& rw, int level) {
+  __syncthreads();
+  if (rw.G > 1) {
+    const unsigned int c = s.hist[threadIdx.x];
+    if (c) atomicAdd(&rw.sync->hist[level][threadIdx.x], c);
+  }
+}
+// After the barrier: the row's totals into s.hist (G > 1).
+__device__ __forceinline__ void read_hist(Shared& s, const Row& rw, int level) {
+  if (rw.G > 1) {
+    s.hist[threadIdx.x] = __ldcg(&rw.sync->hist[level][threadIdx.x]);
+    __syncthreads();
+  }
+}
+
 template <bool kSmem>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kRaceThreads)
     sample_race_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
                        const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
                        const uint64_t* __restrict__ seeds, const int32_t* __restrict__ steps,
@@ -310,24 +368,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   stamp(0);
   Shared& s = *reinterpret_cast<Shared*>(smem);
   const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
-  Row rw{G,  rank, G > 1 ? slot->blocks + size_t(row) * G : nullptr, G > 1 ? slot->rows + row : nullptr, 0u,
-         barrier_mode, &stamp, 13};
+  Row rw{G,     rank, G > 1 ? slot->blocks + size_t(row) * G : nullptr, G > 1 ? slot->rows + row : nullptr, 0u,
+         barrier_mode, &stamp, 13, 0};
   const float temp = temperature[row];
   const float p = top_p[row];
   const int k = sampling::candidate_count(top_k[row], vocab);
-  const bool with_k = k < vocab;
   const bool greedy_t = sampling::is_greedy(temp);
+  const bool with_k = k < vocab && !greedy_t;
   Slice<kSmem> sl{logits + size_t(row) * vocab,
                   reinterpret_cast<float*>(smem + ((sizeof(Shared) + 15) & ~size_t(15))),
                   rank * slice_len,
                   max(0, min(vocab - rank * slice_len, slice_len)),
+                  slice_len,
                   seeds[row],
                   steps[row],
                   greedy_t ? 0.0f : 1.0f / temp,
                   !greedy_t};
 
   // R0: argmax key, best race key, the top digit's histogram (top-k).
-  if (tid < kDigitBins) s.hist[tid] = 0;
+  s.hist[tid] = 0;
   __syncthreads();
   Rec mine{};
   sl.first([&](float l, float key, int32_t id) {
@@ -335,12 +394,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     mine.amax = am > mine.amax ? am : mine.amax;
     const uint64_t rk = race_pack(l, key, id);
     if (rk > mine.key) mine.key = rk, mine.key_logit = orderable(l);
-    if (with_k && !greedy_t) atomicAdd(&s.hist[orderable(l) >> 24], 1u);
+    if (with_k) atomicAdd(&s.hist[orderable(l) >> 24], 1u);
   });
   stamp(1);
-  const Rec mine_all = block_reduce(mine, s);
+  const Rec mine_all = block_reduce<kKey | kAmax>(mine, s, rw.parity);
   stamp(12);
-  const Rec r0 = rw.exchange(mine_all, s, with_k && !greedy_t);
+  if (with_k) publish_hist(s, rw, 0);
+  const Rec r0 = rw.exchange(mine_all, s);
   rw.stamp_slot = 0;
   stamp(2);
   const uint64_t top = r0.amax;
@@ -353,14 +413,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t theta = 0, above_theta = 0;
     if (with_k) {
       unsigned int need = unsigned(k);
-      for (int shift = 24;; shift -= 8) {
+      for (int level = 0;; ++level) {
+        const int shift = 24 - 8 * level;
+        read_hist(s, rw, level);
         pick_digit(s, need);
         theta |= uint32_t(s.digit) << shift;
         above_theta += s.above;
         need -= s.above;
         if (shift == 0) break;
-        __syncthreads();  // s.digit read by all before the next pick_digit
-        if (tid < kDigitBins) s.hist[tid] = 0;
+        __syncthreads();  // s.digit and s.hist read by all before they change
+        s.hist[tid] = 0;
         __syncthreads();
         const uint32_t hi_mask = ~0u << shift;  // the digits fixed so far
         const int next = shift - 8;
@@ -368,13 +430,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t o = orderable(l);
           if ((o & hi_mask) == theta) atomicAdd(&s.hist[(o >> next) & 0xffu], 1u);
         });
-        rw.exchange(Rec{}, s, true);
+        publish_hist(s, rw, level + 1);
+        rw.exchange(Rec{}, s);
       }
     }
     stamp(3);
     // M rounds: the candidate (s_key, s_logit) in the set, or the next one.
     uint64_t s_key = r0.key;
-    float s_logit = logit_of_orderable(uint32_t(r0.key_logit));
+    float s_logit = logit_of_orderable(r0.key_logit);
     int rounds = 0;
     uint64_t set_mass = 0;  // S
     bool first_m = true;
@@ -397,9 +460,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       });
       if (rounds == 0) stamp(9);
-      const Rec m_all = block_reduce(m, s);
+      const Rec m_all = block_reduce<kSums | kKey>(m, s, rw.parity);
       if (rounds == 0) stamp(10), rw.stamp_slot = 11;
-      const Rec all = rw.exchange(m_all, s, false);
+      const Rec all = rw.exchange(m_all, s);
       rw.stamp_slot = 0;
       stamp(4 + min(rounds++, 4));
       if (first_m) {
@@ -412,25 +475,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         break;
       }
       s_key = all.key;
-      s_logit = logit_of_orderable(uint32_t(all.key_logit));
+      s_logit = logit_of_orderable(all.key_logit);
     }
     stamp.set(14, uint64_t(rounds));
   }
   if (rank == 0 && tid == 0) out[row] = token;
   stamp(15);
-  // The row's last block resets the barrier for the next launch.
-  if (G > 1 && tid == 0) {
-    __threadfence();
-    if (atomicAdd(&rw.sync->done, 1u) == unsigned(G - 1)) {
-      rw.sync->bar = 0;
-      rw.sync->done = 0;
+  // The row's last block resets the barrier and the histograms for the next launch.
+  if (G > 1) {
+    __shared__ int is_last;
+    if (tid == 0) {
+      __threadfence();
+      is_last = atomicAdd(&rw.sync->done, 1u) == unsigned(G - 1);
+    }
+    __syncthreads();
+    if (is_last) {
+      if (with_k)
+        for (int i = tid; i < kDigits * kDigitBins; i += kRaceThreads) (&rw.sync->hist[0][0])[i] = 0;
+      if (tid == 0) rw.sync->bar = 0, rw.sync->done = 0;
     }
   }
 }
 
 // Blocks per row at b rows: the SMs shared out, at most kDefaultG (LANTERN_SAMPLE_RACE_BLOCKS=N
 // forces N; capped so the grid fits one block per SM and the record slots).
-constexpr int kDefaultG = 32;
+constexpr int kDefaultG = 128;
 int race_blocks(int rows) {
   static const int forced = env_int("LANTERN_SAMPLE_RACE_BLOCKS");
   const int fit = std::min({kMaxG, sm_count() / std::max(rows, 1), kSlotBlocks / std::max(rows, 1)});
@@ -485,7 +554,7 @@ template <bool kSmem>
 cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t stream) {
   RaceSlot* slot = sample_grid::stream_slot<kStreamSlots, 1>(stream, g_race);
   static size_t smem_allowed = 0;  // per instantiation
-  const size_t smem = ((sizeof(Shared) + 15) & ~size_t(15)) + (kSmem ? size_t(2) * kSmemSlice * sizeof(float) : 0);
+  const size_t smem = ((sizeof(Shared) + 15) & ~size_t(15)) + (kSmem ? size_t(2) * slice_len * sizeof(float) : 0);
   if (smem > smem_allowed) {
     CUDA_CHECK(cudaFuncSetAttribute(sample_race_kernel<kSmem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(smem)));
@@ -493,7 +562,7 @@ cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t 
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(G), unsigned(a.b));
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(kRaceThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   // G > 1: a cooperative launch, so a grid whose blocks cannot all be resident
