@@ -62,19 +62,27 @@ struct alignas(16) Rec {
   unsigned long long cnt, mass, extra, key, amax;
   unsigned int key_logit, pad;
 };
-struct BlockSlot {
-  Rec rec[2];  // by round parity: a round's writes never meet the previous round's reads
+// A round's reduction over the row's blocks: each block adds its sums and
+// raises its maxima with one global atomic per live field (each field on its
+// own 128-byte line, so the blocks' atomics on different fields go to different
+// L2 slices), then every block reads the result after the barrier. Rounds use
+// the three buffers in turn: rank 0 zeroes round r-1's buffer after barrier r
+// (every block has read it by then), before anyone adds to it in round r+2.
+constexpr int kAccFields = 5;  // cnt, mass, extra, key, amax
+struct alignas(128) AccLine {
+  unsigned long long v;
+  unsigned long long pad[15];
 };
 struct RowSync {
-  unsigned int bar, done, pad[2];
+  unsigned int bar, done, pad[30];
+  AccLine acc[3][kAccFields];
   unsigned int hist[kDigits][kDigitBins];  // the row's digit histograms (global atomics; the last block zeroes them)
 };
 struct RaceSlot {
-  BlockSlot blocks[kSlotBlocks];
   RowSync rows[kSlotBlocks];
 };
-// Zero at module load; every launch leaves bar, done and hist zero (the row's
-// last block resets them). 4 x 1.1 MB of static device memory.
+// Zero at module load; every launch leaves bar, done, acc and hist zero (the
+// row's last block resets them). 4 x 1.6 MB of static device memory.
 __device__ RaceSlot g_race[kStreamSlots];
 
 struct alignas(16) Shared {
@@ -179,16 +187,17 @@ __device__ __forceinline__ uint64_t race_pack(float l, float key, int32_t id) {
 // The row's blocks and where they exchange records.
 struct Row {
   int G, rank;
-  BlockSlot* blocks;  // this row's G slots (G > 1)
-  RowSync* sync;      // this row's barrier and histograms (G > 1)
+  RowSync* sync;  // this row's barrier, accumulators and histograms (G > 1)
+  const float* x;  // the row's logits (the race winner's logit is read back)
   unsigned int round;
   int barrier_mode;
   const wide_probe::Stamp* stamp;
   int stamp_slot;  // > 0: stamp it when the barrier returns
   int parity;      // block_reduce's buffer
-  // Publishes this block's reduced record, waits for the row, and returns the
-  // reduction over the row's blocks (warp 0 reduces the G records; every thread
-  // gets the result). With G == 1 only a __syncthreads.
+  // Adds this block's reduced record (its kFields) to the round's accumulators,
+  // waits for the row, and returns the row's reduction to every thread. With
+  // G == 1 only a __syncthreads.
+  template <int kFields>
   __device__ Rec exchange(const Rec& mine, Shared& s) {
     const int tid = threadIdx.x;
     if (G == 1) {
@@ -196,41 +205,32 @@ struct Row {
       ++round;
       return mine;
     }
-    const int par = int(round & 1u);
-    if (tid == 0) blocks[rank].rec[par] = mine;
+    AccLine* acc = sync->acc[round % 3];
+    if (tid == 0) {
+      if (kFields & kSums) {
+        if (mine.cnt) atomicAdd(&acc[0].v, mine.cnt);
+        if (mine.mass) atomicAdd(&acc[1].v, mine.mass);
+        if (mine.extra) atomicAdd(&acc[2].v, mine.extra);
+      }
+      if ((kFields & kKey) && mine.key) atomicMax(&acc[3].v, mine.key);
+      if ((kFields & kAmax) && mine.amax) atomicMax(&acc[4].v, mine.amax);
+    }
     ++round;
     row_barrier_release(&sync->bar, round * unsigned(G), barrier_mode);
     if (stamp_slot) (*stamp)(stamp_slot);
-    if (tid < kWarp) {
+    if (tid == 0) {
       Rec v{};
-#pragma unroll
-      for (int q = 0; q < kMaxG / kWarp; ++q) {  // every load in flight at once
-        const int j = tid + q * kWarp;
-        if (j < G) {
-          const Rec* r = &blocks[j].rec[par];
-          Rec x;
-          x.cnt = __ldcg(&r->cnt);
-          x.mass = __ldcg(&r->mass);
-          x.extra = __ldcg(&r->extra);
-          x.key = __ldcg(&r->key);
-          x.key_logit = __ldcg(&r->key_logit);
-          x.amax = __ldcg(&r->amax);
-          v = combine(v, x);
-        }
+      if (kFields & kSums) v.cnt = __ldcg(&acc[0].v), v.mass = __ldcg(&acc[1].v), v.extra = __ldcg(&acc[2].v);
+      if (kFields & kKey) {
+        v.key = __ldcg(&acc[3].v);
+        if (v.key) v.key_logit = orderable(__ldg(x + int32_t(~uint32_t(v.key))));
       }
-      // Block sums reach 2^57: plain 64-bit shuffles here (one warp only).
-#pragma unroll
-      for (int o = kWarp / 2; o > 0; o >>= 1) {
-        Rec x;
-        x.cnt = __shfl_xor_sync(kFullMask, v.cnt, o);
-        x.mass = __shfl_xor_sync(kFullMask, v.mass, o);
-        x.extra = __shfl_xor_sync(kFullMask, v.extra, o);
-        x.key = __shfl_xor_sync(kFullMask, v.key, o);
-        x.key_logit = __shfl_xor_sync(kFullMask, v.key_logit, o);
-        x.amax = __shfl_xor_sync(kFullMask, v.amax, o);
-        v = combine(v, x);
+      if (kFields & kAmax) v.amax = __ldcg(&acc[4].v);
+      s.total = v;
+      if (rank == 0 && round >= 2) {  // round r - 1's buffer (see AccLine)
+        AccLine* old = sync->acc[(round - 2) % 3];
+        for (int f = 0; f < kAccFields; ++f) old[f].v = 0;
       }
-      if (tid == 0) s.total = v;
     }
     __syncthreads();
     return s.total;
@@ -305,14 +305,25 @@ struct Slice {
   template <class F>
   __device__ __forceinline__ void first(F&& f) const {
     const int groups = (n + 3) / 4;
+    if (kSmem) {
+      // Every load in flight first (the thread reads back only its own groups).
+#pragma unroll 4
+      for (int j = threadIdx.x; j < groups; j += kRaceThreads) {
+        float l[4];
+        load4(j, l);
+        reinterpret_cast<float4*>(lg)[j] = make_float4(l[0], l[1], l[2], l[3]);
+      }
+    }
     for (int j = threadIdx.x; j < groups; j += kRaceThreads) {
       float l[4], key[4];
-      load4(j, l);
-      keys4(j, l, key);
       if (kSmem) {
-        reinterpret_cast<float4*>(lg)[j] = make_float4(l[0], l[1], l[2], l[3]);
-        reinterpret_cast<float4*>(lg + cap)[j] = make_float4(key[0], key[1], key[2], key[3]);
+        const float4 a = reinterpret_cast<const float4*>(lg)[j];
+        l[0] = a.x, l[1] = a.y, l[2] = a.z, l[3] = a.w;
+      } else {
+        load4(j, l);
       }
+      keys4(j, l, key);
+      if (kSmem) reinterpret_cast<float4*>(lg + cap)[j] = make_float4(key[0], key[1], key[2], key[3]);
 #pragma unroll
       for (int q = 0; q < 4; ++q)
         if (4 * j + q < n) f(l[q], key[q], begin + 4 * j + q);
@@ -368,8 +379,7 @@ __global__ void __launch_bounds__(kRaceThreads)
   stamp(0);
   Shared& s = *reinterpret_cast<Shared*>(smem);
   const int row = blockIdx.y, rank = blockIdx.x, G = gridDim.x, tid = threadIdx.x;
-  Row rw{G,     rank, G > 1 ? slot->blocks + size_t(row) * G : nullptr, G > 1 ? slot->rows + row : nullptr, 0u,
-         barrier_mode, &stamp, 13, 0};
+  Row rw{G, rank, G > 1 ? slot->rows + row : nullptr, logits + size_t(row) * vocab, 0u, barrier_mode, &stamp, 13, 0};
   const float temp = temperature[row];
   const float p = top_p[row];
   const int k = sampling::candidate_count(top_k[row], vocab);
@@ -400,7 +410,7 @@ __global__ void __launch_bounds__(kRaceThreads)
   const Rec mine_all = block_reduce<kKey | kAmax>(mine, s, rw.parity);
   stamp(12);
   if (with_k) publish_hist(s, rw, 0);
-  const Rec r0 = rw.exchange(mine_all, s);
+  const Rec r0 = rw.exchange<kKey | kAmax>(mine_all, s);
   rw.stamp_slot = 0;
   stamp(2);
   const uint64_t top = r0.amax;
@@ -431,7 +441,7 @@ __global__ void __launch_bounds__(kRaceThreads)
           if ((o & hi_mask) == theta) atomicAdd(&s.hist[(o >> next) & 0xffu], 1u);
         });
         publish_hist(s, rw, level + 1);
-        rw.exchange(Rec{}, s);
+        rw.exchange<0>(Rec{}, s);
       }
     }
     stamp(3);
@@ -462,7 +472,7 @@ __global__ void __launch_bounds__(kRaceThreads)
       if (rounds == 0) stamp(9);
       const Rec m_all = block_reduce<kSums | kKey>(m, s, rw.parity);
       if (rounds == 0) stamp(10), rw.stamp_slot = 11;
-      const Rec all = rw.exchange(m_all, s);
+      const Rec all = rw.exchange<kSums | kKey>(m_all, s);
       rw.stamp_slot = 0;
       stamp(4 + min(rounds++, 4));
       if (first_m) {
@@ -492,6 +502,7 @@ __global__ void __launch_bounds__(kRaceThreads)
     if (is_last) {
       if (with_k)
         for (int i = tid; i < kDigits * kDigitBins; i += kRaceThreads) (&rw.sync->hist[0][0])[i] = 0;
+      if (tid < 3 * kAccFields) rw.sync->acc[tid / kAccFields][tid % kAccFields].v = 0;
       if (tid == 0) rw.sync->bar = 0, rw.sync->done = 0;
     }
   }
@@ -499,7 +510,7 @@ __global__ void __launch_bounds__(kRaceThreads)
 
 // Blocks per row at b rows: the SMs shared out, at most kDefaultG (LANTERN_SAMPLE_RACE_BLOCKS=N
 // forces N; capped so the grid fits one block per SM and the record slots).
-constexpr int kDefaultG = 128;
+constexpr int kDefaultG = 64;
 int race_blocks(int rows) {
   static const int forced = env_int("LANTERN_SAMPLE_RACE_BLOCKS");
   const int fit = std::min({kMaxG, sm_count() / std::max(rows, 1), kSlotBlocks / std::max(rows, 1)});
