@@ -36,7 +36,7 @@ for st in $stages; do
       echo "tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|\[sample\]|tests? ran|rounding tie" "$OUT/sample-tests.log" | tail -30
       grep -A6 "Failure" "$OUT/sample-tests.log" | head -40 ;;
     probe)  # phase stamps (us after the first block's start, median block), b = 1
-      for kv in "LANTERN_SAMPLE_RACE_BLOCKS=128" "LANTERN_SAMPLE_RACE_BLOCKS=64" "LANTERN_SAMPLE_RACE_BLOCKS=32" \
+      for kv in "LANTERN_SAMPLE_RACE_BLOCKS=64" "LANTERN_SAMPLE_RACE_BLOCKS=128" "LANTERN_SAMPLE_RACE_BLOCKS=32" \
                 "LANTERN_SAMPLE_RACE_BARRIER=1"; do
         for f in "b=1/top_k=0" "b=1/top_k=50"; do
           echo "$kv $f"; env $kv LANTERN_SAMPLE_RACE_PROBE=1 timeout 60 $KB --benchmark_filter="^sample\.7\..*/$f/" 2>&1 | grep probe | tail -2
