@@ -36,8 +36,7 @@ for st in $stages; do
       echo "tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|\[sample\]|tests? ran|rounding tie" "$OUT/sample-tests.log" | tail -30
       grep -A6 "Failure" "$OUT/sample-tests.log" | head -40 ;;
     probe)  # phase stamps (us after the first block's start, median block), b = 1
-      for kv in "LANTERN_SAMPLE_RACE_BLOCKS=64" "LANTERN_SAMPLE_RACE_BLOCKS=128" "LANTERN_SAMPLE_RACE_BLOCKS=32" \
-                "LANTERN_SAMPLE_RACE_BARRIER=1"; do
+      for kv in "LANTERN_SAMPLE_RACE_BLOCKS=128" "LANTERN_SAMPLE_RACE_BLOCKS=64"; do
         for f in "b=1/top_k=0" "b=1/top_k=50"; do
           echo "$kv $f"; env $kv LANTERN_SAMPLE_RACE_PROBE=1 timeout 60 $KB --benchmark_filter="^sample\.7\..*/$f/" 2>&1 | grep probe | tail -2
           env $kv timeout 60 $KB --benchmark_filter="^sample\.7\..*/$f/" 2>&1 | grep -E "^sample.*us=" | sed 's/.*us=/  event-timed us=/'
@@ -47,7 +46,7 @@ for st in $stages; do
       timeout 200 $KB --benchmark_filter='^sample\.[67]\.' > "$LOGS/sample-kernel.log" 2>&1
       echo "kernel rc=$?"; grep -E "^sample" "$LOGS/sample-kernel.log" | head -20 ;;
     knobs)
-      for g in 32 64; do
+      for g in 64; do
         LANTERN_SAMPLE_RACE_BLOCKS=$g timeout 60 $KB --benchmark_filter='^sample\.7\..*/b=1/' > "$LOGS/sample-kernel-g$g.log" 2>&1
         echo "race blocks $g:"; grep -E "^sample" "$LOGS/sample-kernel-g$g.log" | head -4
       done ;;

@@ -8,12 +8,13 @@
 // barriers over a 1024-bin histogram, the list of gathered tokens and the
 // crossing search (docs/performance.md, session 23). The race needs none of
 // that for top-p: only counts and masses of the tokens ranked before ONE token.
-// Rounds, each one reduction over the row's blocks (a record per block in
-// global memory, a row barrier, every block reducing the G records alike):
+// Rounds, each one reduction over the row's G blocks of 256 threads (per-field
+// global atomics into the round's accumulators, a row barrier, every block
+// reading the result):
 //   R0  every block loads its slice (kept in shared memory), makes its tokens'
-//       Gumbel keys, and publishes its argmax key and its best race key (with
-//       that token's logit); with top-k, also a 256-bin histogram of the
-//       logits' top byte (the first of four radix digits of the k-th logit).
+//       Gumbel keys, and adds its argmax key and its best race key; with top-k,
+//       also a 256-bin histogram of the logits' top byte (the first of four
+//       radix digits of the k-th logit).
 //   R1-3 (top-k only) the next three digits: then theta, the k-th largest logit
 //       (as an orderable 32-bit value), and how many tokens lie above it.
 //   M   (the membership round, repeated only on a rejection) for the candidate
@@ -26,6 +27,14 @@
 // Rows with G = 1 block (more rows than fit the GPU as grids) run the same
 // rounds with __syncthreads only; slices too large for shared memory re-read
 // the logits (L2) and remake the keys in every pass.
+//
+// Measured (H200, docs/performance.md session 26), b = 1, T 0.8: top_p 0.95
+// 11.8 us per call (bench_kernels, L2 flushed; sample.6 21.9) and 10.1 us in the
+// engine (CUPTI; sample.6 18.9); top_k 50 + top_p 0.9 25.5 us (sample.6 22.7:
+// the four digit rounds); from 64 rows on, slower than sample.6 (the keys are
+// remade from the logits in every pass). Hence tested only. The phases
+// (LANTERN_SAMPLE_RACE_PROBE=1): the barrier ~1.3 us per round, the first
+// pass ~2.2 us (cold logits), a membership pass ~0.8 us.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -510,7 +519,7 @@ __global__ void __launch_bounds__(kRaceThreads)
 
 // Blocks per row at b rows: the SMs shared out, at most kDefaultG (LANTERN_SAMPLE_RACE_BLOCKS=N
 // forces N; capped so the grid fits one block per SM and the record slots).
-constexpr int kDefaultG = 64;
+constexpr int kDefaultG = 128;
 int race_blocks(int rows) {
   static const int forced = env_int("LANTERN_SAMPLE_RACE_BLOCKS");
   const int fit = std::min({kMaxG, sm_count() / std::max(rows, 1), kSlotBlocks / std::max(rows, 1)});
@@ -617,9 +626,9 @@ void register_sample_race_cuda(Registry& r) {
   r.add(make_entry<SampleArgs, sample_grid_race, sample_cost<2>>(
       7, "grid_race", Backend::cuda,
       "the race (kernels/sampling.h R1-R4; reference cpu_race): the largest Gumbel key over the "
-      "top-k / top-p set by rejection, on up to 32 blocks per row: one reduction for the argmax and "
-      "the best key, one for the count and mass ranked before it (top-k: three more for the k-th "
-      "logit's radix digits); no sort, no histogram search",
+      "top-k / top-p set by rejection, on up to 128 blocks of 256 threads per row: one grid-wide "
+      "reduction for the argmax and the best key, one for the count and mass ranked before it "
+      "(top-k: three more for the k-th logit's radix digits); no sort, no histogram search",
       kTestedOnly));
 }
 
