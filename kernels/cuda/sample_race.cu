@@ -55,8 +55,11 @@ namespace {
 using namespace cuda_detail;
 using namespace sample_bins;
 
-constexpr int kRaceThreads = 256;  // few warps: every per-thread instruction and block reduction is cheap
-constexpr int kRaceWarps = kRaceThreads / kWarp;
+// Threads per block: 256 for small slices (few warps: every per-thread
+// instruction and block reduction is cheap), 1024 from kWideSlice tokens.
+constexpr int kSmallThreads = 256, kWideThreads = 1024;
+constexpr int kWideSlice = 2048;
+constexpr int kMaxWarps = kWideThreads / kWarp;
 constexpr int kMaxG = 128;         // blocks per row at most
 constexpr int kSlotBlocks = 256;   // grid blocks with a global record slot, per stream slot
 constexpr int kSmemSlice = 16384;  // tokens of a slice kept in shared memory (logit + key: 128 KB)
@@ -95,10 +98,10 @@ struct RaceSlot {
 __device__ RaceSlot g_race[kStreamSlots];
 
 struct alignas(16) Shared {
-  Rec part[2][kRaceWarps];  // warp partials, alternating between reductions
+  Rec part[2][kMaxWarps];  // warp partials, alternating between reductions
   Rec total;
   unsigned int hist[kDigitBins];
-  unsigned int scan[kRaceWarps];
+  unsigned int scan[kMaxWarps];
   int digit;
   unsigned int above;
 };
@@ -149,7 +152,7 @@ __device__ __forceinline__ Rec warp_reduce(const Rec& v) {
 // The block's reduction of every thread's v, returned to every thread (one
 // __syncthreads; the partials alternate between two buffers, so a reduction
 // never overwrites the one a slow thread is still reading).
-template <int kFields>
+template <int kFields, int kThreads>
 __device__ __forceinline__ Rec block_reduce(const Rec& v, Shared& s, int& parity) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const Rec w = warp_reduce<kFields>(v);
@@ -159,7 +162,7 @@ __device__ __forceinline__ Rec block_reduce(const Rec& v, Shared& s, int& parity
   __syncthreads();
   Rec t = part[0];
 #pragma unroll
-  for (int i = 1; i < kRaceWarps; ++i) t = combine(t, part[i]);
+  for (int i = 1; i < kThreads / kWarp; ++i) t = combine(t, part[i]);
   return t;
 }
 
@@ -249,11 +252,12 @@ struct Row {
 // From the row's histogram of one digit (s.hist) and the ranks still to place
 // (need >= 1): the digit of the need-th largest value among those in play, and
 // how many in play lie above it (s.digit, s.above). One bin per thread.
+template <int kThreads>
 __device__ __forceinline__ void pick_digit(Shared& s, unsigned int need) {
-  static_assert(kRaceThreads == kDigitBins, "one digit bin per thread");
+  static_assert(kThreads >= kDigitBins, "one digit bin per thread");
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const int bin = kDigitBins - 1 - tid;  // thread 0: the highest bin
-  const unsigned int c = s.hist[bin];
+  const unsigned int c = tid < kDigitBins ? s.hist[bin] : 0u;
   unsigned int inc = c;
 #pragma unroll
   for (int o = 1; o < kWarp; o <<= 1) {
@@ -265,7 +269,7 @@ __device__ __forceinline__ void pick_digit(Shared& s, unsigned int need) {
   unsigned int before = 0;
   for (int w = 0; w < warp; ++w) before += s.scan[w];
   const unsigned int above = before + inc - c;
-  if (above < need && above + c >= need) {
+  if (tid < kDigitBins && above < need && above + c >= need) {
     s.digit = bin;
     s.above = above;
   }
@@ -274,7 +278,7 @@ __device__ __forceinline__ void pick_digit(Shared& s, unsigned int need) {
 
 // Runs f(l, key, id) over this block's tokens, 4 consecutive ones per thread
 // and group: from shared memory (kSmem), else reloaded and their keys remade.
-template <bool kSmem>
+template <bool kSmem, int kThreads>
 struct Slice {
   const float* __restrict__ x;  // the row's logits
   float* lg;                    // kSmem: the slice's logits, then (from lg + cap) its keys
@@ -317,13 +321,13 @@ struct Slice {
     if (kSmem) {
       // Every load in flight first (the thread reads back only its own groups).
 #pragma unroll 4
-      for (int j = threadIdx.x; j < groups; j += kRaceThreads) {
+      for (int j = threadIdx.x; j < groups; j += kThreads) {
         float l[4];
         load4(j, l);
         reinterpret_cast<float4*>(lg)[j] = make_float4(l[0], l[1], l[2], l[3]);
       }
     }
-    for (int j = threadIdx.x; j < groups; j += kRaceThreads) {
+    for (int j = threadIdx.x; j < groups; j += kThreads) {
       float l[4], key[4];
       if (kSmem) {
         const float4 a = reinterpret_cast<const float4*>(lg)[j];
@@ -338,10 +342,12 @@ struct Slice {
         if (4 * j + q < n) f(l[q], key[q], begin + 4 * j + q);
     }
   }
-  template <class F>
-  __device__ __forceinline__ void again(F&& f) const {
+  // Later passes. Re-read slices (!kSmem) remake a group's keys only when
+  // needs_key(l, id) holds for one of its tokens (the others get -inf).
+  template <class P, class F>
+  __device__ __forceinline__ void again(P&& needs_key, F&& f) const {
     const int groups = (n + 3) / 4;
-    for (int j = threadIdx.x; j < groups; j += kRaceThreads) {
+    for (int j = threadIdx.x; j < groups; j += kThreads) {
       float l[4], key[4];
       if (kSmem) {
         const float4 a = reinterpret_cast<const float4*>(lg)[j];
@@ -350,7 +356,15 @@ struct Slice {
         key[0] = b.x, key[1] = b.y, key[2] = b.z, key[3] = b.w;
       } else {
         load4(j, l);
-        keys4(j, l, key);
+        bool any = false;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) any |= 4 * j + q < n && needs_key(l[q], begin + 4 * j + q);
+        if (any) {
+          keys4(j, l, key);
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) key[q] = -INFINITY;
+        }
       }
 #pragma unroll
       for (int q = 0; q < 4; ++q)
@@ -363,7 +377,7 @@ struct Slice {
 // to the row's (G > 1: global atomics for the non-empty bins; a barrier follows).
 __device__ __forceinline__ void publish_hist(Shared& s, Row& rw, int level) {
   __syncthreads();
-  if (rw.G > 1) {
+  if (rw.G > 1 && threadIdx.x < kDigitBins) {
     const unsigned int c = s.hist[threadIdx.x];
     if (c) atomicAdd(&rw.sync->hist[level][threadIdx.x], c);
   }
@@ -371,13 +385,13 @@ __device__ __forceinline__ void publish_hist(Shared& s, Row& rw, int level) {
 // After the barrier: the row's totals into s.hist (G > 1).
 __device__ __forceinline__ void read_hist(Shared& s, const Row& rw, int level) {
   if (rw.G > 1) {
-    s.hist[threadIdx.x] = __ldcg(&rw.sync->hist[level][threadIdx.x]);
+    if (threadIdx.x < kDigitBins) s.hist[threadIdx.x] = __ldcg(&rw.sync->hist[level][threadIdx.x]);
     __syncthreads();
   }
 }
 
-template <bool kSmem>
-__global__ void __launch_bounds__(kRaceThreads)
+template <bool kSmem, int kThreads>
+__global__ void __launch_bounds__(kThreads)
     sample_race_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
                        const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
                        const uint64_t* __restrict__ seeds, const int32_t* __restrict__ steps,
@@ -394,7 +408,7 @@ __global__ void __launch_bounds__(kRaceThreads)
   const int k = sampling::candidate_count(top_k[row], vocab);
   const bool greedy_t = sampling::is_greedy(temp);
   const bool with_k = k < vocab && !greedy_t;
-  Slice<kSmem> sl{logits + size_t(row) * vocab,
+  Slice<kSmem, kThreads> sl{logits + size_t(row) * vocab,
                   reinterpret_cast<float*>(smem + ((sizeof(Shared) + 15) & ~size_t(15))),
                   rank * slice_len,
                   max(0, min(vocab - rank * slice_len, slice_len)),
@@ -405,7 +419,7 @@ __global__ void __launch_bounds__(kRaceThreads)
                   !greedy_t};
 
   // R0: argmax key, best race key, the top digit's histogram (top-k).
-  s.hist[tid] = 0;
+  if (tid < kDigitBins) s.hist[tid] = 0;
   __syncthreads();
   Rec mine{};
   sl.first([&](float l, float key, int32_t id) {
@@ -416,7 +430,7 @@ __global__ void __launch_bounds__(kRaceThreads)
     if (with_k) atomicAdd(&s.hist[orderable(l) >> 24], 1u);
   });
   stamp(1);
-  const Rec mine_all = block_reduce<kKey | kAmax>(mine, s, rw.parity);
+  const Rec mine_all = block_reduce<kKey | kAmax, kThreads>(mine, s, rw.parity);
   stamp(12);
   if (with_k) publish_hist(s, rw, 0);
   const Rec r0 = rw.exchange<kKey | kAmax>(mine_all, s);
@@ -435,17 +449,17 @@ __global__ void __launch_bounds__(kRaceThreads)
       for (int level = 0;; ++level) {
         const int shift = 24 - 8 * level;
         read_hist(s, rw, level);
-        pick_digit(s, need);
+        pick_digit<kThreads>(s, need);
         theta |= uint32_t(s.digit) << shift;
         above_theta += s.above;
         need -= s.above;
         if (shift == 0) break;
         __syncthreads();  // s.digit and s.hist read by all before they change
-        s.hist[tid] = 0;
+        if (tid < kDigitBins) s.hist[tid] = 0;
         __syncthreads();
         const uint32_t hi_mask = ~0u << shift;  // the digits fixed so far
         const int next = shift - 8;
-        sl.again([&](float l, float, int32_t) {
+        sl.again([](float, int32_t) { return false; }, [&](float l, float, int32_t) {
           const uint32_t o = orderable(l);
           if ((o & hi_mask) == theta) atomicAdd(&s.hist[(o >> next) & 0xffu], 1u);
         });
@@ -465,7 +479,9 @@ __global__ void __launch_bounds__(kRaceThreads)
       const int32_t s_id = int32_t(~uint32_t(s_key));
       const uint64_t s_sort = sort_key(s_logit, s_id);
       Rec m{};
-      sl.again([&](float l, float key, int32_t id) {
+      sl.again(
+          [&](float l, int32_t id) { return sort_key(l, id) < s_sort && (!with_k || orderable(l) >= theta); },
+          [&](float l, float key, int32_t id) {
         const uint32_t o = orderable(l);
         const uint64_t w = bins.fixed_weight(l);
         if (first_m) m.extra += with_k ? (o > theta ? w : 0) : w;
@@ -479,7 +495,7 @@ __global__ void __launch_bounds__(kRaceThreads)
         }
       });
       if (rounds == 0) stamp(9);
-      const Rec m_all = block_reduce<kSums | kKey>(m, s, rw.parity);
+      const Rec m_all = block_reduce<kSums | kKey, kThreads>(m, s, rw.parity);
       if (rounds == 0) stamp(10), rw.stamp_slot = 11;
       const Rec all = rw.exchange<kSums | kKey>(m_all, s);
       rw.stamp_slot = 0;
@@ -510,7 +526,7 @@ __global__ void __launch_bounds__(kRaceThreads)
     __syncthreads();
     if (is_last) {
       if (with_k)
-        for (int i = tid; i < kDigits * kDigitBins; i += kRaceThreads) (&rw.sync->hist[0][0])[i] = 0;
+        for (int i = tid; i < kDigits * kDigitBins; i += kThreads) (&rw.sync->hist[0][0])[i] = 0;
       if (tid < 3 * kAccFields) rw.sync->acc[tid / kAccFields][tid % kAccFields].v = 0;
       if (tid == 0) rw.sync->bar = 0, rw.sync->done = 0;
     }
@@ -570,19 +586,19 @@ void print_race_probe(const wide_probe::Probe& p, int G, cudaStream_t stream) {
   CUDA_CHECK(cudaMemset(p.dev, 0, h.size() * sizeof(uint64_t)));
 }
 
-template <bool kSmem>
+template <bool kSmem, int kThreads>
 cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t stream) {
   RaceSlot* slot = sample_grid::stream_slot<kStreamSlots, 1>(stream, g_race);
   static size_t smem_allowed = 0;  // per instantiation
   const size_t smem = ((sizeof(Shared) + 15) & ~size_t(15)) + (kSmem ? size_t(2) * slice_len * sizeof(float) : 0);
   if (smem > smem_allowed) {
-    CUDA_CHECK(cudaFuncSetAttribute(sample_race_kernel<kSmem>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(sample_race_kernel<kSmem, kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(smem)));
     smem_allowed = smem;
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(G), unsigned(a.b));
-  cfg.blockDim = dim3(kRaceThreads);
+  cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   // G > 1: a cooperative launch, so a grid whose blocks cannot all be resident
@@ -594,7 +610,7 @@ cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t 
   cfg.numAttrs = G > 1 ? 1 : 0;
   const wide_probe::Probe& probe = race_probe(size_t(G) * a.b * wide_probe::kProbeSlots);
   static const int barrier_mode = env_int("LANTERN_SAMPLE_RACE_BARRIER");
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, sample_race_kernel<kSmem>, a.logits, a.temperature, a.top_k,
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, sample_race_kernel<kSmem, kThreads>, a.logits, a.temperature, a.top_k,
                                              a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, slot, probe.dev,
                                              barrier_mode);
   if (err == cudaSuccess && probe.dev) print_race_probe(probe, G, stream);
@@ -603,8 +619,9 @@ cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t 
 
 cudaError_t launch_race_g(const SampleArgs& a, int G, cudaStream_t stream) {
   const int slice_len = ((a.vocab + G - 1) / G + 3) / 4 * 4;  // groups of 4 tokens never straddle blocks
-  return slice_len <= kSmemSlice ? launch_race<true>(a, G, slice_len, stream)
-                                 : launch_race<false>(a, G, slice_len, stream);
+  if (slice_len <= kWideSlice) return launch_race<true, kSmallThreads>(a, G, slice_len, stream);
+  return slice_len <= kSmemSlice ? launch_race<true, kWideThreads>(a, G, slice_len, stream)
+                                 : launch_race<false, kWideThreads>(a, G, slice_len, stream);
 }
 
 void sample_grid_race(const SampleArgs& a, const LaunchCtx& ctx) {
