@@ -29,12 +29,15 @@
 // the logits (L2) and remake the keys in every pass.
 //
 // Measured (H200, docs/performance.md session 26), b = 1, T 0.8: top_p 0.95
-// 11.8 us per call (bench_kernels, L2 flushed; sample.6 21.9) and 10.1 us in the
-// engine (CUPTI; sample.6 18.9); top_k 50 + top_p 0.9 25.5 us (sample.6 22.7:
-// the four digit rounds); from 64 rows on, slower than sample.6 (the keys are
-// remade from the logits in every pass). Hence tested only. The phases
+// 11.4 us per call (bench_kernels, L2 flushed; sample.6 21.9) and 8.6 us in the
+// engine (CUPTI; sample.6 19.2); top_k 50 + top_p 0.9 22.4-25.5 us (sample.6
+// 22.5: the four digit rounds); b = 8 29.0 us (sample.6 28.5); from 64 rows on,
+// slower than sample.6 (the keys are remade from the logits in every pass).
+// Hence tested only. The phases
 // (LANTERN_SAMPLE_RACE_PROBE=1): the barrier ~1.3 us per round, the first
-// pass ~2.2 us (cold logits), a membership pass ~0.8 us.
+// pass ~2.2 us (cold logits), a membership pass ~0.8 us. Re-read slices (from
+// 17 rows) run 1024-thread blocks: b = 64 163 us, b = 256 483 (sample.6: 115,
+// 427).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -55,10 +58,13 @@ namespace {
 using namespace cuda_detail;
 using namespace sample_bins;
 
-// Threads per block: 256 for small slices (few warps: every per-thread
-// instruction and block reduction is cheap), 1024 from kWideSlice tokens.
+// Threads per block: 256 (few warps: every per-thread instruction and block
+// reduction is cheap), 1024 for slices re-read from the logits (more than
+// kSmemSlice tokens, from 17 rows at 128256). Measured (H200, bench_kernels,
+// top_p 0.95): 1024 threads from 2048 tokens made b = 8 slower (34.7 vs 29.0
+// us) and b = 64 / 256 faster (163 vs 241, 483 vs 702 us).
 constexpr int kSmallThreads = 256, kWideThreads = 1024;
-constexpr int kWideSlice = 2048;
+constexpr int kWideSlice = 16384;
 constexpr int kMaxWarps = kWideThreads / kWarp;
 constexpr int kMaxG = 128;         // blocks per row at most
 constexpr int kSlotBlocks = 256;   // grid blocks with a global record slot, per stream slot
@@ -619,8 +625,8 @@ cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t 
 
 cudaError_t launch_race_g(const SampleArgs& a, int G, cudaStream_t stream) {
   const int slice_len = ((a.vocab + G - 1) / G + 3) / 4 * 4;  // groups of 4 tokens never straddle blocks
-  if (slice_len <= kWideSlice) return launch_race<true, kSmallThreads>(a, G, slice_len, stream);
-  return slice_len <= kSmemSlice ? launch_race<true, kWideThreads>(a, G, slice_len, stream)
+  static_assert(kWideSlice == kSmemSlice, "1024 threads exactly for re-read slices");
+  return slice_len <= kSmemSlice ? launch_race<true, kSmallThreads>(a, G, slice_len, stream)
                                  : launch_race<false, kWideThreads>(a, G, slice_len, stream);
 }
 
