@@ -45,7 +45,13 @@ TEST(ExperimentEdit, ARecordedRunOffersEveryFamilysVariantsAndEveryEngineLimit) 
   for (const auto& [family, v] : ran.items()) {
     ASSERT_TRUE(f.x.variants.count(family)) << family;
     const auto& options = f.x.variants.at(family);
-    ASSERT_EQ(options.size(), 1u) << family;  // the CPU backend has variant 0 only
+    // The CPU backend has variant 0 (the reference) in every family, and in
+    // sample also 8 (cpu_race, the race algorithm's reference).
+    ASSERT_EQ(options.size(), family == "sample" ? 2u : 1u) << family;
+    if (family == "sample") {
+      EXPECT_EQ(options[1].number, 8);
+      EXPECT_EQ(options[1].name, "cpu_race");
+    }
     EXPECT_EQ(options[0].number, 0);
     EXPECT_EQ(options[0].name, v["name"]);
     EXPECT_EQ(f.x.ran.at(family), v["name"].get<std::string>() + " (0)");
