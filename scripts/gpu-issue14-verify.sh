@@ -11,18 +11,8 @@ cd "$(dirname "$0")/.."
 SRC=${1:-$PWD}
 export OUT=${OUT:-/tmp/lantern-out}
 mkdir -p "$OUT"
-if [[ ! -x build/default/bin/lantern ]]; then
-  t0=$(date +%s)
-  bash scripts/device-build.sh lantern lantern_gpu_tests bench_kernels bench_harness_overhead > "$OUT/build.log" 2>&1 \
-    || { tail -30 "$OUT/build.log"; exit 1; }
-  echo "build: rc=0 $(( $(date +%s) - t0 ))s (on this machine, from this tree)"
-  mkdir -p build/default
-  for d in bin tests bench; do ln -sfn ../gpu-machine/$d build/default/$d; done
-fi
-# `lantern run experiments/*.json` looks for the tokenizer where scripts/setup.sh puts it.
-if [[ ! -e third_party/npm/llama3 && -d .device/llama3 ]]; then
-  mkdir -p third_party/npm && ln -sfn "$PWD/.device/llama3" third_party/npm/llama3
-fi
+LOG="$OUT/build.log" bash scripts/device-ensure-built.sh lantern lantern_gpu_tests bench_kernels bench_harness_overhead \
+  || exit 1
 bash scripts/gpu-carried.sh "$SRC" synth gputests hf_bf16 hf_fp32 batch > "$OUT/verify1.txt" 2>&1
 grep -E "^[a-z_0-9]+: rc=|PASS|FAIL|passed|failed|ratio|top-1|Failure|Expected|actual" "$OUT/verify1.txt" | head -40
 LANTERN=build/default/bin/lantern KBENCH=build/default/bench/bench_kernels bash scripts/gpu-issue14.sh /tmp/issue14 \

@@ -11,17 +11,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOGS=/tmp/race-logs; mkdir -p "$LOGS"  # the device tool brings back at most 8 files: logs stay here
 export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-if [[ ! -x build/default/bin/lantern ]]; then
-  t0=$(date +%s)
-  bash scripts/device-build.sh lantern lantern_gpu_tests bench_kernels > "$LOGS/build.log" 2>&1 \
-    || { tail -30 "$LOGS/build.log"; exit 1; }
-  echo "build: $(( $(date +%s) - t0 )) s (on this machine)"
-  mkdir -p build/default
-  for d in bin tests bench; do ln -sfn ../gpu-machine/$d build/default/$d; done
-fi
-if [[ ! -e third_party/npm/llama3 && -d .device/llama3 ]]; then
-  mkdir -p third_party/npm && ln -sfn "$PWD/.device/llama3" third_party/npm/llama3
-fi
+LOG="$LOGS/build.log" bash scripts/device-ensure-built.sh lantern lantern_gpu_tests bench_kernels || exit 1
 KB=build/default/bench/bench_kernels; T=build/default/tests/lantern_gpu_tests; L=build/default/bin/lantern
 M=${MODEL:-models/llama-3.2-1b}
 if [[ ! -f $M/model.safetensors ]]; then
@@ -44,21 +34,15 @@ for st in $stages; do
       done ;;
     kernel)
       timeout 200 $KB --benchmark_filter='^sample\.[67]\.' > "$LOGS/sample-kernel.log" 2>&1
-      echo "kernel rc=$?"; grep -E "^sample" "$LOGS/sample-kernel.log" | head -20 ;;
+      echo "kernel rc=$?"; grep -E "^sample" "$LOGS/sample-kernel.log" | grep -v iterations: ;;
     knobs)
       for g in 64; do
         LANTERN_SAMPLE_RACE_BLOCKS=$g timeout 60 $KB --benchmark_filter='^sample\.7\..*/b=1/' > "$LOGS/sample-kernel-g$g.log" 2>&1
         echo "race blocks $g:"; grep -E "^sample" "$LOGS/sample-kernel-g$g.log" | head -4
       done ;;
-    engine)
-      common=(--model "$M" --device cuda --batch 1,8 --prompt-len 128 --decode-steps 64 --temperature 0.8 --top-p 0.95 --quiet)
-      timeout 120 $L bench "${common[@]}" --json "$LOGS/plans.json" > "$LOGS/eng-warm.log" 2>&1
-      for r in 1 2; do
-        for v in 6 7; do
-          timeout 120 $L bench "${common[@]}" --kernels sample=$v --gemm-plans "$LOGS/plans.json" > "$LOGS/eng-$v-$r.log" 2>&1
-          echo "sample=$v round $r rc=$?"; grep -E "^ *(batch|[0-9]+ )|decode" "$LOGS/eng-$v-$r.log" | head -6
-        done
-      done ;;
+    engine)  # interleaved processes, pinned GEMM plans (scripts/gpu-ab.sh)
+      OUT="$LOGS/ab" bash scripts/gpu-ab.sh sample=6 sample=7 --batch 1,8 --prompt-len 128 --decode-steps 64 \
+        --temperature 0.8 --top-p 0.95 2>&1 | tail -12 ;;
     record)
       for v in grid_gather grid_race; do
         timeout 200 $L run experiments/sampled-decode-$v.json --set model.path="$M" --set model.preset=auto --out "$LOGS/run-$v" > "$LOGS/run-$v.log" 2>&1

@@ -18,21 +18,24 @@ struct SampleScratch {
   std::vector<float> weights;
 };
 
+// Rank order (sampling.h step 3) of the first k ranks into order[0, k).
+void rank_first_k(const float* logits, int vocab, int32_t k, std::vector<int32_t>& order) {
+  order.resize(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  auto before = [logits](int32_t a, int32_t b) {
+    return sampling::ranks_before(logits[a], a, logits[b], b);
+  };
+  if (k < vocab) std::nth_element(order.begin(), order.begin() + k, order.end(), before);
+  std::sort(order.begin(), order.begin() + k, before);
+}
+
 int32_t sample_row(const float* logits, int vocab, float temperature, int32_t top_k, float top_p,
                    uint64_t seed, int32_t step, SampleScratch& s) {
   const int32_t best = argmax_row_cpu(logits, vocab);
   const float max_logit = logits[best];  // largest non-NaN logit (NaN ranks last)
   if (sampling::is_greedy(temperature) || !sampling::max_is_usable(max_logit)) return best;
-
-  // Rank order (sampling.h step 3). Only the first k ranks are needed.
   const int32_t k = sampling::candidate_count(top_k, vocab);
-  s.order.resize(vocab);
-  std::iota(s.order.begin(), s.order.end(), 0);
-  auto before = [logits](int32_t a, int32_t b) {
-    return sampling::ranks_before(logits[a], a, logits[b], b);
-  };
-  if (k < vocab) std::nth_element(s.order.begin(), s.order.begin() + k, s.order.end(), before);
-  std::sort(s.order.begin(), s.order.begin() + k, before);
+  rank_first_k(logits, vocab, k, s.order);
 
   s.weights.resize(k);
   for (int32_t r = 0; r < k; ++r)
@@ -49,12 +52,7 @@ int32_t race_row(const float* logits, int vocab, float temperature, int32_t top_
   const float max_logit = logits[best];
   if (sampling::is_greedy(temperature) || !sampling::max_is_usable(max_logit)) return best;
   const int32_t k = sampling::candidate_count(top_k, vocab);
-  s.order.resize(vocab);
-  std::iota(s.order.begin(), s.order.end(), 0);
-  auto before = [logits](int32_t a, int32_t b) {
-    return sampling::ranks_before(logits[a], a, logits[b], b);
-  };
-  std::sort(s.order.begin(), s.order.end(), before);
+  rank_first_k(logits, vocab, k, s.order);  // the set lies within the first k ranks
   const float inv_temp = 1.0f / temperature;
   uint64_t top_k_mass = 0;
   for (int32_t r = 0; r < k; ++r)

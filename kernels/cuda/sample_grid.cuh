@@ -67,4 +67,35 @@ T* stream_slot(cudaStream_t stream, T (&symbol)[kSlots * kPerSlot]) {
   return d.base + size_t(pick) * kPerSlot;
 }
 
+// A row sampler's launch configuration: grid (blocks, rows) of `threads`,
+// `smem` bytes of dynamic shared memory, and, when `cooperative`, the
+// cooperative attribute -- the driver then refuses a grid whose blocks cannot
+// all be resident at once (a shared GPU, MPS limits) instead of letting the row
+// barriers spin forever. Pinned in place: cfg points at attr.
+struct GridLaunch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr = {};
+  GridLaunch(int blocks, int rows, int threads, size_t smem, cudaStream_t stream, bool cooperative) {
+    cfg.gridDim = dim3(unsigned(blocks), unsigned(rows));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = cooperative ? 1 : 0;
+  }
+  GridLaunch(const GridLaunch&) = delete;
+  GridLaunch& operator=(const GridLaunch&) = delete;
+};
+
+// Raises `kernel`'s dynamic shared-memory limit to `smem` the first time a
+// launch needs it (*allowed: the caller's record of what is set).
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t smem, size_t* allowed) {
+  if (smem <= *allowed) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  *allowed = smem;
+}
+
 }  // namespace lantern::kernels::sample_grid

@@ -597,26 +597,12 @@ cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t 
   RaceSlot* slot = sample_grid::stream_slot<kStreamSlots, 1>(stream, g_race);
   static size_t smem_allowed = 0;  // per instantiation
   const size_t smem = ((sizeof(Shared) + 15) & ~size_t(15)) + (kSmem ? size_t(2) * slice_len * sizeof(float) : 0);
-  if (smem > smem_allowed) {
-    CUDA_CHECK(cudaFuncSetAttribute(sample_race_kernel<kSmem, kThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(smem)));
-    smem_allowed = smem;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(G), unsigned(a.b));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  // G > 1: a cooperative launch, so a grid whose blocks cannot all be resident
-  // (a shared GPU, MPS limits) is refused instead of spinning in a row barrier.
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeCooperative;
-  attr.val.cooperative = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = G > 1 ? 1 : 0;
+  sample_grid::allow_smem(sample_race_kernel<kSmem, kThreads>, smem, &smem_allowed);
+  // G > 1: a cooperative launch (row barriers); refused, the caller runs one block per row.
+  const sample_grid::GridLaunch l(G, a.b, kThreads, smem, stream, G > 1);
   const wide_probe::Probe& probe = race_probe(size_t(G) * a.b * wide_probe::kProbeSlots);
   static const int barrier_mode = env_int("LANTERN_SAMPLE_RACE_BARRIER");
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, sample_race_kernel<kSmem, kThreads>, a.logits, a.temperature, a.top_k,
+  const cudaError_t err = cudaLaunchKernelEx(&l.cfg, sample_race_kernel<kSmem, kThreads>, a.logits, a.temperature, a.top_k,
                                              a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, slot, probe.dev,
                                              barrier_mode);
   if (err == cudaSuccess && probe.dev) print_race_probe(probe, G, stream);

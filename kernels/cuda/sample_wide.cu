@@ -347,25 +347,10 @@ bool launch_wide(const SampleArgs& a, int blocks, int slice_len, cudaStream_t st
   static size_t smem_allowed = 0;  // per instantiation
   const size_t smem = sizeof(Wide);
   const Probe& probe = probe_buffer(size_t(blocks) * a.b * kProbeSlots);
-  if (smem > smem_allowed) {
-    CUDA_CHECK(cudaFuncSetAttribute(sample_wide_kernel<kPer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(smem)));
-    smem_allowed = smem;
-  }
-  // A cooperative launch: the driver refuses a grid whose blocks cannot all be
-  // resident at once (a shared GPU, MPS limits) instead of letting the row
-  // barriers spin forever; sample.5 then runs this call.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(blocks), unsigned(a.b));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeCooperative;
-  attr.val.cooperative = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, sample_wide_kernel<kPer>, a.logits, a.temperature, a.top_k,
+  sample_grid::allow_smem(sample_wide_kernel<kPer>, smem, &smem_allowed);
+  // A cooperative launch (refused: sample.5 runs this call).
+  const sample_grid::GridLaunch l(blocks, a.b, kThreads, smem, stream, true);
+  const cudaError_t err = cudaLaunchKernelEx(&l.cfg, sample_wide_kernel<kPer>, a.logits, a.temperature, a.top_k,
                                              a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, rows, probe.dev);
   if (err == cudaErrorCooperativeLaunchTooLarge) {
     (void)cudaGetLastError();

@@ -213,16 +213,43 @@ struct Batch {
   }
 };
 
-void expect_variants_match_reference(const Batch& in, int vocab, int* ties,
-                                     const std::vector<const KernelEntry*>& variants = cuda_variants(Family::sample)) {
+// One row of a test kind: 0 normal(0, 2); 1 bf16-rounded normal(0, 3) (exact
+// ties everywhere); 2 near-flat (every logit within 1e-3 of 1: the bisection
+// paths); 3 normal with one logit raised by 12 (peaked: the set is one or two
+// tokens); 4 normal with vocab / 50 NaN and -inf logits.
+void fill_row(float* row, int vocab, int kind, std::uniform_int_distribution<int>& pick) {
+  std::normal_distribution<float> normal(0.f, kind == 1 ? 3.f : 2.f);
+  std::uniform_real_distribution<float> flat(1.f, 1.001f);
+  for (int i = 0; i < vocab; ++i) {
+    const float x = kind == 2 ? flat(rng()) : normal(rng());
+    row[i] = kind == 1 ? bf16_round(x) : x;
+  }
+  if (kind == 3) row[pick(rng()) % vocab] += 12.0f;
+  if (kind == 4)
+    for (int i = 0; i < vocab / 50; ++i) row[pick(rng()) % vocab] = i % 2 ? NAN : -INFINITY;
+}
+
+// The tokens variant e draws for the rows of `in` (one launch).
+std::vector<int32_t> draw(const KernelEntry& e, const Batch& in, int vocab, GpuEnv& env) {
   const int b = int(in.params.size());
   DeviceBuffer<float> d_logits(in.logits), d_t(in.temperature), d_p(in.top_p);
   DeviceBuffer<int32_t> d_k(in.top_k), d_steps(in.steps), d_out(b);
   DeviceBuffer<uint64_t> d_seeds(in.seeds);
-  GpuEnv env;
   WorkspaceShape shape;
   shape.max_batch_tokens = shape.max_seqs = b;
   shape.vocab = vocab;
+  d_out.poison();
+  launch(e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(), d_steps.get(), d_out.get(),
+                       b, vocab},
+         env.ctx(e, shape));
+  env.sync();
+  return d_out.download();
+}
+
+void expect_variants_match_reference(const Batch& in, int vocab, int* ties,
+                                     const std::vector<const KernelEntry*>& variants = cuda_variants(Family::sample)) {
+  const int b = int(in.params.size());
+  GpuEnv env;
   std::vector<int32_t> refs[2];  // per algorithm: [0] the inverse CDF, [1] the race
   for (const KernelEntry* e : variants) {
     SCOPED_TRACE(variant_label(*e));
@@ -234,12 +261,7 @@ void expect_variants_match_reference(const Batch& in, int vocab, int* ties,
                         in.seeds.data(), in.steps.data(), ref.data(), b, vocab},
              cpu_ctx());
     }
-    d_out.poison();
-    launch(*e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
-                          d_steps.get(), d_out.get(), b, vocab},
-           env.ctx(*e, shape));
-    env.sync();
-    const std::vector<int32_t> got = d_out.download();
+    const std::vector<int32_t> got = draw(*e, in, vocab, env);
     for (int r = 0; r < b; ++r) {
       if (got[r] == ref[r]) continue;
       std::string why;
@@ -309,36 +331,15 @@ TEST(SampleGpu, ClusterGatherDrawsClusterSelectsTokens) {
       Batch in;
       in.logits.resize(size_t(b) * vocab);
       for (int r = 0; r < b; ++r) {
-        const int kind = (r + rep) % 4;
-        std::normal_distribution<float> normal(0.f, kind == 1 ? 3.f : 2.f);
-        std::uniform_real_distribution<float> flat(1.f, 1.001f);
-        float* row = in.logits.data() + size_t(r) * vocab;
-        for (int i = 0; i < vocab; ++i) {
-          float x = kind == 2 ? flat(rng()) : normal(rng());
-          row[i] = kind == 1 ? bf16_round(x) : x;
-        }
-        if (kind == 3) row[pick(rng()) % vocab] += 12.0f;
+        fill_row(in.logits.data() + size_t(r) * vocab, vocab, (r + rep) % 4, pick);
         RowParams p{temps[pick(rng()) % 6], ks[pick(rng()) % 7], ps[pick(rng()) % 6]};
         if (r % 5 == 0) p = RowParams{0.8f, 50, 0.9f};
         if (r % 5 == 1) p = RowParams{0.8f, 0, 0.95f};
         in.add(p, rng()(), int32_t(pick(rng()) % 5000));
       }
-      DeviceBuffer<float> d_logits(in.logits), d_t(in.temperature), d_p(in.top_p);
-      DeviceBuffer<int32_t> d_k(in.top_k), d_steps(in.steps), d_out(b);
-      DeviceBuffer<uint64_t> d_seeds(in.seeds);
-      WorkspaceShape shape;
-      shape.max_batch_tokens = shape.max_seqs = b;
-      shape.vocab = vocab;
       std::vector<int32_t> tokens[4];
       int v = 0;
-      for (const KernelEntry* e : {&select, &gather, &lean, &grid}) {
-        d_out.poison();
-        launch(*e, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
-                              d_steps.get(), d_out.get(), b, vocab},
-               env.ctx(*e, shape));
-        env.sync();
-        tokens[v++] = d_out.download();
-      }
+      for (const KernelEntry* e : {&select, &gather, &lean, &grid}) tokens[v++] = draw(*e, in, vocab, env);
       for (int r = 0; r < b; ++r)
         for (int w = 1; w < 4; ++w)
           EXPECT_EQ(tokens[w][r], tokens[0][r])
@@ -478,39 +479,14 @@ TEST(SampleGpu, RaceMatchesCpuRaceInEveryLayout) {
       Batch in;
       in.logits.resize(size_t(b) * vocab);
       for (int r = 0; r < b; ++r) {
-        const int kind = (r + rep) % 5;
-        std::normal_distribution<float> normal(0.f, kind == 1 ? 3.f : 2.f);
-        std::uniform_real_distribution<float> flat(1.f, 1.001f);
-        float* row = in.logits.data() + size_t(r) * vocab;
-        for (int i = 0; i < vocab; ++i) {
-          const float x = kind == 2 ? flat(rng()) : normal(rng());
-          row[i] = kind == 1 ? bf16_round(x) : x;
-        }
-        if (kind == 3) row[pick(rng()) % vocab] += 12.0f;
-        if (kind == 4)
-          for (int i = 0; i < vocab / 50; ++i) row[pick(rng()) % vocab] = i % 2 ? NAN : -INFINITY;
+        fill_row(in.logits.data() + size_t(r) * vocab, vocab, (r + rep) % 5, pick);
         in.add(kinds[(r + 3 * rep) % 10], rng()(), int32_t(pick(rng()) % 5000));
       }
       expect_variants_match_reference(in, vocab, &ties, {&race});
       rows_checked += b;
-      // Determinism: a second launch of the same rows.
-      DeviceBuffer<float> d_logits(in.logits), d_t(in.temperature), d_p(in.top_p);
-      DeviceBuffer<int32_t> d_k(in.top_k), d_steps(in.steps), d_out(b);
-      DeviceBuffer<uint64_t> d_seeds(in.seeds);
+      // Determinism: two more launches of the same rows.
       GpuEnv env;
-      WorkspaceShape shape;
-      shape.max_batch_tokens = shape.max_seqs = b;
-      shape.vocab = vocab;
-      std::vector<int32_t> runs[2];
-      for (auto& got : runs) {
-        d_out.poison();
-        launch(race, SampleArgs{d_logits.get(), d_t.get(), d_k.get(), d_p.get(), d_seeds.get(),
-                                d_steps.get(), d_out.get(), b, vocab},
-               env.ctx(race, shape));
-        env.sync();
-        got = d_out.download();
-      }
-      EXPECT_EQ(runs[0], runs[1]) << "two launches drew different tokens";
+      EXPECT_EQ(draw(race, in, vocab, env), draw(race, in, vocab, env)) << "two launches drew different tokens";
     }
   }
   std::printf("[sample] grid_race == cpu_race on %d rows (%d accepted rounding ties)\n", rows_checked, ties);
