@@ -27,7 +27,7 @@ for st in $stages; do
       grep -A6 "Failure" "$OUT/sample-tests.log" | head -40 ;;
     probe)  # phase stamps (us after the first block's start, median block), b = 1
       for kv in "LANTERN_SAMPLE_RACE_BLOCKS=128" "LANTERN_SAMPLE_RACE_BLOCKS=64"; do
-        for f in "b=1/top_k=0" "b=1/top_k=50"; do
+        for f in ${PROBE_FILTERS:-"b=1/top_k=0" "b=1/top_k=50"}; do
           echo "$kv $f"; env $kv LANTERN_SAMPLE_RACE_PROBE=1 timeout 60 $KB --benchmark_filter="^sample\.7\..*/$f/" 2>&1 | grep probe | tail -2
           env $kv timeout 60 $KB --benchmark_filter="^sample\.7\..*/$f/" 2>&1 | grep -E "^sample.*us=" | sed 's/.*us=/  event-timed us=/'
         done
