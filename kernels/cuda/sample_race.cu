@@ -8,7 +8,8 @@
 // barriers over a 1024-bin histogram, the list of gathered tokens and the
 // crossing search (docs/performance.md, session 23). The race needs none of
 // that for top-p: only counts and masses of the tokens ranked before ONE token.
-// Rounds, each one reduction over the row's G blocks of 256 threads (per-field
+// Rounds, each one reduction over the row's G blocks of 256 threads (1024 for
+// slices re-read from the logits; per-field
 // global atomics into the round's accumulators, a row barrier, every block
 // reading the result):
 //   R0  every block loads its slice (kept in shared memory), makes its tokens'
