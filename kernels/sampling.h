@@ -155,7 +155,7 @@ LANTERN_HD int32_t pick_rank(const float* w_ranked, int32_t k, float top_p, floa
 //  R2. Fixed-point weights: z_i = (m - l_i) * (1/T) (0 when l_i >= m), the
 //      multiplier 1/T rounded to float; f_i = round(exp2(-z_i * log2 e) * 2^40)
 //      as an unsigned 64-bit integer (race_fixed_weight); NaN and -inf weigh 0,
-//      the top-ranked token 2^40. Tokens more than ~27.7 nats below the max
+//      the top-ranked token 2^40. Tokens more than ~28.4 nats below the max
 //      (relative weight < 2^-41) weigh 0 and are never drawn.
 //  R3. Candidates: token t of rank r (step 3's order) with c_t = r tokens and
 //      M_t = the sum of their f ranked before it is in the set N when f_t > 0,
