@@ -139,7 +139,6 @@ LANTERN_HD int32_t pick_rank(const float* w_ranked, int32_t k, float top_p, floa
   return last_positive;
 }
 
-
 // ---------------------------------------------------------------------------
 // The race: a second algorithm over the same candidates (sample.7 grid_race on
 // the GPU, sample.8 cpu_race on the CPU, which are its reference). It draws
@@ -178,13 +177,18 @@ LANTERN_HD int32_t pick_rank(const float* w_ranked, int32_t k, float top_p, floa
 // within ~1e-6 of each other or M_t is within ~1e-6 of P * S.
 constexpr uint32_t kRaceTag = 0x52414345u;  // "RACE": a counter word the inverse CDF never uses
 
-// R4: the token's Gumbel noise, finite: u in [2^-24, 1 - 2^-24].
-LANTERN_HD float race_noise(uint64_t seed, int32_t step, int32_t token) {
-  const Philox4 out =
-      philox4x32_10(Philox4{{static_cast<uint32_t>(step), static_cast<uint32_t>(token) >> 2, kRaceTag, 0u}},
-                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  const float u = (static_cast<float>(out.v[token & 3] >> 9) + 0.5f) * (1.0f / 8388608.0f);
+// R4: the Philox words of the group of 4 tokens holding `token` (word t % 4 is t's).
+LANTERN_HD Philox4 race_words(uint64_t seed, int32_t step, int32_t token) {
+  return philox4x32_10(Philox4{{static_cast<uint32_t>(step), static_cast<uint32_t>(token) >> 2, kRaceTag, 0u}},
+                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+// R4: the Gumbel noise of one word, finite: u in [2^-24, 1 - 2^-24].
+LANTERN_HD float race_gumbel(uint32_t word) {
+  const float u = (static_cast<float>(word >> 9) + 0.5f) * (1.0f / 8388608.0f);
   return -logf(-logf(u));
+}
+LANTERN_HD float race_noise(uint64_t seed, int32_t step, int32_t token) {
+  return race_gumbel(race_words(seed, step, token).v[token & 3]);
 }
 LANTERN_HD float race_key(float logit, float inv_temp, float noise) {
   return logit * inv_temp + noise;

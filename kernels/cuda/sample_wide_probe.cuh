@@ -39,45 +39,75 @@ struct Probe {
   uint64_t* dev = nullptr;
   size_t slots = 0;
 };
+// One knob's buffer: allocated (zeroed) once the knob is set and a launch
+// needs more slots than it has; otherwise dev stays null (no stamps).
+struct ProbeSwitch {
+  explicit ProbeSwitch(const char* env) : on(env_int(env) > 0) {}
+  Probe& buffer(size_t slots) {
+    if (on && slots > p.slots) {
+      if (p.dev) CUDA_CHECK(cudaFree(p.dev));
+      CUDA_CHECK(cudaMalloc(&p.dev, slots * sizeof(uint64_t)));
+      CUDA_CHECK(cudaMemset(p.dev, 0, slots * sizeof(uint64_t)));
+      p.slots = slots;
+    }
+    return p;
+  }
+  bool on;
+  Probe p;
+};
 inline Probe& probe_buffer(size_t slots) {
-  static Probe p;
-  static const bool on = env_int("LANTERN_SAMPLE_WIDE_PROBE") > 0;
-  if (on && slots > p.slots) {
-    if (p.dev) CUDA_CHECK(cudaFree(p.dev));
-    CUDA_CHECK(cudaMalloc(&p.dev, slots * sizeof(uint64_t)));
-    p.slots = slots;
-  }
-  return p;
+  static ProbeSwitch sw("LANTERN_SAMPLE_WIDE_PROBE");
+  return sw.buffer(slots);
 }
-inline void print_probe(const Probe& p, int blocks, int rows, cudaStream_t stream) {
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<uint64_t> h(size_t(blocks) * rows * kProbeSlots);
-  CUDA_CHECK(cudaMemcpy(h.data(), p.dev, h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-  const uint64_t* r0 = h.data();  // row 0
+
+// Row 0's stamps after a launch (it synchronises, then zeroes the buffer for the
+// next launch); times in us after the row's first block started.
+struct ProbeRead {
+  std::vector<uint64_t> h;  // [blocks][kProbeSlots]
+  int blocks = 0;
   uint64_t t0 = ~uint64_t(0);
-  int last = 0;
-  for (int b = 0; b < blocks; ++b) {
-    t0 = std::min(t0, r0[b * kProbeSlots]);
-    if (r0[b * kProbeSlots + 10] > r0[last * kProbeSlots + 10]) last = b;
-  }
-  auto sorted_us = [&](int at) {  // slot `at` of every block, us after t0, ascending
+  const uint64_t* block(int b) const { return h.data() + size_t(b) * kProbeSlots; }
+  // Slot `at` of every block that stamped it, ascending.
+  std::vector<double> sorted_us(int at) const {
     std::vector<double> us;
-    for (int b = 0; b < blocks; ++b) us.push_back(double(r0[b * kProbeSlots + at] - t0) * 1e-3);
+    for (int b = 0; b < blocks; ++b)
+      if (block(b)[at] >= t0) us.push_back(double(block(b)[at] - t0) * 1e-3);
     std::sort(us.begin(), us.end());
     return us;
-  };
+  }
+  double median_us(int at) const {
+    const std::vector<double> us = sorted_us(at);
+    return us.empty() ? -1.0 : us[us.size() / 2];
+  }
+};
+inline ProbeRead read_probe(const Probe& p, int blocks, int rows, cudaStream_t stream) {
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  ProbeRead r;
+  r.blocks = blocks;
+  r.h.resize(size_t(blocks) * kProbeSlots);
+  CUDA_CHECK(cudaMemcpy(r.h.data(), p.dev, r.h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemset(p.dev, 0, size_t(blocks) * rows * kProbeSlots * sizeof(uint64_t)));
+  for (int b = 0; b < blocks; ++b) r.t0 = std::min(r.t0, r.block(b)[0]);
+  return r;
+}
+
+inline void print_probe(const Probe& p, int blocks, int rows, cudaStream_t stream) {
+  const ProbeRead r = read_probe(p, blocks, rows, stream);
+  int last = 0;
+  for (int b = 0; b < blocks; ++b)
+    if (r.block(b)[10] > r.block(last)[10]) last = b;
+  const uint64_t t0 = r.t0;
   std::fprintf(stderr, "[sample.6 probe] %d blocks/row:", blocks);
   const char* names[] = {"start", "max", "bar1", "hist", "bar2", "plan", "gathered"};
   for (int at = 0; at < 7; ++at) {
-    const std::vector<double> us = sorted_us(at);
-    std::fprintf(stderr, " %s %.2f/%.2f", names[at], us[us.size() / 2], us.back());
+    const std::vector<double> us = r.sorted_us(at);
+    std::fprintf(stderr, " %s %.2f/%.2f", names[at], r.median_us(at), us.empty() ? -1.0 : us.back());
   }
-  std::fprintf(stderr, " (scanned %.2f)", sorted_us(12)[size_t(blocks) / 2]);
-  const uint64_t* L = r0 + size_t(last) * kProbeSlots;
+  std::fprintf(stderr, " (scanned %.2f)", r.median_us(12));
+  const uint64_t* L = r.block(last);
   std::fprintf(stderr, " | last block %d: copied %.2f tagged %.2f resolved %.2f end %.2f, %llu gathered\n", last,
                double(L[7] - t0) * 1e-3, double(L[8] - t0) * 1e-3, double(L[9] - t0) * 1e-3,
                double(L[10] - t0) * 1e-3, (unsigned long long)L[11]);
-  CUDA_CHECK(cudaMemset(p.dev, 0, h.size() * sizeof(uint64_t)));
 }
 
 }  // namespace lantern::kernels::wide_probe

@@ -48,14 +48,20 @@ float bf16_round(float x) {
   return x;
 }
 
-// True when `got` may differ from `want` only through summation order.
-bool near_tie(const float* logits, int vocab, const RowParams& p, uint64_t seed, int32_t step,
-              int32_t want, int32_t got, std::string* why) {
+// Every token id in rank order (sampling.h step 3).
+std::vector<int32_t> rank_order(const float* logits, int vocab) {
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return sampling::ranks_before(logits[a], a, logits[b], b);
   });
+  return order;
+}
+
+// True when `got` may differ from `want` only through summation order.
+bool near_tie(const float* logits, int vocab, const RowParams& p, uint64_t seed, int32_t step,
+              int32_t want, int32_t got, std::string* why) {
+  const std::vector<int32_t> order = rank_order(logits, vocab);
   const float m = logits[order[0]];
   const int32_t k = sampling::candidate_count(p.top_k, vocab);
   std::vector<double> cum(k + 1, 0.0);
@@ -97,11 +103,7 @@ bool near_tie(const float* logits, int vocab, const RowParams& p, uint64_t seed,
 // largest key over the set with the cut tightened by as much.
 bool near_tie_race(const float* logits, int vocab, const RowParams& p, uint64_t seed, int32_t step,
                    int32_t want, int32_t got, std::string* why) {
-  std::vector<int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return sampling::ranks_before(logits[a], a, logits[b], b);
-  });
+  const std::vector<int32_t> order = rank_order(logits, vocab);
   const float m = logits[order[0]], inv_t = 1.0f / p.temperature;
   const int32_t k = sampling::candidate_count(p.top_k, vocab);
   std::vector<double> w(k), cum(k + 1, 0.0);
@@ -374,11 +376,7 @@ TEST(SampleGpu, FrequenciesFollowTheRestrictedSoftmax) {
     SCOPED_TRACE("T=" + std::to_string(p.temperature) + " top_k=" + std::to_string(p.top_k) +
                  " top_p=" + std::to_string(p.top_p));
     // Reference probabilities in double: rank order, top-k, top-p, normalise.
-    std::vector<int32_t> order(vocab);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return sampling::ranks_before(row[a], a, row[b], b);
-    });
+    const std::vector<int32_t> order = rank_order(row.data(), vocab);
     const int k = sampling::candidate_count(p.top_k, vocab);
     std::vector<double> w(k);
     double total = 0;
