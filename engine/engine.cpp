@@ -146,7 +146,8 @@ class EngineImpl {
                   tp_lm_head_name(weights_.shard().lm_head), weights_.shard().world, tp_lm_head_name(lm_head),
                   comm_ ? comm_->world() : 1);
     kernels_ = kernels::KernelSet::defaults(opt.backend);
-    bool fused = opt.fused, prefill_graphs = opt.prefill_graphs, overlap = opt.overlap;
+    bool fused = opt.fused, prefill_graphs = opt.prefill_graphs, overlap = opt.overlap,
+         prune_last = opt.prune_last_layer;
     // Pseudo-families (engine switches, not registry families): "on" / "off".
     auto on_off = [](const std::string& family, const std::string& variant) {
       LANTERN_CHECK(variant == "on" || variant == "off", "kernels: %s must be 'on' or 'off', got '%s'",
@@ -160,6 +161,8 @@ class EngineImpl {
         prefill_graphs = on_off(family, variant);
       else if (family == "overlap")
         overlap = on_off(family, variant);
+      else if (family == "prune_last")
+        prune_last = on_off(family, variant);
       else
         kernels_.select(kernels::family_from_name(family), variant, opt.backend);
     }
@@ -169,7 +172,7 @@ class EngineImpl {
       opt.observer->on_alloc(e);
     }
     model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs, fused, comm_, prefill_graphs, lm_head);
+                                     opt.use_cuda_graphs, fused, comm_, prefill_graphs, lm_head, prune_last);
     if (fused && !model_->fused())
       std::fprintf(stderr,
                    "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
@@ -579,6 +582,7 @@ nlohmann::json Engine::describe() const {
                         {"fusion", impl_->model_->fused() ? "on" : "off"},
                         {"prefill_graphs", impl_->model_->prefill_graphs() ? "on" : "off"},
                         {"overlap", impl_->overlap_ ? "on" : "off"},
+                        {"prune_last", impl_->model_->prunes_last_layer() ? "on" : "off"},
                         {"memory", memory_budget().to_json()}};
   const std::vector<kernels::GemmPlan> plans = gemm_plans();
   if (!plans.empty()) {

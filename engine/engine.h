@@ -113,6 +113,11 @@ struct EngineOptions {
   // tensor parallelism. The pseudo-family "overlap" ("on" / "off") in
   // `kernels` sets it (--kernels overlap=off, experiment files).
   bool overlap = true;
+  // The pruned last layer (docs/engine.md): steps with fewer logit rows than
+  // rows (prompts, chunks, mixed steps) run their last layer past the KV write
+  // on the logit rows only. The pseudo-family
+  // "prune_last" ("on" / "off") in `kernels` sets it (--kernels prune_last=off).
+  bool prune_last_layer = true;
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
   int profile_last_step = -1;    // cudaProfilerStop after this step
   // The engine clock (seconds); empty: steady_clock since construction. Tests

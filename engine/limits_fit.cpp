@@ -47,6 +47,9 @@ uint64_t arena_bytes_needed(const ModelConfig& cfg, const EngineLimits& limits, 
   bytes = add(bytes, mul(mul(logit_rows, u(cfg.hidden_size)), a));  // logits_in
   bytes = add(bytes, mul(mul(logit_rows, u(cfg.vocab_size)), 4));   // logits (f32)
   bytes = add(bytes, mul(rows, 6 * 4));                              // step metadata per row
+  bytes = add(bytes, mul(logit_rows, 10 * 4));                       // ... per logit row
+  // The pruned last layer's head_x and head_q [R, hidden] / [R, q_dim] (fused layout).
+  bytes = add(bytes, mul(mul(logit_rows, add(u(cfg.hidden_size), u(cfg.q_dim()))), a));
   if (lm_head_parts > 0) {  // split LM head: logits_part [R, V/P] and logits_gather [P, R, V/P] f32
     const uint64_t part = mul(mul(logit_rows, u(cfg.vocab_size) / u(lm_head_parts)), 4);
     bytes = add(bytes, mul(part, add(1, u(lm_head_parts))));

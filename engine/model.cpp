@@ -16,9 +16,10 @@ using kernels::Family;
 
 Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
              const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer,
-             bool use_cuda_graphs, bool fused, Communicator* comm, bool prefill_graphs, TpLmHead lm_head)
+             bool use_cuda_graphs, bool fused, Communicator* comm, bool prefill_graphs, TpLmHead lm_head,
+             bool prune_last_layer)
     : cfg_(cfg), w_(weights), dev_(device), limits_(limits), kernels_(kernels), obs_(observer),
-      comm_(comm), lm_head_(lm_head), prefill_requested_(prefill_graphs) {
+      comm_(comm), lm_head_(lm_head), prefill_requested_(prefill_graphs), prune_last_(prune_last_layer) {
   LANTERN_CHECK(lm_head != TpLmHead::split || comm, "a split LM head needs a tensor-parallel group");
   fuse_ = fused && weights.fusable();
   // Graphs replay decode steps; the seed's host argmax (argmax variant 1)
@@ -65,6 +66,7 @@ void Model::declare_arena() {
   const bool defer_norm = v_.fused() && comm_ == nullptr &&
                           kernels_.entry(Family::proj_residual_norm).defers_norm;
   op_table_ = std::make_unique<OpTable>(cfg_.num_layers, v_, comm_ != nullptr, defer_norm);
+  prune_last_ = prune_last_ && op_table_->can_prune();
   arena_.allocate(dev_.backend());
   AllocEvent e{"arena", "activation arena", reinterpret_cast<uint64_t>(arena_.base()),
                arena_.total_bytes(), dev_.backend(), false};
@@ -172,10 +174,19 @@ Model::ForwardShape Model::shape_of(const StepInput& in) {
   std::vector<int32_t> paged(in.slots.begin() + std::min<size_t>(s.nf, in.slots.size()), in.slots.end());
   std::sort(paged.begin(), paged.end());
   s.one_row_per_seq = std::adjacent_find(paged.begin(), paged.end()) == paged.end();
+  std::vector<int32_t> heads;
+  for (int32_t t : in.logit_rows)
+    if (t >= 0 && t < s.n && static_cast<size_t>(t) < in.slots.size()) heads.push_back(in.slots[t]);
+  std::sort(heads.begin(), heads.end());
+  s.head_one_row_per_seq = std::adjacent_find(heads.begin(), heads.end()) == heads.end();
   const bool sampling =
       std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
   s.kind.head = s.r == 0 ? StepKind::none : (sampling ? StepKind::sample : StepKind::argmax);
   return s;
+}
+
+void Model::choose_pruning(ForwardShape& s) const {
+  s.kind.prune = prune_last_ && s.r < s.n;
 }
 
 StepOutput Model::run(const StepInput& in) {
@@ -184,7 +195,8 @@ StepOutput Model::run(const StepInput& in) {
 }
 
 void Model::launch(const StepInput& in) {
-  const ForwardShape s = shape_of(in);
+  ForwardShape s = shape_of(in);
+  choose_pruning(s);
   LANTERN_ASSERT(s.n > 0 && s.n <= limits_.max_batch_tokens, "step rows %d outside (0, %d]", s.n,
                  limits_.max_batch_tokens);
   LANTERN_ASSERT(s.r <= limits_.logits_rows, "logit rows %d > %d", s.r, limits_.logits_rows);

@@ -6,6 +6,7 @@
 // allocated after construction.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <tuple>
@@ -94,7 +95,7 @@ class Model {
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
         const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs,
         bool fused = false, Communicator* comm = nullptr, bool prefill_graphs = false,
-        TpLmHead lm_head = TpLmHead::replicated);
+        TpLmHead lm_head = TpLmHead::replicated, bool prune_last_layer = false);
   ~Model();
 
   // run = launch + wait. launch enqueues the step on the device and returns;
@@ -120,6 +121,9 @@ class Model {
   // Prefill token buckets with captured graphs (empty: prefill runs eagerly).
   const std::vector<int>& prefill_buckets() const { return prefill_buckets_; }
   bool prefill_graphs() const { return !prefill_buckets_.empty(); }
+  // Steps with fewer logit rows than rows prune their last layer to the logit
+  // rows (StepKind::prune): requested and the op table can (can_prune_last_layer).
+  bool prunes_last_layer() const { return prune_last_; }
   // gemm.6's measured cuBLASLt plans for this model's GEMM shapes on its GPU
   // (empty when the chosen gemm variant makes none).
   std::vector<kernels::GemmPlan> gemm_plans() const;
@@ -160,6 +164,9 @@ class Model {
   const int32_t* host_ctx_lens() const {
     return reinterpret_cast<const int32_t*>(static_cast<const char*>(meta_host_) + meta_.ctx_lens);
   }
+  const int32_t* host_head_ctx_lens() const {
+    return reinterpret_cast<const int32_t*>(static_cast<const char*>(meta_host_) + meta_.head_ctx_lens);
+  }
   int max_table_updates_ = 0;
   size_t act_bytes_ = 0;
 
@@ -178,10 +185,15 @@ class Model {
     // Each paged row is the only row of its sequence (AttentionDecodeArgs::
     // one_row_per_seq); decode graphs are captured so and replayed only so.
     bool one_row_per_seq = false;
+    // The same for the logit rows (the pruned last layer's attention_head).
+    bool head_one_row_per_seq = false;
     const int32_t* host_fresh_starts = nullptr;
     StepKind kind;
   };
   static ForwardShape shape_of(const StepInput& in);
+  // Sets s.kind.prune: steps whose logit rows are fewer than their rows, when
+  // prune_last_ (pure decode steps, score mode and decode graphs never prune).
+  void choose_pruning(ForwardShape& s) const;
   void upload_meta(const StepInput& in, const MetaPad& pad);
   void gather_tokens(int n);  // ids[i] = out_tokens[token_src[i]], i < n (overlapped decode)
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
@@ -198,6 +210,10 @@ class Model {
   void collective(const OpSpec& o, size_t bytes, size_t elements, const Run& run);
   void all_reduce(const OpSpec& o, int rows);
   void all_gather(const OpSpec& o, int logit_rows);
+  // An engine-side op (no registry kernel: the collectives, head_gather),
+  // reported to observers and recorded in a capture like a registry op.
+  void engine_op(const OpSpec& o, kernels::Cost cost, const std::function<void()>& run);
+  void head_gather(const OpSpec& o, const ForwardShape& s);  // x, q logit rows -> head_x, head_q
 
   // CUDA graphs (model_graphs.cpp).
   struct Graph {
@@ -209,6 +225,7 @@ class Model {
   std::vector<int> buckets_;              // ascending
   std::vector<Graph> graphs_;             // decode: 2 * bucket index + sampling; then prefill
   bool prefill_requested_ = false;
+  bool prune_last_ = false;  // requested, and the op table can
   std::vector<int> prefill_buckets_;      // ascending (empty: no prefill graphs)
   std::vector<int> prefill_seqs_;         // fresh-sequence classes: {1} or {1, many}
   int prefill_base_ = 0;                  // graphs_ index of the first prefill graph

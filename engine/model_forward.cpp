@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <utility>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/base/errors.h"
+#include "engine/device_kernels.h"
 #include "engine/model.h"
 
 namespace lantern {
@@ -81,6 +83,57 @@ void Model::op(const OpSpec& o, const Args& args) {
   kernels::launch(e, args, ctx);
 }
 
+void Model::engine_op(const OpSpec& o, kernels::Cost cost, const std::function<void()>& run) {
+#if LANTERN_INSTRUMENTATION
+  if (obs_ || capturing_) {
+    OpInfo info;
+    info.graph = capturing_ ? OpInfo::kCapture : OpInfo::kEager;
+    info.op = o.name;
+    info.layer = o.layer;
+    info.cost = cost;
+    info.reads = o.reads.data();
+    info.num_reads = o.num_reads;
+    info.writes = o.writes.data();
+    info.num_writes = o.num_writes;
+    if (obs_) obs_->on_op_begin(info);
+    run();
+    if (capturing_) {
+      captured_.push_back(info);
+      leaves_.push_back(capture_leaf());
+    }
+    if (obs_) obs_->on_op_end(info);
+    return;
+  }
+#endif
+  (void)o, (void)cost;
+  run();
+}
+
+// The pruned last layer's gather: head_x[i] = x[logit_rows[i]], head_q[i] =
+// q[logit_rows[i]] for the r (padded: the graph's) logit rows.
+void Model::head_gather(const OpSpec& o, const ForwardShape& s) {
+  if (s.r == 0) return;
+  const size_t x_row = static_cast<size_t>(cfg_.hidden_size) * act_bytes_;
+  const size_t q_row = static_cast<size_t>(cfg_.q_dim()) * act_bytes_;
+  const auto* rows = reinterpret_cast<const int32_t*>(static_cast<char*>(arena_.ptr(v_.meta)) + meta_.logit_rows);
+  auto* x = static_cast<const char*>(arena_.ptr(o.reads[0]));
+  auto* q = static_cast<const char*>(arena_.ptr(o.reads[1]));
+  auto* hx = static_cast<char*>(arena_.ptr(o.writes[0]));
+  auto* hq = static_cast<char*>(arena_.ptr(o.writes[1]));
+  const int r = s.r, n = s.n;
+  engine_op(o, kernels::Cost{2.0 * r * static_cast<double>(x_row + q_row), 0}, [&] {
+    if (dev_.is_cuda()) {
+      launch_gather_rows(hx, x, x_row, hq, q, q_row, rows, r, n, dev_.stream());
+      return;
+    }
+    for (int i = 0; i < r; ++i) {  // cpu: the arena and the metadata are host memory
+      LANTERN_CHECK(rows[i] >= 0 && rows[i] < n, "head_gather: logit row %d is %d, outside [0, %d)", i, rows[i], n);
+      std::memcpy(hx + i * x_row, x + rows[i] * x_row, x_row);
+      std::memcpy(hq + i * q_row, q + rows[i] * q_row, q_row);
+    }
+  });
+}
+
 void Model::attention_mixed(const OpSpec& o, const kernels::AttentionPrefillArgs& prefill,
                             const kernels::AttentionDecodeArgs& decode) {
   const kernels::KernelEntry& pe = kernels_.entry(Family::attention_prefill);
@@ -135,7 +188,7 @@ void Model::forward(const ForwardShape& s) {
 }
 
 void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
-  const int n = s.n, r = s.r, nf = s.nf;
+  const int n = o.head_rows ? s.r : s.n, r = s.r, nf = s.nf;  // head_rows: the pruned last layer
   const int H = cfg_.hidden_size, I = cfg_.intermediate_size, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
   const float eps = cfg_.rms_norm_eps;
   char* devm = static_cast<char*>(arena_.ptr(v_.meta));
@@ -187,6 +240,13 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::attention_prefill: return op(o, prefill());
     case OpKind::attention_decode: return op(o, decode());
     case OpKind::attention_mixed: return attention_mixed(o, prefill(), decode());
+    case OpKind::head_gather: return head_gather(o, s);
+    case OpKind::attention_head: {  // the logit rows over the paged cache (every row's K/V written)
+      kernels::AttentionDecodeArgs d{in(0), out(0), M(meta_.head_slots), M(meta_.head_ctx_lens), cache, r,
+                                     limits_.max_context, cfg_.num_q_heads, Q, scale, host_head_ctx_lens()};
+      d.one_row_per_seq = s.head_one_row_per_seq;
+      return op(o, d);
+    }
     case OpKind::o_proj: return gemm(lw->wo, n, H, Q);
     case OpKind::attn_residual:
     case OpKind::mlp_residual:
@@ -232,7 +292,8 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     case OpKind::all_reduce: return all_reduce(o, n);
     case OpKind::all_gather: return all_gather(o, r);
     case OpKind::final_norm:
-      return op(o, kernels::RmsnormArgs{in(0), w_.final_norm, out(0), M(meta_.logit_rows), r, H, eps});
+      return op(o, kernels::RmsnormArgs{in(0), w_.final_norm, out(0),
+                                        o.reads[0] == v_.head_x ? nullptr : M(meta_.logit_rows), r, H, eps});
     case OpKind::lm_head: {  // split: this rank's V/N vocabulary rows -> logits_part
       const int cols = v_.split_lm_head() ? cfg_.vocab_size / comm_->world() : cfg_.vocab_size;
       kernels::GemmArgs head{in(0), w_.lm_head, out(0), r, cols, H};

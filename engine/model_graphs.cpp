@@ -144,6 +144,8 @@ void Model::capture_set(int first, int count) {
       s.max_fresh_len = s.n;
       s.host_fresh_starts = capture_starts_.data();
       s.kind = StepKind{StepKind::prefill, static_cast<StepKind::Head>((index - prefill_base_) % 3)};
+      s.head_one_row_per_seq = true;  // one logit row per prompt (prefill_graph_index), pads in the pad slot
+      choose_pruning(s);
     }
     capture(g, s);
     LANTERN_OBSERVE(obs_, on_graph_captured(GraphReplay{index, g.ops.data(), static_cast<int>(g.ops.size())}));

@@ -30,6 +30,8 @@ MetaLayout::MetaLayout(int T, int R, int U) {
   top_p = take(4 * R);
   seeds = take(8 * R);
   token_src = take(4 * T);
+  head_slots = take(4 * R);
+  head_ctx_lens = take(4 * R);
   updates = take(8 * static_cast<size_t>(U));
   bytes = o;
 }
@@ -55,6 +57,12 @@ void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, const 
   put(m.top_p, in.top_p.data(), 4 * r);
   put(m.seeds, in.seeds.data(), 8 * r);
   put(m.token_src, in.token_src.data(), 4 * in.token_src.size());
+  for (int i = 0; i < r; ++i) {
+    const int32_t t = in.logit_rows[i];
+    const bool row = t >= 0 && t < n;  // Model::launch checks the rows; never a read outside them
+    i32(m.head_slots)[i] = row ? in.slots[t] : pad_slot;
+    i32(m.head_ctx_lens)[i] = row ? in.positions[t] + 1 : 1;
+  }
   for (int i = n; i < pad.rows; ++i) {
     i32(m.ids)[i] = 0;
     i32(m.positions)[i] = 0;
@@ -68,6 +76,8 @@ void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, const 
     reinterpret_cast<float*>(host + m.temperature)[j] = 0.0f;
     reinterpret_cast<float*>(host + m.top_p)[j] = 1.0f;
     reinterpret_cast<uint64_t*>(host + m.seeds)[j] = 0;
+    i32(m.head_slots)[j] = pad_slot;
+    i32(m.head_ctx_lens)[j] = 1;
   }
   const int num_fresh = static_cast<int>(in.fresh_starts.size()) - 1;
   for (int k = num_fresh + 1; k <= pad.fresh_seqs; ++k) i32(m.fresh_starts)[k] = in.num_fresh_rows();

@@ -16,7 +16,7 @@ struct StepInput;
 struct MetaLayout {
   size_t ids = 0, positions = 0, slots = 0, fresh_starts = 0, ctx_lens = 0, logit_rows = 0,
          top_k = 0, gen_index = 0, out_tokens = 0, temperature = 0, top_p = 0, seeds = 0,
-         token_src = 0, updates = 0, bytes = 0;
+         token_src = 0, head_slots = 0, head_ctx_lens = 0, updates = 0, bytes = 0;
   MetaLayout() = default;
   MetaLayout(int T, int R, int U);
 };
@@ -35,6 +35,9 @@ struct MetaPad {
 // scratch block. Pad logit row j (r <= j < pad.logit_rows): row j, greedy; its
 // token is ignored. Pad fresh sequences (num_fresh < k <= pad.fresh_seqs):
 // bounds [n, n), empty, so a prefill pad row belongs to no sequence.
+// head_slots / head_ctx_lens [R]: the slot and context length of each logit
+// row's token (the pruned last layer's attention_head); a pad logit row's are
+// `pad_slot` and 1, as a pad row's.
 void fill_step_meta(const MetaLayout& m, char* host, const StepInput& in, const MetaPad& pad, int pad_slot);
 
 }  // namespace lantern

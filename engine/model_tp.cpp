@@ -9,30 +9,8 @@ namespace lantern {
 
 template <class Run>
 void Model::collective(const OpSpec& o, size_t bytes, size_t elements, const Run& run) {
-#if LANTERN_INSTRUMENTATION
-  if (obs_ || capturing_) {
-    OpInfo info;
-    info.graph = capturing_ ? OpInfo::kCapture : OpInfo::kEager;
-    info.op = o.name;
-    info.layer = o.layer;
-    // The bytes moved (the harness derives bus bandwidth from them).
-    info.cost = kernels::Cost{static_cast<double>(bytes), static_cast<double>(elements)};
-    info.reads = o.reads.data();
-    info.num_reads = o.num_reads;
-    info.writes = o.writes.data();
-    info.num_writes = o.num_writes;
-    if (obs_) obs_->on_op_begin(info);
-    run();
-    if (capturing_) {
-      captured_.push_back(info);
-      leaves_.push_back(capture_leaf());
-    }
-    if (obs_) obs_->on_op_end(info);
-    return;
-  }
-#endif
-  (void)o, (void)bytes, (void)elements;
-  run();
+  // The bytes moved (the harness derives bus bandwidth from them).
+  engine_op(o, kernels::Cost{static_cast<double>(bytes), static_cast<double>(elements)}, run);
 }
 
 void Model::all_reduce(const OpSpec& o, int rows) {

@@ -16,10 +16,12 @@ std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int lo
     return ViewDecl{view, buffer, static_cast<size_t>(r) * c * act_bytes,
                     strformat("[%ld, %ld] %s", r, c, act)};
   };
-  std::vector<ViewDecl> qkv, gate_up;
+  std::vector<ViewDecl> qkv, gate_up, head;
   if (fused) {
     qkv = {decl("qkv", "qkv", T, Q + 2 * KV)};
     gate_up = {decl("gate_up", "gate_up", T, 2 * I)};
+    head = {decl("head_x", "head_x", R, H), decl("head_q", "head_q", R, Q),
+            decl("head_attn", "head_q", R, Q)};  // the pruned last layer; head_attn aliases head_q
   } else {
     qkv = {decl("k", "k", T, KV), decl("v", "v", T, KV)};
     gate_up = {decl("gate", "gate", T, I), decl("up", "up", T, I)};
@@ -44,6 +46,7 @@ std::vector<ViewDecl> activation_layout(const ModelConfig& cfg, int rows, int lo
                strformat("[%d] f32", cfg.head_dim / 2)},
   };
   layout.insert(layout.end(), rest.begin(), rest.end());
+  layout.insert(layout.end(), head.begin(), head.end());
   if (lm_head_parts > 0) {
     const long P = lm_head_parts, part = cfg.vocab_size / P;
     layout.push_back(ViewDecl{"logits_part", "logits_part", static_cast<size_t>(R) * part * 4,
@@ -92,6 +95,9 @@ ActivationViews find_activations(const Arena& arena) {
   v.gate_up = optional("gate_up");
   v.logits_part = optional("logits_part");
   v.logits_gather = optional("logits_gather");
+  v.head_x = optional("head_x");
+  v.head_q = optional("head_q");
+  v.head_attn = optional("head_attn");
   return v;
 }
 
@@ -161,10 +167,37 @@ OpSpec deferred(OpSpec o) {
   return o;
 }
 
-void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const ActivationViews& v,
-                     StepKind::Attention attention, bool tensor_parallel, bool defer) {
+OpSpec on_head_rows(OpSpec o) {
+  o.head_rows = true;
+  return o;
+}
+
+// The pruned last layer (StepKind::prune) after its KV write: nothing without
+// a head; else the logit rows of x and q gathered, their attention over the
+// paged cache (which now holds every row's K/V), o_proj + residual + norm,
+// the MLP and the residual, all on the logit rows (head_x for x).
+void add_pruned_tail(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKind::Head head) {
   using F = kernels::Family;
   using K = OpKind;
+  if (head == StepKind::none) return;
+  // Its family field is unused (an engine-side copy, Model::head_gather; as all_reduce_op).
+  ops.push_back(spec(K::head_gather, "head_gather", F::embedding, l, {v.x, v.q}, {v.head_x, v.head_q}));
+  ops.push_back(on_head_rows(spec(K::attention_head, "attention_head", F::attention_decode, l, {v.head_q},
+                                  {v.head_attn})));
+  ops.push_back(on_head_rows(spec(K::o_proj_residual_norm, "o_proj_residual_norm", F::proj_residual_norm, l,
+                                  {v.head_attn, v.head_x}, {v.head_x, v.xn, v.o_out})));
+  ops.push_back(on_head_rows(
+      spec(K::gate_up_swiglu, "gate_up_swiglu", F::gate_up_swiglu, l, {v.xn}, {v.mlp_act, v.gate_up})));
+  ops.push_back(on_head_rows(spec(K::down_proj, "down_proj", F::gemm, l, {v.mlp_act}, {v.mlp_down})));
+  ops.push_back(on_head_rows(
+      spec(K::mlp_residual, "mlp_residual", F::residual, l, {v.head_x, v.mlp_down}, {v.head_x})));
+}
+
+void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const ActivationViews& v,
+                     StepKind kind, bool tensor_parallel, bool defer) {
+  using F = kernels::Family;
+  using K = OpKind;
+  const StepKind::Attention attention = kind.attention;
   if (l == 0) ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
   if (defer && l > 0)  // the previous down_proj_residual_norm left x unnormalised
     ops.push_back(deferred(spec(K::qkv_proj, "qkv_proj", F::gemm, l, {v.x}, {v.qkv, v.xn})));
@@ -173,6 +206,7 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
   // Rotated q goes to its own dense buffer (attention's q and output rows);
   // k is rotated in place in qkv, where fresh-prompt attention reads k and v.
   ops.push_back(spec(K::rope_kv_write, "rope_kv_write", F::rope_kv_write, l, {v.qkv}, {v.q, v.qkv}));
+  if (kind.prune && l + 1 == num_layers) return add_pruned_tail(ops, l, v, kind.head);
   switch (attention) {
     case StepKind::prefill:
       ops.push_back(spec(K::attention_prefill, "attention_prefill", F::attention_prefill, l,
@@ -232,17 +266,20 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
                 "the deferred-norm op table needs the fused layout and no tensor parallelism");
   using F = kernels::Family;
   using K = OpKind;
+  LANTERN_CHECK(!kind.prune || can_prune_last_layer(v, tensor_parallel, defer_norm),
+                "the pruned last layer needs the fused layout, no tensor parallelism and no deferred norm");
   std::vector<OpSpec> ops;
   ops.push_back(spec(K::embed, "embed", F::embedding, -1, {}, {v.x}));
   for (int l = 0; l < num_layers; ++l) {
     if (v.fused())
-      add_fused_layer(ops, l, num_layers, v, kind.attention, tensor_parallel, defer_norm);
+      add_fused_layer(ops, l, num_layers, v, kind, tensor_parallel, defer_norm);
     else
       add_layer(ops, l, v, kind.attention, tensor_parallel);
   }
   if (kind.head == StepKind::none) return ops;
-  // The final norm gathers the logit rows, so the LM head runs on r rows, not n.
-  ops.push_back(spec(K::final_norm, "final_norm", F::rmsnorm, -1, {v.x}, {v.logits_in}));
+  // The final norm gathers the logit rows, so the LM head runs on r rows, not
+  // n; after a pruned last layer they are head_x's rows already.
+  ops.push_back(spec(K::final_norm, "final_norm", F::rmsnorm, -1, {kind.prune ? v.head_x : v.x}, {v.logits_in}));
   if (v.split_lm_head()) {  // this rank's vocabulary columns, then every rank's
     ops.push_back(spec(K::lm_head, "lm_head", F::gemm, -1, {v.logits_in}, {v.logits_part}));
     ops.push_back(spec(K::all_gather, "all_gather", F::gemm, -1, {v.logits_part},
@@ -258,12 +295,18 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
 }
 
 OpTable::OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel, bool defer_norm)
-    : defer_norm_(defer_norm) {
+    : defer_norm_(defer_norm), can_prune_(can_prune_last_layer(v, tensor_parallel, defer_norm)) {
   for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
     for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
       StepKind k{a, h};
       tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
+      k.prune = true;  // a table that cannot prune serves these kinds with its full ops
+      tables_[index(k)] = can_prune_ ? step_ops(num_layers, v, k, tensor_parallel, defer_norm) : tables_[index(k) - 1];
     }
+}
+
+bool can_prune_last_layer(const ActivationViews& v, bool tensor_parallel, bool defer_norm) {
+  return v.fused() && v.head_x >= 0 && !tensor_parallel && !defer_norm;
 }
 
 }  // namespace lantern

@@ -33,7 +33,11 @@ struct ViewDecl {
 // (f32, cpu); `meta_bytes`: the step metadata block (model_meta.h).
 // `fused`: the layout of the fused op table (step_ops): buffer "qkv" [rows,
 // q_dim + 2 kv_dim] (the fused q/k/v projection's output) replaces k and v,
-// and "gate_up" [rows, 2 inter] replaces gate and up.
+// and "gate_up" [rows, 2 inter] replaces gate and up; it also has the pruned
+// last layer's buffers (step_ops, StepKind::prune): "head_x" [logit_rows,
+// hidden] (the residual stream of the logit rows) and "head_q" [logit_rows,
+// q_dim] with its alias head_attn (their rotated q, then their attention
+// output).
 // `lm_head_parts` > 0 (tensor parallelism, split LM head over that many
 // ranks): "logits_part" [logit_rows, vocab / parts] f32 (this rank's LM-head
 // output) and "logits_gather" [parts, logit_rows, vocab / parts] f32 (the
@@ -49,6 +53,7 @@ struct ActivationViews {
       inv_freq;
   ViewId qkv = -1, gate_up = -1;
   ViewId logits_part = -1, logits_gather = -1;  // a split LM head only
+  ViewId head_x = -1, head_q = -1, head_attn = -1;  // the fused layout only (the pruned last layer)
   bool fused() const { return qkv >= 0; }
   bool split_lm_head() const { return logits_part >= 0; }
 };
@@ -71,6 +76,10 @@ enum class OpKind : uint8_t {
   o_proj_residual_norm, down_proj_residual_norm,
   all_reduce,  // tensor parallelism: sum of the ranks' partial o_proj / down_proj outputs
   all_gather,  // split LM head: every rank's logits columns into the full logits rows
+  // The pruned last layer (StepKind::prune): the logit rows of x and of the
+  // rotated q gathered into head_x / head_q (an engine-side copy, no registry
+  // family), then their attention over the paged cache (attention_decode).
+  head_gather, attention_head,
 };
 
 // One op of the forward pass: one registry launch (attention_mixed: the
@@ -91,6 +100,9 @@ struct OpSpec {
   // >= 1 with the layer's attn_norm, gate_up_swiglu with its mlp_norm; the xn
   // view it writes is the scratch of variants without the prologue).
   bool defer_norm = false;
+  // Runs on the step's logit rows (r), not its rows (n): the pruned last
+  // layer's ops after head_gather, which read and write head_x instead of x.
+  bool head_rows = false;
 };
 
 // Which ops a step runs: its attention (fresh rows only, paged rows only, or
@@ -98,6 +110,16 @@ struct OpSpec {
 struct StepKind {
   enum Attention : uint8_t { prefill, decode, mixed } attention = decode;
   enum Head : uint8_t { none, argmax, sample } head = argmax;
+  // The last layer prunes to the logit rows (steps with fewer logit rows than
+  // rows -- prompts, continuing chunks, mixed steps -- in the fused table
+  // without tensor parallelism or the deferred norm): after its
+  // qkv projection and KV write (every row's K/V are cached), only the rows
+  // whose logits the step takes go on -- their attention over the paged cache
+  // and their o_proj, MLP and residual. With no head, the last layer ends at
+  // the KV write. The other rows' last-layer outputs fed nothing but the LM
+  // head, so the logits are the same up to the kernels' rounding at the
+  // smaller row count (docs/engine.md, "The pruned last layer").
+  bool prune = false;
 };
 
 // The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
@@ -128,8 +150,20 @@ struct StepKind {
 // read x next -- gate_up_swiglu and the next layer's qkv_proj -- read x and
 // normalise it themselves (OpSpec::defer_norm; kernels::PrologueNorm). The ops
 // and their order do not change; only views and the norm's place do.
+//
+// `kind.prune` (the pruned last layer; can_prune_last_layer): the last layer's
+// qkv_proj and rope_kv_write run on every row; then, with a head,
+// head_gather (x and q's logit rows into head_x and head_q), attention_head
+// (attention_decode over the paged cache for those rows: head_q -> head_attn),
+// o_proj_residual_norm, gate_up_swiglu, down_proj and mlp_residual on the
+// logit rows (OpSpec::head_rows), and final_norm reads head_x; without one,
+// the layer ends at rope_kv_write.
 std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind kind,
                              bool tensor_parallel = false, bool defer_norm = false);
+
+// Whether the op table can prune its last layer (StepKind::prune): the fused
+// layout (it declares head_x / head_q), no tensor parallelism, no deferred norm.
+bool can_prune_last_layer(const ActivationViews& v, bool tensor_parallel, bool defer_norm);
 
 // step_ops for every kind, built once: the table Model::forward walks.
 class OpTable {
@@ -137,11 +171,14 @@ class OpTable {
   OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel = false, bool defer_norm = false);
   const std::vector<OpSpec>& ops(StepKind kind) const { return tables_[index(kind)]; }
   bool defer_norm() const { return defer_norm_; }
+  // Whether ops({.., prune = true}) differs from the full table (can_prune_last_layer).
+  bool can_prune() const { return can_prune_; }
 
  private:
-  static int index(StepKind k) { return 3 * k.attention + k.head; }
-  std::array<std::vector<OpSpec>, 9> tables_;
+  static int index(StepKind k) { return 2 * (3 * k.attention + k.head) + (k.prune ? 1 : 0); }
+  std::array<std::vector<OpSpec>, 18> tables_;
   bool defer_norm_ = false;
+  bool can_prune_ = false;
 };
 
 }  // namespace lantern

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the H200 machine, from the repo root: when no binaries were carried
-# (no build/default/bin/lantern), builds TARGETS there from this tree
+# (no build/default/bin/lantern, or a link to an earlier call's build), builds TARGETS there from this tree
 # (scripts/device-build.sh, ~1 minute) and links build/default/{bin,tests,bench}
 # to them; links the carried tokenizer (.device/llama3) where `lantern run`
 # looks for it. Build log: LOG (default /tmp/lantern-build.log).
@@ -8,7 +8,9 @@
 set -u
 cd "$(dirname "$0")/.."
 LOG=${LOG:-/tmp/lantern-build.log}
-if [[ ! -x build/default/bin/lantern ]]; then
+# Carried binaries are a real build/default/bin; a link to gpu-machine (an earlier call's build
+# kept on the machine) is brought up to date with this tree (ninja: a no-op when nothing changed).
+if [[ ! -x build/default/bin/lantern || -L build/default/bin ]]; then
   t0=$(date +%s)
   bash scripts/device-build.sh "$@" > "$LOG" 2>&1 || { tail -30 "$LOG"; exit 1; }
   echo "build: rc=0 $(( $(date +%s) - t0 ))s (on this machine, from this tree)"

@@ -302,6 +302,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"fusion", engine.describe()["fusion"]},
                         {"prefill_graphs", engine.describe()["prefill_graphs"]},
                         {"overlap", engine.describe()["overlap"]},
+                        {"prune_last", engine.describe()["prune_last"]},
                         {"kernels", engine.describe()["kernels"]}, {"roofline", roof.to_json()}};
     if (const nlohmann::json d = engine.describe(); d.contains("gemm_plans")) j["gemm_plans"] = d["gemm_plans"];
     if (sweep) {

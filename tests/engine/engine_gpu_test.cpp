@@ -23,6 +23,10 @@
 namespace lantern {
 namespace {
 
+using test::ForcedWork;
+using test::LogitRows;
+using test::run_forced;
+
 const std::filesystem::path& tiny_model() {
   static const std::filesystem::path dir = test::synth_tiny("engine-gpu-tiny", 99);
   return dir;
@@ -44,29 +48,6 @@ std::unique_ptr<Engine> make_engine(kernels::Backend b, EngineLimits lim = {}, b
 }
 
 
-
-// Teacher-forced requests (prompt, forced tokens): every decoded position's
-// logits row, keyed by (request, position).
-using ForcedWork = std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>;
-using LogitRows = std::map<std::pair<int64_t, int>, std::vector<float>>;
-// Runs `work` on `e` into `rows`; returns how many requests finished.
-size_t run_forced(Engine& e, const ForcedWork& work, LogitRows& rows) {
-  const int vocab = e.config().vocab_size;
-  for (size_t i = 0; i < work.size(); ++i) {
-    Request r;
-    r.prompt = work[i].first;
-    r.forced_tokens = work[i].second;
-    r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
-    r.stop_at_eos = false;
-    const int64_t tag = static_cast<int64_t>(i);
-    r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
-      rows[{tag, pos}].assign(row, row + vocab);
-    };
-    e.submit(r);
-  }
-  e.run_until_idle();
-  return e.take_finished().size();
-}
 
 TEST(EngineGpu, LogitsMatchTheCpuReferenceThroughPrefillAndDecode) {
   LANTERN_REQUIRE_GPU();
@@ -348,6 +329,74 @@ TEST(EngineGpu, OverlappedDecodeEqualsSynchronousDecode) {
   EXPECT_EQ(s_sync.continuations, 0);
   EXPECT_GT(s_overlap.continuations, 20);
   EXPECT_EQ(s_overlap.discarded_rows, 0);
+}
+
+// The pruned last layer (default; StepKind::prune) against the full one on
+// the GPU: teacher-forced requests (prompts of 1-82 tokens, 64-row steps, so
+// one-shot prompts, continuing chunks and mixed steps), eagerly and with
+// prefill and decode graphs. The pruned rows' last layer runs the GEMV-sized
+// kernels and attention_decode instead of the prompt kernels: logits agree to
+// bf16 rounding (rel-L2 of a few 1e-3; an indexing error is O(1)). The pruned
+// ops must run: counted in eager steps and in the replayed prefill graphs.
+TEST(EngineGpu, PrunedLastLayerAgreesWithTheFullLayer) {
+  LANTERN_REQUIRE_GPU_AND_HOOKS();
+  struct Count : Observer {
+    int eager_heads = 0, replayed_heads = 0;
+    void on_op_begin(const OpInfo& op) override {
+      eager_heads += op.graph != OpInfo::kCapture && std::string(op.op) == "attention_head";
+    }
+    void on_graph_replay(const GraphReplay& g) override {
+      for (int i = 0; i < g.num_ops; ++i) replayed_heads += std::string(g.ops[i].op) == "attention_head";
+    }
+  };
+  auto make = [](bool prune, bool graphs, Observer* obs) {
+    ModelConfig cfg = ModelConfig::load(tiny_model());
+    EngineOptions opt;
+    opt.backend = kernels::Backend::cuda;
+    opt.limits.max_batch_tokens = 64;
+    opt.limits.logits_rows = 64;
+    opt.limits.kv_num_blocks = 16384;
+    opt.use_cuda_graphs = graphs;
+    opt.observer = obs;
+    opt.kernels = {{"prune_last", prune ? "on" : "off"}};
+    return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), opt.backend), opt);
+  };
+  ForcedWork work;
+  for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 9 * i), test::random_token_ids(6 + i));
+  LogitRows full_rows;
+  {
+    auto full = make(false, false, nullptr);
+    ASSERT_EQ(full->describe()["prune_last"], "off");
+    ASSERT_EQ(run_forced(*full, work, full_rows), work.size());
+  }
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "graphs" : "eager");
+    Count count;
+    auto pruned = make(true, graphs, &count);
+    ASSERT_EQ(pruned->describe()["prune_last"], "on");
+    LogitRows rows;
+    ASSERT_EQ(run_forced(*pruned, work, rows), work.size());
+    ASSERT_EQ(rows.size(), full_rows.size());
+    double worst = 0;
+    size_t agree = 0;
+    for (const auto& [key, ref] : full_rows) {
+      const auto& got = rows[key];
+      ASSERT_EQ(got.size(), ref.size()) << key.first << " " << key.second;
+      worst = std::max(worst, test::rel_l2(got, ref));
+      agree += std::max_element(got.begin(), got.end()) - got.begin() ==
+               std::max_element(ref.begin(), ref.end()) - ref.begin();
+    }
+    std::printf("[engine-gpu] pruned last layer (%s) vs full: %zu positions, worst rel-L2 %.2e, top-1 "
+                "agreement %zu; attention_head %d eager, %d in replayed graphs\n",
+                graphs ? "graphs" : "eager", full_rows.size(), worst, agree, count.eager_heads,
+                count.replayed_heads);
+    EXPECT_LT(worst, 2e-2);
+    EXPECT_GE(agree, full_rows.size() * 95 / 100);
+    EXPECT_GT(count.eager_heads, 0) << "continuing chunks and mixed steps run eagerly";
+    if (graphs) {
+      EXPECT_GT(count.replayed_heads, 0) << "one-shot prompts replay a pruned prefill graph";
+    }
+  }
 }
 
 // Batches of every size (10 requests finishing one by one) replay padded

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -137,6 +139,67 @@ TEST(EngineCpu, FusedAndUnfusedOpTablesGiveTheSameLogits) {
     }
     EXPECT_LT(worst, 1e-5) << "prefill " << prefill;
   }
+}
+
+// The pruned last layer (StepKind::prune; default on): prefill and mixed
+// steps run their last layer past the KV write on the logit rows only, their
+// attention over the paged cache (attention_decode) instead of the fresh-row
+// kernel. Every logits row a teacher-forced run delivers -- one-shot prefills,
+// chunked prompts (head-less chunks end the last layer at the KV write; mixed
+// steps carry decode rows beside them), several prompts per step -- must equal
+// the full layer's to fp32 rounding (the two attention kernels sum in another
+// order). The pruned ops must actually run: counted by an observer.
+TEST(EngineCpu, PrunedLastLayerGivesTheSameLogits) {
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  struct Count : Observer {
+    std::map<std::string, int> ops;
+    void on_op_begin(const OpInfo& op) override { ++ops[op.op]; }
+  };
+  auto make = [](bool prune, Observer* obs) {
+    ModelConfig cfg = ModelConfig::load(tiny_model());
+    EngineOptions opt;
+    opt.backend = kernels::Backend::cpu;
+    opt.limits.max_batch_tokens = 24;  // chunked prompts and mixed steps
+    opt.limits.max_seqs = 4;
+    opt.limits.logits_rows = 8;
+    opt.limits.max_context = 256;
+    opt.kernels = {{"prune_last", prune ? "on" : "off"}};
+    opt.observer = obs;
+    return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt);
+  };
+  test::ForcedWork work;
+  for (int i = 0; i < 7; ++i) work.emplace_back(test::random_token_ids(1 + 11 * i), test::random_token_ids(3 + i));
+  Count pruned_ops, full_ops;
+  auto pruned = make(true, &pruned_ops), full = make(false, &full_ops);
+  ASSERT_EQ(pruned->describe()["prune_last"], "on");
+  ASSERT_EQ(full->describe()["prune_last"], "off");
+  test::LogitRows a, b;
+  ASSERT_EQ(test::run_forced(*pruned, work, a), work.size());
+  ASSERT_EQ(test::run_forced(*full, work, b), work.size());
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (const auto& [key, ref] : b) {
+    ASSERT_TRUE(a.count(key)) << "request " << key.first << " position " << key.second;
+    worst = std::max(worst, test::rel_l2(a[key], ref));
+  }
+  EXPECT_GT(pruned_ops.ops["head_gather"], 0);
+  EXPECT_EQ(pruned_ops.ops["head_gather"], pruned_ops.ops["attention_head"]);
+  EXPECT_EQ(full_ops.ops["head_gather"] + full_ops.ops["attention_head"], 0);
+  EXPECT_EQ(pruned_ops.ops["gate_up_swiglu"], full_ops.ops["gate_up_swiglu"]) << "every step had logit rows";
+  // One 60-token prompt alone: its first two 24-row chunks take no logits, so
+  // their last layer ends at the KV write (one gate_up_swiglu fewer each; the
+// second chunk's rows are paged rows, a decode-kind step).
+  pruned_ops.ops.clear();
+  full_ops.ops.clear();
+  const test::ForcedWork one = {{test::random_token_ids(60), test::random_token_ids(2)}};
+  ASSERT_EQ(test::run_forced(*pruned, one, a), 1u);
+  ASSERT_EQ(test::run_forced(*full, one, b), 1u);
+  for (int pos = 59; pos < 61; ++pos) worst = std::max(worst, test::rel_l2(a[{0, pos}], b[{0, pos}]));
+  EXPECT_EQ(pruned_ops.ops["gate_up_swiglu"] + 2, full_ops.ops["gate_up_swiglu"]);
+  EXPECT_LT(worst, 1e-5);
+  std::printf("[engine-cpu] pruned vs full last layer: %zu logits rows, worst rel-L2 %.2e\n", b.size(), worst);
 }
 
 // last_step_timing splits a step's wall time at Model::run: host time

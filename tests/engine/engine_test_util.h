@@ -3,6 +3,8 @@
 // written once per process, random prompts, and teacher-forced scoring.
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <utility>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,6 +51,29 @@ inline std::vector<std::vector<float>> score_positions(Engine& e, const std::vec
   e.run_until_idle();
   e.take_finished();
   return rows;
+}
+
+// Teacher-forced requests (prompt, forced tokens): every decoded position's
+// logits row, keyed by (request, position).
+using ForcedWork = std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>;
+using LogitRows = std::map<std::pair<int64_t, int>, std::vector<float>>;
+// Runs `work` on `e` into `rows`; returns how many requests finished.
+inline size_t run_forced(Engine& e, const ForcedWork& work, LogitRows& rows) {
+  const int vocab = e.config().vocab_size;
+  for (size_t i = 0; i < work.size(); ++i) {
+    Request r;
+    r.prompt = work[i].first;
+    r.forced_tokens = work[i].second;
+    r.max_new_tokens = static_cast<int>(r.forced_tokens.size());
+    r.stop_at_eos = false;
+    const int64_t tag = static_cast<int64_t>(i);
+    r.on_logits = [&rows, tag, vocab](int64_t, int pos, const float* row) {
+      rows[{tag, pos}].assign(row, row + vocab);
+    };
+    e.submit(r);
+  }
+  e.run_until_idle();
+  return e.take_finished().size();
 }
 
 }  // namespace lantern::test

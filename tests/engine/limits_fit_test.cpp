@@ -33,9 +33,10 @@ TEST(LimitsFit, ArenaBytesAreExactForTheLlama1bShapesAndSaturate) {
   l.max_seqs = 16;
   // Per row (the fused layout, the larger): 3*2048 (x, xn, o) + 2048 (q) + 2048 + 2*512
   // (qkv) + 3*8192 (gate_up, act), bf16, plus 24 bytes of step metadata; 16 logits
-  // rows of 2048 bf16 + 128256 f32.
+  // rows of 2048 bf16 + 128256 f32, 40 bytes of step metadata and the pruned
+  // last layer's head_x and head_q (2 x 2048 bf16).
   const uint64_t per_row = (3 * 2048 + 2048 + 2048 + 2 * 512 + 3 * 8192) * 2 + 24;
-  EXPECT_EQ(arena_bytes_needed(cfg, l, 2), 512 * per_row + 16 * (2048 * 2 + 128256 * 4));
+  EXPECT_EQ(arena_bytes_needed(cfg, l, 2), 512 * per_row + 16 * (2048 * 2 + 128256 * 4 + 40 + 2 * 2048 * 2));
   l.max_batch_tokens = 2147483647;
   l.max_seqs = 2147483647;
   EXPECT_GT(arena_bytes_needed(cfg, l, 2), uint64_t{1} << 40);  // no 32-bit wrap

@@ -85,7 +85,8 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
   std::set<std::set<std::string>> shared;
   for (const auto& [buffer, names] : views_of_buffer)
     if (names.size() > 1) shared.insert(names);
-  EXPECT_EQ(shared, (std::set<std::set<std::string>>{{"q", "attn_out"}, {"o_out", "mlp_down"}}));
+  EXPECT_EQ(shared, (std::set<std::set<std::string>>{
+                        {"q", "attn_out"}, {"o_out", "mlp_down"}, {"head_q", "head_attn"}}));
   OpTable table(3, v);
   for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
     for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
@@ -113,6 +114,67 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
       EXPECT_EQ(count["attn_norm"], 1);
       EXPECT_EQ(count["q_proj"] + count["k_proj"] + count["rope"] + count["kv_write"] + count["mlp_norm"], 0);
     }
+}
+
+// The pruned last layer (StepKind::prune): every kind keeps every
+// layer but the last as they are; the last one runs qkv_proj and
+// rope_kv_write on every row, then -- with a head -- head_gather, the logit
+// rows' attention_head and the rest of the layer on the logit rows
+// (head_rows), final_norm reading head_x; without a head it ends at the KV
+// write. Reads still follow writes. The unfused, tensor-parallel and
+// deferred-norm tables do not prune. (Decode kinds prune too: a continuing
+// chunk's rows are paged rows; Model::choose_pruning keeps pure decode steps,
+// whose rows all take logits, on the full table.)
+TEST(OpTable, PrunedLastLayerRunsOnTheLogitRows) {
+  Arena arena;
+  ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 2, 512, true));
+  ASSERT_GE(v.head_x, 0);
+  EXPECT_EQ(arena.views()[v.head_x].bytes, 4u * 64 * 2) << "[logit rows, hidden] bf16";
+  EXPECT_EQ(arena.views()[v.head_q].bytes, 4u * 64 * 2) << "[logit rows, q_dim] bf16";
+  const OpTable table(3, v);
+  ASSERT_TRUE(table.can_prune());
+  for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
+    for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
+      SCOPED_TRACE(testing::Message() << "attention " << int(a) << " head " << int(h));
+      const auto& full = table.ops(StepKind{a, h});
+      const auto& ops = table.ops(StepKind{a, h, true});
+      // Layers 0 and 1 as the full table: embed, attn_norm, 6 + 6 ops.
+      for (size_t i = 0; i < 14; ++i) EXPECT_STREQ(ops[i].name, full[i].name) << i;
+      std::vector<std::string> last;
+      for (size_t i = 14; i < ops.size(); ++i) last.push_back(ops[i].name);
+      std::vector<std::string> want = {"qkv_proj", "rope_kv_write"};
+      if (h != StepKind::none)
+        for (const char* n : {"head_gather", "attention_head", "o_proj_residual_norm", "gate_up_swiglu", "down_proj",
+                              "mlp_residual", "final_norm", "lm_head", h == StepKind::sample ? "sample" : "argmax"})
+          want.push_back(n);
+      EXPECT_EQ(last, want);
+      std::set<ViewId> written;
+      for (const OpSpec& o : ops) {
+        for (int i = 0; i < o.num_reads; ++i)
+          EXPECT_TRUE(written.count(o.reads[i])) << o.name << " reads " << arena.views()[o.reads[i]].name
+                                                 << " before any write";
+        for (int i = 0; i < o.num_writes; ++i) written.insert(o.writes[i]);
+        const std::string name = o.name;
+        const bool on_head = o.layer == 2 && name != "qkv_proj" && name != "rope_kv_write" && name != "head_gather";
+        EXPECT_EQ(o.head_rows, on_head) << name;
+        if (on_head && name != "attention_head") {
+          for (int i = 0; i < o.num_reads; ++i) EXPECT_NE(o.reads[i], v.x) << name << " reads x";
+        }
+        if (name == "final_norm") {
+          EXPECT_EQ(o.reads[0], v.head_x);
+        }
+        if (name == "attention_head") {
+          EXPECT_EQ(o.family, kernels::Family::attention_decode);
+        }
+      }
+    }
+  Arena unfused_arena;
+  ActivationViews unfused =
+      declare_activations(unfused_arena, activation_layout(small_config(), 8, 4, 2, 512, false));
+  EXPECT_FALSE(can_prune_last_layer(unfused, false, false));
+  EXPECT_FALSE(can_prune_last_layer(v, true, false)) << "tensor parallel";
+  EXPECT_FALSE(can_prune_last_layer(v, false, true)) << "deferred norm";
+  EXPECT_FALSE(OpTable(3, v, true).can_prune());
 }
 
 // The deferred-norm table (proj_residual_norm.4): the fused table's ops in the
@@ -209,7 +271,9 @@ TEST_P(OpTableEngine, TheEngineRunsTheTablesOps) {
   const ActivationViews v = find_activations(*log.arena);
   auto expected = [&](StepKind::Attention a) {
     std::vector<std::string> lines;
-    for (const OpSpec& o : step_ops(cfg.num_layers, v, StepKind{a, StepKind::argmax})) {
+    // The prompt's step has 3 rows and 1 logit row: the fused table prunes its last layer.
+    const bool prune = a != StepKind::decode && v.fused();
+    for (const OpSpec& o : step_ops(cfg.num_layers, v, StepKind{a, StepKind::argmax, prune})) {
       std::string line = std::string(o.name) + "@" + std::to_string(o.layer) + ":";
       for (int i = 0; i < o.num_reads; ++i) line += " r" + log.arena->views()[o.reads[i]].name;
       for (int i = 0; i < o.num_writes; ++i) line += " w" + log.arena->views()[o.writes[i]].name;
