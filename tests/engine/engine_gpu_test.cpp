@@ -333,8 +333,8 @@ TEST(EngineGpu, OverlappedDecodeEqualsSynchronousDecode) {
 
 // The pruned last layer (default; StepKind::prune) against the full one on
 // the GPU: teacher-forced requests (prompts of 1-82 tokens, 64-row steps, so
-// one-shot prompts, continuing chunks and mixed steps), eagerly and with
-// prefill and decode graphs. The pruned rows' last layer runs the GEMV-sized
+// one-shot prompts, continuing chunks and mixed steps; then one prompt alone,
+// a pure prefill step), eagerly and with prefill and decode graphs. The pruned rows' last layer runs the GEMV-sized
 // kernels and attention_decode instead of the prompt kernels: logits agree to
 // bf16 rounding (rel-L2 of a few 1e-3; an indexing error is O(1)). The pruned
 // ops must run: counted in eager steps and in the replayed prefill graphs.
@@ -361,13 +361,21 @@ TEST(EngineGpu, PrunedLastLayerAgreesWithTheFullLayer) {
     opt.kernels = {{"prune_last", prune ? "on" : "off"}};
     return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), opt.backend), opt);
   };
-  ForcedWork work;
+  // Ten requests at once (one-shot prompts, chunks and mixed steps: eager),
+  // then one 40-token prompt alone (a pure prefill step: a graph replay).
+  ForcedWork work, solo = {{test::random_token_ids(40), test::random_token_ids(5)}};
   for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 9 * i), test::random_token_ids(6 + i));
+  auto run_both = [&](Engine& e, LogitRows& rows) {
+    ASSERT_EQ(run_forced(e, work, rows), work.size());
+    LogitRows one;
+    ASSERT_EQ(run_forced(e, solo, one), 1u);
+    for (auto& [key, row] : one) rows[{100 + key.first, key.second}] = std::move(row);
+  };
   LogitRows full_rows;
   {
     auto full = make(false, false, nullptr);
     ASSERT_EQ(full->describe()["prune_last"], "off");
-    ASSERT_EQ(run_forced(*full, work, full_rows), work.size());
+    run_both(*full, full_rows);
   }
   for (bool graphs : {false, true}) {
     SCOPED_TRACE(graphs ? "graphs" : "eager");
@@ -375,7 +383,7 @@ TEST(EngineGpu, PrunedLastLayerAgreesWithTheFullLayer) {
     auto pruned = make(true, graphs, &count);
     ASSERT_EQ(pruned->describe()["prune_last"], "on");
     LogitRows rows;
-    ASSERT_EQ(run_forced(*pruned, work, rows), work.size());
+    run_both(*pruned, rows);
     ASSERT_EQ(rows.size(), full_rows.size());
     double worst = 0;
     size_t agree = 0;
