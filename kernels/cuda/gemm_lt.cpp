@@ -27,9 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -190,38 +188,6 @@ std::vector<Candidate> candidates(cublasLtHandle_t h, Problem& p, int align, siz
   if (with_splits)
     for (size_t i = 0; i < from_heuristic; ++i) add_split_versions(h, p, out[i], workspace, out);
   return out;
-}
-
-// CTAs in a cublasLtClusterShape_t (cublasLt.h's enum, 1x1x1 = 2 ... 1x14x1 =
-// 50); AUTO and unknown ids count as large.
-int cluster_ctas(int id) {
-  static constexpr int kCtas[] = {99, 99, 1,  2,  4,  2,  4,  8,  4,  8,  16, 8,  8,  16, 16, 16, 16,
-                                  3,  5,  6,  7,  9,  10, 11, 12, 13, 14, 15, 6,  10, 12, 14, 3,  6,
-                                  9,  12, 15, 12, 5,  10, 15, 6,  12, 7,  14, 9,  10, 11, 12, 13, 14};
-  return id >= 0 && id < int(std::size(kCtas)) ? kCtas[id] : 99;
-}
-
-// The timed pick for m buckets of at least kClusterRuleFrom rows: a candidate
-// on clusters of more than 2 CTAs wins only by more than LANTERN_LT_CLUSTER_MARGIN
-// percent (default 5; 0 turns the rule off) over the best on 1-2 CTAs. Why
-// (docs/performance.md, session 27): at m = 512 the 144x64 tile on 1x4x1
-// clusters won the isolated, L2-flushed timing of o_proj and down_proj by
-// under 1 % (13.1 vs 13.1-13.2 us, 32.4 vs 32.8) and cost +80...+170 us per
-// 512-token prefill in the engine (four processes, the same binary).
-constexpr int kClusterRuleFrom = 512;
-size_t pick_timed(const std::vector<Candidate>& cands, const std::vector<double>& us, int m_bucket) {
-  const size_t best = static_cast<size_t>(std::min_element(us.begin(), us.end()) - us.begin());
-  static const double margin = [] {
-    const char* env = std::getenv("LANTERN_LT_CLUSTER_MARGIN");
-    return env && *env ? std::atof(env) / 100.0 : 0.05;
-  }();
-  if (m_bucket < kClusterRuleFrom || margin <= 0) return best;
-  auto ctas = [&](size_t i) { return cluster_ctas(algo_config<uint16_t>(cands[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)); };
-  if (ctas(best) <= 2) return best;
-  size_t small = cands.size();
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (std::isfinite(us[i]) && ctas(i) <= 2 && (small == cands.size() || us[i] < us[small])) small = i;
-  return small < cands.size() && us[best] >= us[small] * (1.0 - margin) ? small : best;
 }
 
 struct Events {
@@ -398,7 +364,7 @@ std::optional<Plan> Planner::make(const GemmArgs& g, const LaunchCtx& ctx, const
     const bool cold = ctx.workspace_bytes >= kAlgoWorkspace + flush_bytes();
     void* flush = cold ? static_cast<char*>(ctx.workspace) + kAlgoWorkspace : nullptr;
     const std::vector<double> us = time_candidates(h, p, cands, g, ctx.workspace, flush, ctx.stream);
-    best = pick_timed(cands, us, key.m_bucket);
+    best = static_cast<size_t>(std::min_element(us.begin(), us.end()) - us.begin());
     if (!std::isfinite(us[best])) return std::nullopt;
     rec.us = us[best];
     rec.heuristic_us = us[0];
