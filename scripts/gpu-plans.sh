@@ -2,7 +2,7 @@
 # How much a process's own GEMM plans move a 512-token prefill (issue 14, session 27): builds on
 # the H200, then N (default 4) `lantern bench --prompt-len 512,512,512 --verbose` processes, each
 # timing its own gemm.6 plans (not pinned), with the m <= 512 plans each picked; then the same
-# with LANTERN_LT_CLUSTER_MARGIN=0 (the plain fastest-timed pick) unless NO_OFF=1; then the
+# with the environment SECOND (e.g. LANTERN_LT_SPLIT_FROM=8) unless NO_OFF=1; then the
 # overlap-vs-sync GPU test over six seeds and the pruned-layer test.
 #   OUT=DIR [N=4] bash scripts/gpu-plans.sh
 set -u
@@ -13,7 +13,7 @@ export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device
 LOG="$LOGS/build.log" bash scripts/device-ensure-built.sh lantern lantern_gpu_tests || exit 1
 L=build/default/bin/lantern; T=build/default/tests/lantern_gpu_tests; M=${MODEL:-models/llama-3.2-1b}
 [[ -f $M/model.safetensors ]] || $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$LOGS/synth.log" 2>&1
-sides=("default"); [[ ${NO_OFF:-0} == 1 ]] || sides+=("LANTERN_LT_CLUSTER_MARGIN=0")
+sides=("default"); [[ ${NO_OFF:-0} == 1 || -z ${SECOND:-} ]] || sides+=("$SECOND")
 for side in "${sides[@]}"; do
   for i in $(seq 1 "${N:-4}"); do
     env ${side/#default/} $L bench --model "$M" --device cuda --batch 1 --prompt-len 512,512,512 --decode-steps 2 --verbose \
