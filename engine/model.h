@@ -213,6 +213,8 @@ class Model {
   // An engine-side op (no registry kernel: the collectives, head_gather),
   // reported to observers and recorded in a capture like a registry op.
   void engine_op(const OpSpec& o, kernels::Cost cost, const std::function<void()>& run);
+  template <class Run>
+  void observed(const OpInfo& info, const Run& run);  // model_forward.cpp
   void head_gather(const OpSpec& o, const ForwardShape& s);  // x, q logit rows -> head_x, head_q
 
   // CUDA graphs (model_graphs.cpp).

@@ -57,6 +57,19 @@ std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const Args&) {
 
 }  // namespace
 
+// An op's launches between the observers' op hooks, recorded into the graph
+// being captured (one capture leaf per op).
+template <class Run>
+void Model::observed(const OpInfo& info, const Run& run) {
+  if (obs_) obs_->on_op_begin(info);
+  run();
+  if (capturing_) {
+    captured_.push_back(info);
+    leaves_.push_back(capture_leaf());
+  }
+  if (obs_) obs_->on_op_end(info);
+}
+
 template <class Args>
 void Model::op(const OpSpec& o, const Args& args) {
   constexpr Family f = kernels::FamilyOf<Args>::value;
@@ -68,42 +81,16 @@ void Model::op(const OpSpec& o, const Args& args) {
     return;
   }
 #if LANTERN_INSTRUMENTATION
-  if (obs_ || capturing_) {
-    const OpInfo info = op_info(o, &e, e.cost(&args), capturing_ ? OpInfo::kCapture : OpInfo::kEager);
-    if (obs_) obs_->on_op_begin(info);
-    kernels::launch(e, args, ctx);
-    if (capturing_) {
-      captured_.push_back(info);
-      leaves_.push_back(capture_leaf());
-    }
-    if (obs_) obs_->on_op_end(info);
-    return;
-  }
+  if (obs_ || capturing_)
+    return observed(op_info(o, &e, e.cost(&args), capturing_ ? OpInfo::kCapture : OpInfo::kEager),
+                    [&] { kernels::launch(e, args, ctx); });
 #endif
   kernels::launch(e, args, ctx);
 }
 
 void Model::engine_op(const OpSpec& o, kernels::Cost cost, const std::function<void()>& run) {
 #if LANTERN_INSTRUMENTATION
-  if (obs_ || capturing_) {
-    OpInfo info;
-    info.graph = capturing_ ? OpInfo::kCapture : OpInfo::kEager;
-    info.op = o.name;
-    info.layer = o.layer;
-    info.cost = cost;
-    info.reads = o.reads.data();
-    info.num_reads = o.num_reads;
-    info.writes = o.writes.data();
-    info.num_writes = o.num_writes;
-    if (obs_) obs_->on_op_begin(info);
-    run();
-    if (capturing_) {
-      captured_.push_back(info);
-      leaves_.push_back(capture_leaf());
-    }
-    if (obs_) obs_->on_op_end(info);
-    return;
-  }
+  if (obs_ || capturing_) return observed(op_info(o, nullptr, cost, capturing_ ? OpInfo::kCapture : OpInfo::kEager), run);
 #endif
   (void)o, (void)cost;
   run();
