@@ -185,7 +185,10 @@ std::map<std::string, std::string> build() {
           "  --gemm-plans FILE       run gemm.6's cuBLASLt plans recorded in FILE (a --json file of\n"
           "                          an earlier CUDA bench, a run directory or its manifest.json)\n"
           "                          instead of timing them at start-up: two processes then run the\n"
-          "                          same GEMM algorithms, for A/B runs (default: time them)\n"
+          "                          same GEMM algorithms, for A/B runs (default: time them).\n"
+          "                          Even with the same plans a 512-token prefill differs by up to\n"
+          "                          ~0.15 ms between processes on the H200: compare medians over\n"
+          "                          interleaved processes (scripts/gpu-ab.sh)\n"
           "  --verbose               list the per-shape GEMM plans gemm.6 measured at start-up\n"
           "                          (without it, one line counts them)\n") +
       kEngineOptions +
