@@ -281,6 +281,21 @@ TEST(ModelCpu, StepMetaPadsRowsLogitRowsAndFreshSequences) {
     EXPECT_EQ(i32(m.logit_rows, j), j);
     EXPECT_EQ(reinterpret_cast<const float*>(host.data() + m.temperature)[j], 0.0f);
   }
+  // The pruned last layer's attention_head: each logit row's slot and context
+  // length (rows 2 and 4: slot 3 at position 2, slot 1 at position 1); a pad
+  // logit row's are the pad slot and 1.
+  EXPECT_EQ(i32(m.head_slots, 0), 3);
+  EXPECT_EQ(i32(m.head_ctx_lens, 0), 3);
+  EXPECT_EQ(i32(m.head_slots, 1), 1);
+  EXPECT_EQ(i32(m.head_ctx_lens, 1), 2);
+  for (int j = 2; j < 4; ++j) {
+    EXPECT_EQ(i32(m.head_slots, j), 9);
+    EXPECT_EQ(i32(m.head_ctx_lens, j), 1);
+  }
+  // The sections lie inside the block the step uploads after the sampling
+  // parameters (Model::upload_meta copies [temperature, updates)).
+  EXPECT_GE(m.head_slots, m.temperature);
+  EXPECT_LE(m.head_ctx_lens + 4 * 4, m.updates);
   const std::vector<int32_t> starts{0, 3, 5, 5, 5};
   for (int k = 0; k < 5; ++k) EXPECT_EQ(i32(m.fresh_starts, k), starts[k]) << k;
   // No padding: nothing past the step's own entries is written.
@@ -289,6 +304,7 @@ TEST(ModelCpu, StepMetaPadsRowsLogitRowsAndFreshSequences) {
   EXPECT_EQ(reinterpret_cast<const int32_t*>(plain.data() + m.ids)[5], 0x7f7f7f7f);
   EXPECT_EQ(reinterpret_cast<const int32_t*>(plain.data() + m.logit_rows)[2], 0x7f7f7f7f);
   EXPECT_EQ(reinterpret_cast<const int32_t*>(plain.data() + m.fresh_starts)[3], 0x7f7f7f7f);
+  EXPECT_EQ(reinterpret_cast<const int32_t*>(plain.data() + m.head_slots)[2], 0x7f7f7f7f);
 }
 
 }  // namespace
