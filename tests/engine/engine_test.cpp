@@ -198,6 +198,34 @@ TEST(EngineCpu, PrunedLastLayerGivesTheSameLogits) {
   ASSERT_EQ(test::run_forced(*full, one, b), 1u);
   for (int pos = 59; pos < 61; ++pos) worst = std::max(worst, test::rel_l2(a[{0, pos}], b[{0, pos}]));
   EXPECT_EQ(pruned_ops.ops["gate_up_swiglu"] + 2, full_ops.ops["gate_up_swiglu"]);
+  // A score-mode request (every position's logits) batched with a plain one:
+  // the step still has fewer logit rows than rows, so it prunes, and the head
+  // rows hold several rows of one sequence (attention_head without
+  // one_row_per_seq).
+  auto mixed = [](Engine& e) {
+    test::LogitRows rows;
+    const int vocab = e.config().vocab_size;
+    for (int i = 0; i < 2; ++i) {
+      Request r;
+      r.prompt = test::random_token_ids(i == 0 ? 12 : 20);
+      r.forced_tokens = test::random_token_ids(3);
+      r.max_new_tokens = 3;
+      r.stop_at_eos = false;
+      r.all_logits = i == 0;
+      r.on_logits = [&rows, i, vocab](int64_t, int pos, const float* row) { rows[{i, pos}].assign(row, row + vocab); };
+      e.submit(r);
+    }
+    e.run_until_idle();
+    EXPECT_EQ(e.take_finished().size(), 2u);
+    return rows;
+  };
+  test::rng().seed(test::test_seed() + 1);
+  const test::LogitRows pa = mixed(*pruned);
+  test::rng().seed(test::test_seed() + 1);
+  const test::LogitRows fa = mixed(*full);
+  ASSERT_EQ(pa.size(), fa.size());
+  EXPECT_GE(pa.size(), 12u + 3u);
+  for (const auto& [key, ref] : fa) worst = std::max(worst, test::rel_l2(pa.at(key), ref));
   EXPECT_LT(worst, 1e-5);
   std::printf("[engine-cpu] pruned vs full last layer: %zu logits rows, worst rel-L2 %.2e\n", b.size(), worst);
 }
