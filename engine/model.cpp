@@ -171,14 +171,18 @@ Model::ForwardShape Model::shape_of(const StepInput& in) {
   s.max_fresh_len = in.max_fresh_len;
   s.host_fresh_starts = in.fresh_starts.data();
   s.kind.attention = s.nf == 0 ? StepKind::decode : (s.nf == s.n ? StepKind::prefill : StepKind::mixed);
-  std::vector<int32_t> paged(in.slots.begin() + std::min<size_t>(s.nf, in.slots.size()), in.slots.end());
-  std::sort(paged.begin(), paged.end());
-  s.one_row_per_seq = std::adjacent_find(paged.begin(), paged.end()) == paged.end();
-  std::vector<int32_t> heads;
-  for (int32_t t : in.logit_rows)
-    if (t >= 0 && t < s.n && static_cast<size_t>(t) < in.slots.size()) heads.push_back(in.slots[t]);
-  std::sort(heads.begin(), heads.end());
-  s.head_one_row_per_seq = std::adjacent_find(heads.begin(), heads.end()) == heads.end();
+  auto distinct = [](std::vector<int32_t> slots) {
+    std::sort(slots.begin(), slots.end());
+    return std::adjacent_find(slots.begin(), slots.end()) == slots.end();
+  };
+  s.one_row_per_seq =
+      distinct(std::vector<int32_t>(in.slots.begin() + std::min<size_t>(s.nf, in.slots.size()), in.slots.end()));
+  if (s.r < s.n) {  // only a step that may prune (choose_pruning) runs attention_head
+    std::vector<int32_t> heads;
+    for (int32_t t : in.logit_rows)
+      if (t >= 0 && t < s.n && static_cast<size_t>(t) < in.slots.size()) heads.push_back(in.slots[t]);
+    s.head_one_row_per_seq = distinct(std::move(heads));
+  }
   const bool sampling =
       std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
   s.kind.head = s.r == 0 ? StepKind::none : (sampling ? StepKind::sample : StepKind::argmax);

@@ -201,6 +201,8 @@ class Model {
   // The forward pass walks the op table (model_forward.cpp).
   void forward(const ForwardShape& s);
   void launch_op(const OpSpec& o, const ForwardShape& s);
+  void launch_attention(const OpSpec& o, const ForwardShape& s);  // the attention_* op kinds
+  kernels::KvCacheRef kv_cache(int layer) const;
   template <class Args>
   void op(const OpSpec& o, const Args& args);
   void attention_mixed(const OpSpec& o, const kernels::AttentionPrefillArgs& prefill,

@@ -174,19 +174,23 @@ void Model::forward(const ForwardShape& s) {
   if (layer >= 0) LANTERN_OBSERVE(obs_, on_layer_end(layer));
 }
 
-void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
-  const int n = o.head_rows ? s.r : s.n, r = s.r, nf = s.nf;  // head_rows: the pruned last layer
-  const int H = cfg_.hidden_size, I = cfg_.intermediate_size, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
-  const float eps = cfg_.rms_norm_eps;
+// The paged KV cache of `layer` (block tables: one row per slot plus the scratch slot).
+kernels::KvCacheRef Model::kv_cache(int layer) const {
+  const size_t table_layer = static_cast<size_t>(limits_.max_seqs + 1) * max_blocks_per_seq_;
+  return kernels::KvCacheRef{kv_pool_, block_tables_ + (layer >= 0 ? layer : 0) * table_layer,
+                             limits_.kv_block_size, max_blocks_per_seq_, cfg_.num_kv_heads, cfg_.head_dim};
+}
+
+// The attention ops: fresh rows (attention_prefill), paged rows
+// (attention_decode), both (attention_mixed), or the pruned last layer's
+// logit rows over the paged cache (attention_head).
+void Model::launch_attention(const OpSpec& o, const ForwardShape& s) {
+  const int n = s.n, nf = s.nf, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
   char* devm = static_cast<char*>(arena_.ptr(v_.meta));
   auto M = [devm](size_t off) { return reinterpret_cast<int32_t*>(devm + off); };
   auto in = [&](int i) { return arena_.ptr(o.reads[i]); };
   auto out = [&](int i) { return arena_.ptr(o.writes[i]); };
-  const LayerWeights* lw = o.layer >= 0 ? &w_.layers[o.layer] : nullptr;
-  const size_t table_layer = static_cast<size_t>(limits_.max_seqs + 1) * max_blocks_per_seq_;
-  const kernels::KvCacheRef cache{kv_pool_, block_tables_ + (o.layer >= 0 ? o.layer : 0) * table_layer,
-                                  limits_.kv_block_size, max_blocks_per_seq_, cfg_.num_kv_heads,
-                                  cfg_.head_dim};
+  const kernels::KvCacheRef cache = kv_cache(o.layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
   auto prefill = [&] {
     // Unfused: reads q, k, v. Fused: reads q and qkv, whose rows hold the
@@ -210,6 +214,29 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     d.one_row_per_seq = s.one_row_per_seq;
     return d;
   };
+  switch (o.kind) {
+    case OpKind::attention_prefill: return op(o, prefill());
+    case OpKind::attention_decode: return op(o, decode());
+    case OpKind::attention_mixed: return attention_mixed(o, prefill(), decode());
+    case OpKind::attention_head: {  // the logit rows over the paged cache (every row's K/V written)
+      kernels::AttentionDecodeArgs d{in(0), out(0), M(meta_.head_slots), M(meta_.head_ctx_lens), cache, s.r,
+                                     limits_.max_context, cfg_.num_q_heads, Q, scale, host_head_ctx_lens()};
+      d.one_row_per_seq = s.head_one_row_per_seq;
+      return op(o, d);
+    }
+    default: LANTERN_FAIL("op %s is not an attention op", o.name);
+  }
+}
+
+void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
+  const int n = o.head_rows ? s.r : s.n, r = s.r;  // head_rows: the pruned last layer
+  const int H = cfg_.hidden_size, I = cfg_.intermediate_size, Q = cfg_.q_dim(), KV = cfg_.kv_dim();
+  const float eps = cfg_.rms_norm_eps;
+  char* devm = static_cast<char*>(arena_.ptr(v_.meta));
+  auto M = [devm](size_t off) { return reinterpret_cast<int32_t*>(devm + off); };
+  auto in = [&](int i) { return arena_.ptr(o.reads[i]); };
+  auto out = [&](int i) { return arena_.ptr(o.writes[i]); };
+  const LayerWeights* lw = o.layer >= 0 ? &w_.layers[o.layer] : nullptr;
   auto gemm = [&](const void* w, int rows, int cols, int inner) {
     op(o, kernels::GemmArgs{in(0), w, out(0), rows, cols, inner});
   };
@@ -223,17 +250,12 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
       return op(o, kernels::RopeArgs{out(0), out(1), M(meta_.positions), static_cast<const float*>(arena_.ptr(v_.inv_freq)),
                                      n, cfg_.num_q_heads, cfg_.num_kv_heads, cfg_.head_dim, Q, KV});
     case OpKind::kv_write:
-      return op(o, kernels::KvWriteArgs{in(0), in(1), M(meta_.positions), M(meta_.slots), cache, n, KV});
-    case OpKind::attention_prefill: return op(o, prefill());
-    case OpKind::attention_decode: return op(o, decode());
-    case OpKind::attention_mixed: return attention_mixed(o, prefill(), decode());
+      return op(o, kernels::KvWriteArgs{in(0), in(1), M(meta_.positions), M(meta_.slots), kv_cache(o.layer), n, KV});
+    case OpKind::attention_prefill:
+    case OpKind::attention_decode:
+    case OpKind::attention_mixed:
+    case OpKind::attention_head: return launch_attention(o, s);
     case OpKind::head_gather: return head_gather(o, s);
-    case OpKind::attention_head: {  // the logit rows over the paged cache (every row's K/V written)
-      kernels::AttentionDecodeArgs d{in(0), out(0), M(meta_.head_slots), M(meta_.head_ctx_lens), cache, r,
-                                     limits_.max_context, cfg_.num_q_heads, Q, scale, host_head_ctx_lens()};
-      d.one_row_per_seq = s.head_one_row_per_seq;
-      return op(o, d);
-    }
     case OpKind::o_proj: return gemm(lw->wo, n, H, Q);
     case OpKind::attn_residual:
     case OpKind::mlp_residual:
@@ -254,7 +276,7 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
     }
     case OpKind::rope_kv_write:
       return op(o, kernels::RopeKvWriteArgs{in(0), out(0), M(meta_.positions), M(meta_.slots),
-                                            static_cast<const float*>(arena_.ptr(v_.inv_freq)), cache, n,
+                                            static_cast<const float*>(arena_.ptr(v_.inv_freq)), kv_cache(o.layer), n,
                                             cfg_.num_q_heads, Q + 2 * KV});
     case OpKind::attn_residual_norm:
       return op(o, kernels::AddRmsnormArgs{out(0), in(1), lw->mlp_norm, out(1), n, H, eps});

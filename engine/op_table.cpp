@@ -300,8 +300,8 @@ OpTable::OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel,
     for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
       StepKind k{a, h};
       tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
-      k.prune = true;  // a table that cannot prune serves these kinds with its full ops
-      tables_[index(k)] = can_prune_ ? step_ops(num_layers, v, k, tensor_parallel, defer_norm) : tables_[index(k) - 1];
+      k.prune = true;
+      if (can_prune_) tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
     }
 }
 

@@ -175,7 +175,8 @@ class OpTable {
   bool can_prune() const { return can_prune_; }
 
  private:
-  static int index(StepKind k) { return 2 * (3 * k.attention + k.head) + (k.prune ? 1 : 0); }
+  // A table that cannot prune serves the pruned kinds with its full ops.
+  int index(StepKind k) const { return 2 * (3 * k.attention + k.head) + (k.prune && can_prune_ ? 1 : 0); }
   std::array<std::vector<OpSpec>, 18> tables_;
   bool defer_norm_ = false;
   bool can_prune_ = false;

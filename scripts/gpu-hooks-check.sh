@@ -4,13 +4,9 @@
 # mixed run's attribution, in one device call.   OUT=DIR bash scripts/gpu-hooks-check.sh
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-LOG=/tmp/hooks-build.log bash scripts/device-ensure-built.sh lantern lantern_gpu_tests || exit 1
-L=build/default/bin/lantern; T=build/default/tests/lantern_gpu_tests; M=${MODEL:-models/llama-3.2-1b}
+LOGS=/tmp/hooks-logs; TARGETS="lantern lantern_gpu_tests"; source scripts/lib/device-built.sh
 timeout 150 $T --gtest_filter='EngineGpu.*:CuptiGpu.*:NvtxCupti.*:DeferredNormGpu.*' > "$OUT/tests.log" 2>&1
 echo "tests rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|SKIPPED \] [0-9]" "$OUT/tests.log" | tail -6
-[[ -f $M/model.safetensors ]] || $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > /tmp/synth.log 2>&1
 timeout 60 $L generate --model "$M" --device cuda --quiet --prompt-ids "$(seq -s, 100 400)" --repeat 6 --max-new-tokens 16 \
   --ignore-eos --max-batch-tokens 512 --record /tmp/rec --cupti-all-steps --ids --out /dev/null > /tmp/gen.log 2>&1
 echo "record rc=$?"; $L inspect /tmp/rec --by op --top 30 > "$OUT/inspect.txt" 2>&1

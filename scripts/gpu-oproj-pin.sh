@@ -7,12 +7,7 @@
 #   OUT=DIR bash scripts/gpu-oproj-pin.sh
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-LOGS=/tmp/pin-logs; mkdir -p "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-LOG="$LOGS/build.log" bash scripts/device-ensure-built.sh lantern || exit 1
-L=build/default/bin/lantern; M=${MODEL:-models/llama-3.2-1b}
-[[ -f $M/model.safetensors ]] || $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$LOGS/synth.log" 2>&1
+LOGS=/tmp/pin-logs; TARGETS="lantern"; source scripts/lib/device-built.sh
 ARGS=(--model "$M" --device cuda --batch 1 --prompt-len 512,512,512 --decode-steps 2)
 $L bench "${ARGS[@]}" --json "$LOGS/base.json" > "$LOGS/base.txt" 2>&1
 echo "base process: $(grep -E '^ +1 +512 \|' "$LOGS/base.txt" | awk '{print $4}' | tr '\n' ' ')"

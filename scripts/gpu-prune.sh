@@ -9,14 +9,7 @@
 #   OUT=DIR bash scripts/gpu-prune.sh [tests] [ab] [tput] [profile]
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-LOGS=/tmp/prune-logs; mkdir -p "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-LOG="$LOGS/build.log" bash scripts/device-ensure-built.sh lantern lantern_gpu_tests || exit 1
-L=build/default/bin/lantern; T=build/default/tests/lantern_gpu_tests; M=${MODEL:-models/llama-3.2-1b}
-if [[ ! -f $M/model.safetensors ]]; then
-  $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$LOGS/synth.log" 2>&1
-fi
+LOGS=/tmp/prune-logs; TARGETS="lantern lantern_gpu_tests"; source scripts/lib/device-built.sh
 for st in ${*:-tests ab tput profile}; do
   t0=$(date +%s)
   case $st in

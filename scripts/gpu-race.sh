@@ -8,15 +8,7 @@
 # Usage: OUT=DIR bash scripts/gpu-race.sh [tests] [probe] [kernel] [knobs] [engine] [record]
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-LOGS=/tmp/race-logs; mkdir -p "$LOGS"  # the device tool brings back at most 8 files: logs stay here
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-LOG="$LOGS/build.log" bash scripts/device-ensure-built.sh lantern lantern_gpu_tests bench_kernels || exit 1
-KB=build/default/bench/bench_kernels; T=build/default/tests/lantern_gpu_tests; L=build/default/bin/lantern
-M=${MODEL:-models/llama-3.2-1b}
-if [[ ! -f $M/model.safetensors ]]; then
-  $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$LOGS/synth.log" 2>&1
-fi
+LOGS=/tmp/race-logs; TARGETS="lantern lantern_gpu_tests bench_kernels"; source scripts/lib/device-built.sh
 stages=${*:-tests kernel engine record}
 for st in $stages; do
   t0=$(date +%s)

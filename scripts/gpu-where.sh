@@ -8,14 +8,7 @@
 #   OUT=DIR KERNELS=... bash scripts/gpu-where.sh [prefill] [batch]
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-LOGS=/tmp/where-logs; mkdir -p "$LOGS"
-export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
-LOG="$LOGS/build.log" bash scripts/device-ensure-built.sh lantern || exit 1
-L=build/default/bin/lantern; M=${MODEL:-models/llama-3.2-1b}
-if [[ ! -f $M/model.safetensors ]]; then
-  $L synth --preset llama-3.2-1b --out "$M" --seed 0 --tokenizer-dir .device/llama3 > "$LOGS/synth.log" 2>&1
-fi
+LOGS=/tmp/where-logs; TARGETS="lantern"; source scripts/lib/device-built.sh
 for st in ${*:-prefill batch}; do
   t0=$(date +%s)
   case $st in

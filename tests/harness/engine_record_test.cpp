@@ -29,6 +29,27 @@ const std::filesystem::path& tiny_model() {
   return dir;
 }
 
+// Every op host-timed and attributed; costs from the registry. head_gather
+// (the pruned last layer's row copy) is an engine-side op: no registry family,
+// its bytes from the engine.
+void expect_ops_host_timed_and_attributed(const runfmt::Run& run) {
+  ASSERT_FALSE(run.kernels.empty());
+  int head_gathers = 0;
+  for (const auto& k : run.kernels) {
+    EXPECT_EQ(k.source, "host");
+    EXPECT_GE(k.launch, 0);
+    if (k.op == "head_gather") {
+      ++head_gathers;
+      EXPECT_TRUE(k.family.empty());
+      EXPECT_GT(k.bytes, 0);
+    } else {
+      EXPECT_FALSE(k.family.empty()) << k.op;
+    }
+    EXPECT_GE(k.step, 0);
+  }
+  EXPECT_GT(head_gathers, 0) << "the prompts' steps prune their last layer";
+}
+
 TEST(EngineRecord, CpuRunDirectoryIsCompleteAndClean) {
 #if !LANTERN_INSTRUMENTATION
   GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
@@ -95,24 +116,7 @@ TEST(EngineRecord, CpuRunDirectoryIsCompleteAndClean) {
   EXPECT_EQ(static_cast<int64_t>(run.kv.steps.size()), engine.steps_run());
   EXPECT_EQ(run.kv.steps.back().used_blocks, 0);
 
-  // Every op host-timed and attributed; costs from the registry. head_gather
-  // (the pruned last layer's row copy) is an engine-side op: no registry
-  // family, its bytes from the engine.
-  ASSERT_FALSE(run.kernels.empty());
-  int head_gathers = 0;
-  for (const auto& k : run.kernels) {
-    EXPECT_EQ(k.source, "host");
-    EXPECT_GE(k.launch, 0);
-    if (k.op == "head_gather") {
-      ++head_gathers;
-      EXPECT_TRUE(k.family.empty());
-      EXPECT_GT(k.bytes, 0);
-    } else {
-      EXPECT_FALSE(k.family.empty()) << k.op;
-    }
-    EXPECT_GE(k.step, 0);
-  }
-  EXPECT_GT(head_gathers, 0) << "the prompts' steps prune their last layer";
+  expect_ops_host_timed_and_attributed(run);
   const bool any_bytes = std::any_of(run.kernels.begin(), run.kernels.end(),
                                      [](const runfmt::KernelRow& k) { return k.bytes > 0; });
   EXPECT_TRUE(any_bytes) << "registry costs reach kernels.csv";
