@@ -4,9 +4,12 @@
 #include "engine/model.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/base/cuda_check.h"
+#include "kernels/base/env_knob.h"
 #include "kernels/base/errors.h"
 #include "engine/device_kernels.h"
 
@@ -51,6 +54,8 @@ Model::~Model() {
     dev_.free_pinned(meta_host_bufs_[b]);
     dev_.free_pinned(tokens_host_[b]);
     if (tokens_ready_[b]) cudaEventDestroy(tokens_ready_[b]);
+    if (step_t0_[b]) cudaEventDestroy(step_t0_[b]);
+    if (step_t1_[b]) cudaEventDestroy(step_t1_[b]);
   }
 }
 
@@ -79,6 +84,11 @@ void Model::declare_arena() {
     std::memset(meta_host_bufs_[b], 0, meta_.bytes);
     tokens_host_[b] = static_cast<int32_t*>(dev_.alloc_pinned(4 * std::max(1, R)));
     if (dev_.is_cuda()) CUDA_CHECK(cudaEventCreateWithFlags(&tokens_ready_[b], cudaEventDisableTiming));
+  }
+  step_gpu_log_ = dev_.is_cuda() && kernels::env_int("LANTERN_STEP_GPU_LOG") != 0;
+  for (int b = 0; b < 2 && step_gpu_log_; ++b) {
+    CUDA_CHECK(cudaEventCreate(&step_t0_[b]));
+    CUDA_CHECK(cudaEventCreate(&step_t1_[b]));
   }
   meta_host_ = meta_host_bufs_[0];
   dev_.synchronize();  // inv_freq is a local
@@ -212,6 +222,7 @@ void Model::launch(const StepInput& in) {
   const int buf = next_buf_;
   next_buf_ ^= 1;
   meta_host_ = meta_host_bufs_[buf];
+  if (step_gpu_log_) CUDA_CHECK(cudaEventRecord(step_t0_[buf], dev_.stream()));
   apply_table_updates(in.table_updates);
   int graph = graph_index(s);
   if (graph < 0) graph = prefill_graph_index(s);
@@ -224,7 +235,8 @@ void Model::launch(const StepInput& in) {
   // Tokens of the real logit rows back to the (pinned) host buffer.
   if (s.r > 0) dev_.copy_d2h(tokens_host_[buf], static_cast<char*>(arena_.ptr(v_.meta)) + meta_.out_tokens, 4 * s.r);
   if (dev_.is_cuda()) CUDA_CHECK(cudaEventRecord(tokens_ready_[buf], dev_.stream()));
-  inflight_.push_back(InFlight{buf, s.r, in.copy_logits});
+  if (step_gpu_log_) CUDA_CHECK(cudaEventRecord(step_t1_[buf], dev_.stream()));
+  inflight_.push_back(InFlight{buf, s.r, s.n, in.copy_logits});
 }
 
 StepOutput Model::wait() {
@@ -241,6 +253,15 @@ StepOutput Model::wait() {
       dev_.synchronize();
     else
       CUDA_CHECK(cudaEventSynchronize(tokens_ready_[f.buf]));
+  }
+  if (step_gpu_log_) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventSynchronize(step_t1_[f.buf]));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, step_t0_[f.buf], step_t1_[f.buf]));
+    const double unix_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::fprintf(stderr, "step gpu: %d rows, %d logit rows, %.3f ms from the first enqueued work to the tokens (at %.3f)\n",
+                 f.n, f.r, ms, unix_s);
   }
   out.tokens.assign(tokens_host_[f.buf], tokens_host_[f.buf] + f.r);
   return out;

@@ -154,8 +154,12 @@ class Model {
   void* meta_host_bufs_[2] = {nullptr, nullptr};  // meta_host_ alternates between these per launch
   int32_t* tokens_host_[2] = {nullptr, nullptr};  // pinned: each launch's tokens, copied back
   cudaEvent_t tokens_ready_[2] = {nullptr, nullptr};
+  // LANTERN_STEP_GPU_LOG=1 (a diagnosis knob): timing events around each launch, the stream's time
+  // from the step's first enqueued work to its tokens, printed by wait() on stderr.
+  bool step_gpu_log_ = false;
+  cudaEvent_t step_t0_[2] = {nullptr, nullptr}, step_t1_[2] = {nullptr, nullptr};
   struct InFlight {
-    int buf = 0, r = 0;
+    int buf = 0, r = 0, n = 0;
     bool copy_logits = false;
   };
   std::deque<InFlight> inflight_;   // launched, not yet waited for (oldest first)

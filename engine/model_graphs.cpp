@@ -3,9 +3,12 @@
 // in model.h). Kernels read everything that changes per step from step_meta,
 // so one capture per (bucket, head) serves every later step of that shape.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <unordered_map>
 
 #include "kernels/base/cuda_check.h"
+#include "kernels/base/env_knob.h"
 #include "kernels/base/errors.h"
 #include "engine/model.h"
 
@@ -213,7 +216,15 @@ int Model::prefill_graph_index(const ForwardShape& s) const {
 
 void Model::replay(int index) {
   Graph& g = graphs_[index];
+  // LANTERN_GRAPH_LAUNCH_LOG=1: each prefill replay's host time in cudaGraphLaunch on stderr
+  // (a diagnosis knob: how long the GPU may wait for the launch before the graph's first kernel).
+  static const bool log = kernels::env_int("LANTERN_GRAPH_LAUNCH_LOG") != 0;
+  const auto t0 = std::chrono::steady_clock::now();
   CUDA_CHECK(cudaGraphLaunch(g.exec, dev_.stream()));
+  if (log && g.shape.fresh_seqs > 0)
+    std::fprintf(stderr, "graph launch: prefill graph %d (%d rows, %zu ops) %.1f us on the host\n", index,
+                 g.shape.rows, g.ops.size(),
+                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
 #if LANTERN_INSTRUMENTATION
   if (obs_) {
     if (g.shape.fresh_seqs == 0) refresh_decode_costs(g);  // prefill graphs: costs as captured

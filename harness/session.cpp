@@ -150,6 +150,15 @@ Observer* Session::prepare(kernels::Backend backend) {
 
 void Session::apply(EngineOptions& options) {
   options.observer = prepare(options.backend);
+  // The GPU's clocks over the run (manifest gpu.clocks): whether it ran throttled.
+  if (options.backend == kernels::Backend::cuda && recording() && options_.enabled && !clocks_) {
+    std::string why;
+    clocks_ = GpuClocks::open(options.gpu, &why);
+    if (clocks_)
+      clocks_start_ = clocks_->read();
+    else
+      clocks_error_ = why;
+  }
   options.profile_first_step = options_.profile_first;
   options.profile_last_step = options_.profile_last;
 }
@@ -234,6 +243,10 @@ void Session::describe_gpu(bool complete, Collected& c) {
     LANTERN_CHECK(err == cudaSuccess, "cudaGetDevice failed: %s", cudaGetErrorString(err));
     c.gpu_json = gpu_info(device);
     c.gpu_json["sm_limits"] = sm_limits_json(device);
+    if (clocks_)
+      c.gpu_json["clocks"] = clock_delta(clocks_start_, clocks_->read()).to_json();
+    else if (!clocks_error_.empty())
+      c.gpu_json["clocks"] = {{"error", clocks_error_}};
   } catch (const Error& e) {
     c.gpu_error = e.what();
   }

@@ -26,6 +26,7 @@
 
 #include "engine/engine.h"
 #include "harness/cupti_collector.h"
+#include "harness/gpu_clocks.h"
 #include "harness/observer_set.h"
 #include "harness/runfmt/records.h"
 
@@ -131,9 +132,12 @@ class Session {
   std::unique_ptr<AliasTracker> alias_;
   std::unique_ptr<KvRecorder> kv_;
   std::unique_ptr<MemoryRecorder> memory_;
+  std::unique_ptr<GpuClocks> clocks_;  // CUDA runs that record: NVML, read at the start and at write()
+  GpuClockReading clocks_start_;
   kernels::Backend backend_ = kernels::Backend::cpu;
   bool backend_known_ = false;
   std::string cupti_error_;
+  std::string clocks_error_;  // why clocks_ is null on a CUDA run that records
   nlohmann::json config_;
   nlohmann::json command_;
   nlohmann::json extra_manifest_ = nlohmann::json::object();

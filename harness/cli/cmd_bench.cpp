@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include "harness/cli/engine_args.h"
 #include "harness/experiment/experiment.h"
 #include "kernels/gemm_plan.h"
+#include "harness/gpu_clocks.h"
 #include "harness/roofline.h"
 
 namespace lantern::cli {
@@ -68,6 +71,7 @@ struct Point {
   size_t prefill_steps = 0;  // steps that carried prompt rows (their times sum to prefill_ms)
   size_t partial_steps = 0;  // decode steps with part of the batch (ramp-down)
   bool whole_batch = true;   // false: no step decoded the whole batch; step_ms is over partial steps
+  std::optional<harness::GpuClockDelta> clocks;  // NVML over the point (CUDA, when NVML opens)
 };
 
 // The prefill floor: the larger of the FLOPs at the measured GEMM peak (every
@@ -160,6 +164,18 @@ int cmd_bench(const std::vector<std::string>& argv) {
   bool cuda = backend_from_args(args) == kernels::Backend::cuda;
   const bool overlap = engine.describe()["overlap"] == "on";
 
+  // The GPU's clocks and throttled time over each point (harness/gpu_clocks.h): the same build
+  // runs 6 % slower while the power policy holds the SM clock down.
+  std::unique_ptr<harness::GpuClocks> clocks;
+  if (cuda) {
+    std::string why;
+    clocks = harness::GpuClocks::open(static_cast<int>(args.get_int("--gpu", 0, 0)), &why);
+    if (!clocks) std::fprintf(stderr, "bench: no GPU clock readings (%s)\n", why.c_str());
+  }
+  // The SM clock every millisecond while a point runs (a spare core's NVML reads).
+  std::unique_ptr<harness::GpuClockSampler> sampler =
+      clocks ? std::make_unique<harness::GpuClockSampler>(*clocks, 1.0) : nullptr;
+
   double bw_gbs = args.get_double("--bandwidth-gbs", 0);
   harness::RooflineResult roof;
   if (cuda && bw_gbs <= 0) {
@@ -195,6 +211,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
 
   const double weight_bytes = static_cast<double>(le.load_stats.bytes);
   auto measure = [&](int batch, int prompt_len) {
+    const std::optional<harness::GpuClockReading> before =
+        clocks ? std::optional(clocks->read()) : std::nullopt;
+    if (sampler) sampler->start();
     submit_all(batch, prompt_len, steps);
     // The scheduler puts the running sequences' decode rows first and fills
     // the rest of a step with prompt chunks, so with batch * prompt_len >
@@ -219,6 +238,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
     engine.take_finished();
     Point pt;
+    if (before) {
+      pt.clocks = harness::clock_delta(*before, clocks->read());
+      sampler->stop(*pt.clocks);
+    }
     pt.batch = batch;
     pt.prompt_len = prompt_len;
     pt.partial_steps = partial.wall_s.size();
@@ -263,6 +286,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                   pt.step_ms, pt.decode_floor_ms, pt.step_ms > 0 ? 100 * pt.decode_floor_ms / pt.step_ms : 0,
                   batch / (pt.step_ms / 1e3), pt.host_ms, pt.model_ms);
       if (!pt.whole_batch) std::printf("%6s %7s   (decode step of a partial batch: raise --decode-steps)\n", "", "");
+      if (pt.clocks && pt.clocks->throttled())
+        std::printf("%6s %7s   (GPU throttled: %s)\n", "", "", pt.clocks->summary().c_str());
     }
   const Point& pt = points.front();
   const double tok_s = pt.batch / (pt.step_ms / 1e3);
@@ -276,6 +301,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
                 pt.step_ms, pt.decode_steps, pt.whole_batch ? "decoding the whole batch" : "of a PARTIAL batch",
                 pt.prefill_steps, pt.whole_batch ? pt.partial_steps : 0);
     std::printf("  decode tokens/s  %10.1f\n", tok_s);
+    if (pt.clocks)
+      std::printf("  GPU clocks       %s%s\n", pt.clocks->summary().c_str(),
+                  pt.clocks->throttled() ? "  -- THROTTLED: compare with runs at the same clock" : "");
     std::printf("  host per step    %10.3f ms  (scheduling, inputs, postprocess; Model launch + wait: %.3f ms, "
                 "medians; %s)\n",
                 pt.host_ms, pt.model_ms,
@@ -305,6 +333,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"prune_last", engine.describe()["prune_last"]},
                         {"kernels", engine.describe()["kernels"]}, {"roofline", roof.to_json()}};
     if (const nlohmann::json d = engine.describe(); d.contains("gemm_plans")) j["gemm_plans"] = d["gemm_plans"];
+    if (pt.clocks) j["gpu_clocks"] = pt.clocks->to_json();
     if (sweep) {
       nlohmann::json rows = nlohmann::json::array();
       for (const Point& q : points)
@@ -314,6 +343,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                         {"decode_model_run_ms", q.model_ms}, {"decode_steps_ms", q.decode_each_ms},
                         {"decode_whole_batch", q.whole_batch}, {"decode_median_over_steps", q.decode_steps},
                         {"prefill_steps", q.prefill_steps}});
+      for (size_t i = 0; i < points.size(); ++i)
+        if (points[i].clocks) rows[i]["gpu_clocks"] = points[i].clocks->to_json();
       j["points"] = rows;
     }
     std::ofstream(*path) << j.dump(2) << "\n";

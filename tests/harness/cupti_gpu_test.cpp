@@ -281,6 +281,12 @@ TEST(CuptiGpu, SessionRecordsACudaRun) {
   EXPECT_TRUE(run.manifest.gemm_tflop_per_s.has_value());
   EXPECT_TRUE(run.manifest.json["gpu"]["name"].is_string());
   EXPECT_EQ(run.manifest.json["harness"]["kernel_timing"], "cupti");
+  // The GPU's clocks over the run (NVML; harness/gpu_clocks.h).
+  const nlohmann::json& clocks = run.manifest.json["gpu"]["clocks"];
+  ASSERT_TRUE(clocks.is_object() && !clocks.contains("error")) << run.manifest.json["gpu"].dump();
+  EXPECT_GT(clocks["sm_mhz_end"].get<int>(), 0);
+  EXPECT_GT(clocks["seconds"].get<double>(), 0);
+  EXPECT_TRUE(clocks["throttled"].is_boolean());
   ASSERT_EQ(run.kernels.size(), static_cast<size_t>(3 * testing::seed_ops_per_step(1)));
   for (const auto& k : run.kernels) {
     EXPECT_EQ(k.source, "cupti");

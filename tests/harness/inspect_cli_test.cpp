@@ -121,6 +121,33 @@ TEST_F(InspectCli, SampledKernelTimingsAreSaid) {
   EXPECT_THAT(out, HasSubstr("kernel timings sampled (CUPTI schedule: every 4): 3 of 12 steps traced"));
 }
 
+// CUDA runs' manifest says the GPU's clocks over the run (gpu.clocks, harness/gpu_clocks.h):
+// inspect prints them, flags a throttled run and says why a run has none.
+TEST_F(InspectCli, GpuClocksAreSaidAndThrottlingFlagged) {
+  auto dir = record("clocks", testing::Plan::seed, 1);
+  {
+    auto [status, out] = lantern("inspect " + dir.string());
+    EXPECT_THAT(out, Not(HasSubstr("GPU clocks")));  // a CPU run
+  }
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  m["gpu"] = {{"name", "NVIDIA H200"},
+              {"clocks", {{"seconds", 2.5}, {"sm_mhz_start", 1980}, {"sm_mhz_end", 1860}, {"sm_max_mhz", 1980},
+                          {"power_cap_ms", 412.5}, {"thermal_ms", 0.0}, {"avg_power_w", 231.0},
+                          {"throttled", true}, {"reasons_end", "sw_power_cap"}}}};
+  std::ofstream(dir / "manifest.json") << m.dump();
+  {
+    auto [status, out] = lantern("inspect " + dir.string());
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_THAT(out, HasSubstr("GPU clocks: SM 1980 -> 1860 MHz (max 1980); power cap 412.5 ms, thermal 0.0 ms "
+                               "of 2500 ms  -- THROTTLED"));
+  }
+  m["gpu"]["clocks"] = {{"error", "libnvidia-ml.so.1 (NVML, installed with the NVIDIA driver) could not be opened"}};
+  std::ofstream(dir / "manifest.json") << m.dump();
+  auto [status, out] = lantern("inspect " + dir.string());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("GPU clocks: not read (libnvidia-ml.so.1"));
+}
+
 // CUDA runs' kernels.csv carries launch configurations (CPU runs have none):
 // the top table shows grid, block, registers, shared memory and occupancy.
 TEST_F(InspectCli, TopTableShowsLaunchConfigAndOccupancy) {
