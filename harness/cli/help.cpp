@@ -165,7 +165,10 @@ std::map<std::string, std::string> build() {
           "The decode step is the median over the steps that decode the whole batch (no\n"
           "prompt rows; with batch x prompt > --max-batch-tokens early sequences decode\n"
           "while later ones prefill, and the first finish before the last); prefill is\n"
-          "the sum over the steps that carry prompt rows.\n\n"
+          "the sum over the steps that carry prompt rows. On CUDA each point also reads the\n"
+          "GPU's clocks through NVML (when the driver's libnvidia-ml is there): the SM clock\n"
+          "sampled every millisecond and the time the power / thermal policy held it down\n"
+          "(the GPU clocks line; --json: gpu_clocks; a throttled sweep row says so).\n\n"
           "options:\n"
           "  --batch B[,B...]        requests decoded together (default 1); a list sweeps\n"
           "  --prompt-len P[,P...]   random prompt tokens each (default 128); a list sweeps.\n"
@@ -187,8 +190,9 @@ std::map<std::string, std::string> build() {
           "                          instead of timing them at start-up: two processes then run the\n"
           "                          same GEMM algorithms, for A/B runs (default: time them).\n"
           "                          Even with the same plans a 512-token prefill differs by up to\n"
-          "                          ~0.15 ms between processes on the H200: compare medians over\n"
-          "                          interleaved processes (scripts/gpu-ab.sh)\n"
+          "                          ~0.15 ms between processes on the H200 (the GPU's own time:\n"
+          "                          its power policy, see the GPU clocks line): compare medians\n"
+          "                          over interleaved processes (scripts/gpu-ab.sh)\n"
           "  --verbose               list the per-shape GEMM plans gemm.6 measured at start-up\n"
           "                          (without it, one line counts them)\n") +
       kEngineOptions +
