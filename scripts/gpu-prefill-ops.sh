@@ -17,8 +17,6 @@
 #             (with LANTERN_STEP_GPU_LOG=1): per point the prefill and the GPU's clocks and
 #             power-cap time over it (bench --json points[].gpu_clocks)
 #   suite  -- the whole lantern_gpu_tests
-#   probe  -- scripts/probe/clock_probe.cu: the SM clock measured inside the GPU (clock64 over
-#             %globaltimer) while prefill-sized GEMM bursts run, back to back and with idle gaps
 #   ab     -- scripts/gpu-ab.sh $AB_A vs $AB_B (default LANTERN_SWIGLU_ROWS=0 vs =1) on 512- and
 #             2048-token prefills, plans pinned; nvidia-smi samples the clocks meanwhile
 # Logs in /tmp/prefill-ops-logs (the device tool brings back at most 8 files); a summary on stdout.
@@ -107,12 +105,6 @@ PY
     suite)
       timeout 400 $T > "$OUT/suite.log" 2>&1
       echo "suite rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|SKIPPED \] [0-9]|tests ran" "$OUT/suite.log" | tail -12 ;;
-    probe)
-      nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/clock_probe scripts/probe/clock_probe.cu -lcublas > "$LOGS/probe-build.log" 2>&1 \
-        || { tail -5 "$LOGS/probe-build.log"; continue; }
-      for idle in ${PROBE_IDLE:-0 3}; do
-        timeout 60 /tmp/clock_probe "${PROBE_BURSTS:-400}" 40 "$idle" 50 2>&1 | tee -a "$OUT/probe.txt" | grep -vE "burst +[0-9]+:" 
-      done ;;
     clocks)
       timeout 120 $T --gtest_filter='GpuClocksGpu.*:CuptiGpu.SessionRecordsACudaRun' > "$OUT/clock-tests.log" 2>&1
       echo "clock tests rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|gpu-clocks\]" "$OUT/clock-tests.log"
