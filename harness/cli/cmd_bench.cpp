@@ -104,34 +104,6 @@ void print_gemm_plans(const Engine& engine, bool verbose) {
     for (const kernels::GemmPlan& p : plans) std::printf("  %s\n", p.describe().c_str());
 }
 
-// --gemm-plans FILE: pins gemm.6's start-up plans to the ones FILE records
-// (the gemm_plans of a `lantern bench --json` file, or config.gemm_plans of a
-// run directory's manifest.json), so two bench processes run the same
-// cuBLASLt algorithms: each process otherwise re-times its plans, and
-// near-ties picked differently move a 512-token prefill by up to ~0.1 ms,
-// as much as the kernel changes an A/B is after (docs/performance.md).
-void pin_plans_from(const std::string& path) {
-  namespace fs = std::filesystem;
-  fs::path file = path;
-  if (fs::is_directory(file)) file /= "manifest.json";
-  const nlohmann::json doc = experiment::load_json_file(file);
-  const nlohmann::json list = recorded_gemm_plans_json(doc);
-  LANTERN_CHECK(list.is_array(),
-                "--gemm-plans %s: no gemm_plans array (give a file written by lantern bench --json on CUDA, a "
-                "run directory or its manifest.json)",
-                file.string().c_str());
-  std::vector<kernels::GemmPlan> pins;
-  try {
-    pins = gemm_plans_from_json(list);
-  } catch (const nlohmann::json::exception& e) {
-    LANTERN_FAIL("--gemm-plans %s: a malformed plan (%s); write the file with lantern bench --json",
-                 file.string().c_str(), e.what());
-  }
-  std::fprintf(stderr, "lantern: pins %zu GEMM plan%s from %s\n", pins.size(), pins.size() == 1 ? "" : "s",
-               file.string().c_str());
-  kernels::pin_gemm_plans(std::move(pins));
-}
-
 std::string sampling_label(const SamplingParams& s) {
   if (!(s.temperature > 0.0f)) return "greedy";
   char buf[96];
@@ -142,7 +114,7 @@ std::string sampling_label(const SamplingParams& s) {
 int cmd_bench(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
   for (const char* o : {"--batch", "--prompt-len", "--decode-steps", "--json", "--seed", "--bandwidth-gbs",
-                        "--temperature", "--top-k", "--top-p", "--gemm-plans"})
+                        "--temperature", "--top-k", "--top-p", "--gemm-plans", "--gpu-clocks"})
     values.push_back(o);
   auto flags = engine_flag_options();
   flags.push_back("--verbose");
@@ -157,7 +129,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   lim.max_seqs = std::max(lim.max_seqs, max_batch);
   lim.max_batch_tokens = std::max(lim.max_batch_tokens, std::max(max_batch, max_prompt));
   lim.max_context = std::max(lim.max_context, max_prompt + steps + 1);
-  if (auto plans = args.get("--gemm-plans")) pin_plans_from(*plans);
+  if (auto plans = args.get("--gemm-plans")) pin_gemm_plans_from(*plans);
   LoadedEngine le = build_engine(args, nullptr, &lim);
   Engine& engine = *le.engine;
   const ModelConfig& cfg = le.config;
@@ -166,15 +138,18 @@ int cmd_bench(const std::vector<std::string>& argv) {
 
   // The GPU's clocks and throttled time over each point (harness/gpu_clocks.h): the same build
   // runs 6 % slower while the power policy holds the SM clock down.
+  const std::string clock_mode = args.get("--gpu-clocks").value_or("sample");
+  LANTERN_CHECK(clock_mode == "sample" || clock_mode == "read" || clock_mode == "off",
+                "--gpu-clocks %s: expected sample, read or off", clock_mode.c_str());
   std::unique_ptr<harness::GpuClocks> clocks;
-  if (cuda) {
+  if (cuda && clock_mode != "off") {
     std::string why;
-    clocks = harness::GpuClocks::open(static_cast<int>(args.get_int("--gpu", 0, 0)), &why);
+    clocks = harness::GpuClocks::open(gpu_from_args(args), &why);
     if (!clocks) std::fprintf(stderr, "bench: no GPU clock readings (%s)\n", why.c_str());
   }
   // The SM clock every millisecond while a point runs (a spare core's NVML reads).
   std::unique_ptr<harness::GpuClockSampler> sampler =
-      clocks ? std::make_unique<harness::GpuClockSampler>(*clocks, 1.0) : nullptr;
+      clocks && clock_mode == "sample" ? std::make_unique<harness::GpuClockSampler>(*clocks, 1.0) : nullptr;
 
   double bw_gbs = args.get_double("--bandwidth-gbs", 0);
   harness::RooflineResult roof;
@@ -240,7 +215,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     Point pt;
     if (before) {
       pt.clocks = harness::clock_delta(*before, clocks->read());
-      sampler->stop(*pt.clocks);
+      if (sampler) sampler->stop(*pt.clocks);
     }
     pt.batch = batch;
     pt.prompt_len = prompt_len;

@@ -87,7 +87,8 @@ std::vector<Request> read_requests(const std::string& file, const Tokenizer* tok
 Args generate_args(const std::vector<std::string>& argv) {
   auto values = engine_value_options();
   for (const char* o : {"--prompt-ids", "--prompt", "--system", "--chat-form", "--date", "--max-new-tokens",
-                        "--temperature", "--top-k", "--top-p", "--seed", "--repeat", "--requests", "--out"})
+                        "--temperature", "--top-k", "--top-p", "--seed", "--repeat", "--requests", "--out",
+                        "--gemm-plans"})
     values.push_back(o);
   auto flags = engine_flag_options();
   for (const char* f : {"--ignore-eos", "--chat", "--ids"}) flags.push_back(f);
@@ -194,6 +195,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
 
   harness::Session session(parse_harness_options(args));
   session.set_command(argv);
+  if (auto plans = args.get("--gemm-plans")) pin_gemm_plans_from(*plans);
   LoadedEngine le = build_engine(args, nullptr, nullptr, [&](EngineOptions& o) { session.apply(o); });
   Engine& engine = *le.engine;
 

@@ -1,6 +1,7 @@
 #include "harness/cli/engine_args.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -11,6 +12,8 @@
 #include "kernels/base/json_parse.h"
 #include "engine/tensor_parallel.h"
 #include "harness/cli/harness_args.h"
+#include "harness/experiment/experiment.h"
+#include "kernels/gemm_plan.h"
 #include "harness/cli/tp_launch.h"
 
 namespace lantern::cli {
@@ -144,6 +147,34 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
     std::fprintf(stderr, "lantern: memory budget (%s)\n%s", kernels::backend_name(opt.backend),
                  le.engine->memory_budget().table().c_str());
   return le;
+}
+
+// --gemm-plans FILE: pins gemm.6's start-up plans to the ones FILE records
+// (the gemm_plans of a `lantern bench --json` file, or config.gemm_plans of a
+// run directory's manifest.json), so two processes (bench, generate) run the same
+// cuBLASLt algorithms: each process otherwise re-times its plans, and
+// near-ties picked differently move a 512-token prefill by up to ~0.1 ms,
+// as much as the kernel changes an A/B is after (docs/performance.md).
+void pin_gemm_plans_from(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path file = path;
+  if (fs::is_directory(file)) file /= "manifest.json";
+  const nlohmann::json doc = experiment::load_json_file(file);
+  const nlohmann::json list = recorded_gemm_plans_json(doc);
+  LANTERN_CHECK(list.is_array(),
+                "--gemm-plans %s: no gemm_plans array (give a file written by lantern bench --json on CUDA, a "
+                "run directory or its manifest.json)",
+                file.string().c_str());
+  std::vector<kernels::GemmPlan> pins;
+  try {
+    pins = gemm_plans_from_json(list);
+  } catch (const nlohmann::json::exception& e) {
+    LANTERN_FAIL("--gemm-plans %s: a malformed plan (%s); write the file with lantern bench --json",
+                 file.string().c_str(), e.what());
+  }
+  std::fprintf(stderr, "lantern: pins %zu GEMM plan%s from %s\n", pins.size(), pins.size() == 1 ? "" : "s",
+               file.string().c_str());
+  kernels::pin_gemm_plans(std::move(pins));
 }
 
 }  // namespace lantern::cli

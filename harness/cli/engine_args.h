@@ -41,6 +41,10 @@ LoadedEngine build_engine(const Args& args, Observer* observer = nullptr,
 // one-line error naming the valid ones.
 TpAllReduce tp_all_reduce_from(const std::optional<std::string>& value, int tp);
 
+// --gemm-plans FILE (bench, generate): pins gemm.6's start-up plans to the ones FILE records (a
+// `lantern bench --json` file, a run directory or its manifest.json); a one-line error otherwise.
+void pin_gemm_plans_from(const std::string& path);
+
 std::vector<int32_t> parse_ids(const std::string& text);  // "1,2 3\n4" -> {1,2,3,4}
 
 }  // namespace lantern::cli

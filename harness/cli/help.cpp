@@ -152,7 +152,11 @@ std::map<std::string, std::string> build() {
           "  --ignore-eos            keep going past EOS (default: stop)\n"
           "  --repeat N              submit the prompt N times (default 1)\n"
           "  --ids                   print token ids instead of text (default: text)\n"
-          "  --out FILE.jsonl        write one result per request (default: none)\n") +
+          "  --out FILE.jsonl        write one result per request (default: none)\n"
+          "  --gemm-plans FILE       run gemm.6's cuBLASLt plans recorded in FILE (a bench --json\n"
+          "                          file, a run directory or its manifest.json) instead of timing\n"
+          "                          them at start-up, so two recordings run the same GEMM algorithms\n"
+          "                          (default: time them)\n") +
       kEngineOptions + harness::harness_options_help() +
       "\nexample:\n  lantern generate --model models/llama-3.2-1b --prompt \"Why is the sky "
       "blue?\" --chat "
@@ -193,6 +197,9 @@ std::map<std::string, std::string> build() {
           "                          ~0.15 ms between processes on the H200 (the GPU's own time:\n"
           "                          its power policy, see the GPU clocks line): compare medians\n"
           "                          over interleaved processes (scripts/gpu-ab.sh)\n"
+          "  --gpu-clocks MODE       CUDA: sample (default: NVML readings around each point and the\n"
+          "                          SM clock every millisecond on a spare core), read (the\n"
+          "                          readings only) or off (no NVML)\n"
           "  --verbose               list the per-shape GEMM plans gemm.6 measured at start-up\n"
           "                          (without it, one line counts them)\n") +
       kEngineOptions +

@@ -261,6 +261,44 @@ Table config_diff(const std::vector<CompareRun>& runs) {
   return t;
 }
 
+// The GPU's clocks over a run (manifest gpu.clocks, harness/gpu_clocks.h): one
+// line, or "" when the run has none (CPU runs, runs before session 28).
+std::string clocks_line(const CompareRun& r) {
+  const json* k = find_path(r.manifest, "gpu.clocks");
+  if (!k || !k->is_object()) return "";
+  if (k->contains("error")) return r.name + ": not read (" + k->value("error", "") + ")";
+  std::string s = r.name + ": SM " + std::to_string(k->value("sm_mhz_start", 0)) + " -> " +
+                  std::to_string(k->value("sm_mhz_end", 0)) + " MHz (max " + std::to_string(k->value("sm_max_mhz", 0)) +
+                  ")";
+  if (k->contains("power_cap_ms") && (*k)["power_cap_ms"].is_number())
+    s += strformat(", power cap %.1f ms of %.0f ms", (*k)["power_cap_ms"].get<double>(), 1e3 * k->value("seconds", 0.0));
+  if (k->value("throttled", false)) s += " (throttled)";
+  return s;
+}
+
+// Notes on the runs' clocks: each run's line, and a warning when one ran
+// throttled and another did not (their times then differ by the clock too).
+std::vector<std::string> clocks_notes(const std::vector<CompareRun>& runs) {
+  std::vector<std::string> notes;
+  std::string lines;
+  int throttled = 0, read = 0;
+  for (const CompareRun& r : runs) {
+    const std::string l = clocks_line(r);
+    if (l.empty()) continue;
+    lines += (lines.empty() ? "" : "; ") + l;
+    const json* k = find_path(r.manifest, "gpu.clocks");
+    if (k->contains("error")) continue;
+    ++read;
+    throttled += k->value("throttled", false) ? 1 : 0;
+  }
+  if (lines.empty()) return notes;
+  notes.push_back("GPU clocks: " + lines);
+  if (throttled > 0 && throttled < read)
+    notes.push_back("WARNING: some runs ran throttled and some did not: their times differ by the GPU's clock too "
+                    "(rerun them back to back, or compare medians over several runs of each)");
+  return notes;
+}
+
 }  // namespace
 
 CompareRun load_compare_run(const std::filesystem::path& dir) {
@@ -359,6 +397,7 @@ Comparison compare_runs(const std::vector<CompareRun>& input) {
       "within it; "
       "no mark: a run has one repetition. Repetitions: " +
       rep_note};
+  for (std::string& n : clocks_notes(runs)) c.metrics.notes.push_back(std::move(n));
   std::vector<KernelStats> stats;
   bool kernels = false;
   for (const CompareRun& r : runs) {

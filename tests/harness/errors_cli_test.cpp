@@ -264,6 +264,9 @@ std::vector<Case> cases() {
                  write_json(d / "plans.json", nlohmann::json{{"gemm_plans", {{{"m_bucket", 16}}}}});
                  return bench + d.string() + " --gemm-plans " + (d / "plans.json").string();
                }, "a malformed plan"});
+  add(c, {"bench --gpu-clocks with an unknown mode", [bench](const fs::path& d) {
+                 return bench + d.string() + " --gpu-clocks always";
+               }, "--gpu-clocks always: expected sample, read or off"});
   add(c, {"run directory with truncated trace.json", [&](const fs::path& d) {
                  auto run = d / "run";
                  run_lantern(kGen + d.string() + " --record " + run.string());
@@ -359,6 +362,16 @@ TEST(BenchCli, GemmPlansFileIsReadAndPinned) {
   Outcome run = run_lantern(common + " --gemm-plans " + (dir / "run").string());
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_THAT(run.output, HasSubstr("pins 1 GEMM plan from " + (dir / "run" / "manifest.json").string()));
+  // generate takes the same option (two recordings with the same GEMM algorithms).
+  Outcome gen = run_lantern("generate --device cpu --quiet --ids --prompt-ids 1,2,3 --max-new-tokens 2 --model " +
+                            model.string() + " --gemm-plans " + (dir / "run").string());
+  ASSERT_EQ(gen.status, 0) << gen.output;
+  EXPECT_THAT(gen.output, HasSubstr("pins 1 GEMM plan from " + (dir / "run" / "manifest.json").string()));
+  write_json(dir / "none.json", nlohmann::json{{"points", nlohmann::json::array()}});
+  Outcome bad = run_lantern("generate --device cpu --quiet --prompt-ids 1,2,3 --model " + model.string() +
+                            " --gemm-plans " + (dir / "none.json").string());
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("no gemm_plans array"));
 }
 
 }  // namespace

@@ -89,6 +89,33 @@ TEST(Compare, TablesRatiosMarksAndConfigDiff) {
   EXPECT_EQ(c.config.rows[0], (std::vector<std::string>{"limits.max_seqs", "1", "4"}));
 }
 
+// The runs' GPU clocks (manifest gpu.clocks) are noted under the metrics, with a
+// warning when one ran throttled and the other did not.
+TEST(Compare, GpuClocksAreNotedAndAMismatchWarned) {
+  CompareRun a = make_run("a", {100, 102, 98}, 10, 1);
+  CompareRun b = make_run("b", {100, 101, 99}, 10, 1);
+  auto notes = [](const Comparison& c) {
+    std::string all;
+    for (const std::string& n : c.metrics.notes) all += n + "\n";
+    return all;
+  };
+  EXPECT_THAT(notes(compare_runs({a, b})), ::testing::Not(HasSubstr("GPU clocks")));  // none recorded
+  a.manifest["gpu"] = {{"clocks", {{"seconds", 2.0}, {"sm_mhz_start", 1980}, {"sm_mhz_end", 1980},
+                                    {"sm_max_mhz", 1980}, {"power_cap_ms", 0.0}, {"throttled", false}}}};
+  b.manifest["gpu"] = {{"clocks", {{"seconds", 2.0}, {"sm_mhz_start", 1980}, {"sm_mhz_end", 1860},
+                                    {"sm_max_mhz", 1980}, {"power_cap_ms", 850.0}, {"throttled", true}}}};
+  std::string n = notes(compare_runs({a, b}));
+  EXPECT_THAT(n, HasSubstr("GPU clocks: a: SM 1980 -> 1980 MHz (max 1980), power cap 0.0 ms of 2000 ms; "
+                           "b: SM 1980 -> 1860 MHz (max 1980), power cap 850.0 ms of 2000 ms (throttled)"));
+  EXPECT_THAT(n, HasSubstr("WARNING: some runs ran throttled and some did not"));
+  b.manifest["gpu"]["clocks"]["throttled"] = false;
+  EXPECT_THAT(notes(compare_runs({a, b})), ::testing::Not(HasSubstr("WARNING")));
+  b.manifest["gpu"]["clocks"] = {{"error", "no NVML"}};
+  n = notes(compare_runs({a, b}));
+  EXPECT_THAT(n, HasSubstr("b: not read (no NVML)"));
+  EXPECT_THAT(n, ::testing::Not(HasSubstr("WARNING")));
+}
+
 // Graph-replayed decode steps record every replay of a node under the node's
 // launch id, so one launch id appears in every traced step: a call is a
 // (step, launch) pair. Here each step replays launch 7 (q_proj: two kernels,
