@@ -37,6 +37,7 @@ void manifest_summary(const RunData& run) {
     ui::kv_line("clocks", "SM " + leaf(m, {"gpu", "sm_clock_khz"}) + " kHz, memory " +
                               leaf(m, {"gpu", "memory_clock_khz"}) + " kHz, bus " + leaf(m, {"gpu", "memory_bus_bits"}) +
                               " bit");
+  if (const std::string c = run_clocks_line(m); !c.empty()) ui::kv_line("clocks in run", c);
   ui::kv_line("driver / CUDA", leaf(m, {"versions", "cuda_driver"}) + " / runtime " +
                                    leaf(m, {"versions", "cuda_runtime"}) + ", cuBLAS " + leaf(m, {"versions", "cublas"}));
   ui::kv_line("commit", leaf(m, {"git", "commit"}).substr(0, 12) +
