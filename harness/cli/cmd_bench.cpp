@@ -179,8 +179,12 @@ Point BenchRun::measure(int batch, int prompt_len) {
   engine.take_finished();
   Point pt;
   if (before) {
+    harness::GpuClockDelta sampled;
+    if (sampler) sampler->stop(sampled);  // first: its thread's NVML reads end before the closing one
     pt.clocks = harness::clock_delta(*before, clocks->read());
-    if (sampler) sampler->stop(*pt.clocks);
+    pt.clocks->sm_samples = sampled.sm_samples;
+    pt.clocks->sm_mean_mhz = sampled.sm_mean_mhz;
+    pt.clocks->sm_min_mhz = sampled.sm_min_mhz;
   }
   pt.batch = batch;
   pt.prompt_len = prompt_len;
