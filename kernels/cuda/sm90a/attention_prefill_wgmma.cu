@@ -41,6 +41,36 @@ namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 
+// Phase stamps for scripts/probe/af_phases.cu (that probe includes this file
+// with LANTERN_AF_PROBE defined; in the library build they compile to nothing):
+// %globaltimer per block (thread 0 of warpgroup 0 unless said) at entry, after
+// the PDL wait and the sequence's bounds, after the barrier init, at Q full,
+// at the first key tile full, after warpgroup 0's and warpgroup 1's last tile
+// (their thread 0), after the merge barrier and at exit; then the SM id and
+// the block's key tiles.
+#ifdef LANTERN_AF_PROBE
+__device__ unsigned long long g_af_probe[4096][12];
+#define AF_STAMP(slot)                                                                            \
+  do {                                                                                           \
+    unsigned long long t_;                                                                       \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                       \
+    const unsigned b_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);          \
+    if (b_ < 4096) g_af_probe[b_][slot] = t_;                                                   \
+  } while (0)
+#define AF_PUT(slot, v)                                                                           \
+  do {                                                                                           \
+    const unsigned b_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);          \
+    if (b_ < 4096) g_af_probe[b_][slot] = (v);                                                  \
+  } while (0)
+#else
+#define AF_STAMP(slot) \
+  do {                 \
+  } while (0)
+#define AF_PUT(slot, v) \
+  do {                  \
+  } while (0)
+#endif
+
 constexpr int kAfHd = 64;                        // head_dim
 constexpr int kAfRows = 64;                      // query rows per block
 constexpr int kAfKeys = 64;                      // keys per tile
@@ -208,10 +238,12 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
   uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + AfShape<NW>::kBarOffset);
   uint64_t* full = q_full + 1;  // [warpgroup][stage]
   const int seq = blockIdx.z, head = blockIdx.y, kv_head = head / group;
+  if (threadIdx.x == 0) AF_STAMP(0);
   grid_dependency_wait();  // seq_starts, q, k and v come from earlier kernels
   trigger_dependents();
   const int first = seq_starts[seq], len = seq_starts[seq + 1] - first;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kAfRows;  // heaviest (last) tiles start first
+  if (threadIdx.x == 0) AF_STAMP(1);
   if (q0 >= len) return;
   const int wg = threadIdx.x / 128, wtid = threadIdx.x % 128, lane = threadIdx.x % kWarp;
   const int n_tiles = (min(len, q0 + kAfRows) + kAfKeys - 1) / kAfKeys;  // causal: keys up to the last row
@@ -222,6 +254,7 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
     fence_barrier_init();
   }
   __syncthreads();
+  if (threadIdx.x == 0) AF_STAMP(2);
   unsigned char* ring = smem + kAfTileBytes + size_t(wg) * kAfRingBytes;
   uint64_t* my_full = full + wg * kAfStages;
   auto load_tile = [&](int i) {  // this warpgroup's i-th tile into stage i % kAfStages
@@ -246,10 +279,12 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
   st.l[0] = st.l[1] = 0.0f;
   const int row_a = q0 + (wtid / kWarp) * 16 + lane / 4;  // this thread's rows: row_a, row_a + 8
   if (mine > 0) mbar_wait(q_full, 0);
+  if (threadIdx.x == 0) AF_STAMP(3);
   const unsigned q_at = smem_u32(smem), ring_at = smem_u32(ring);
   for (int i = 0; i < mine; ++i) {
     const int slot = i % kAfStages, kv0 = (wg + i * NW) * kAfKeys;
     mbar_wait(&my_full[slot], unsigned((i / kAfStages) & 1));
+    if (threadIdx.x == 0 && i == 0) AF_STAMP(4);
     const unsigned k_at = ring_at + unsigned(slot) * kAfStageBytes;
     const bool needs_mask = kv0 + kAfKeys > q0 || kv0 + kAfKeys > len;
     af_step(st, q_at, k_at, k_at + kAfTileBytes, kv0, row_a, len, needs_mask, scale_log2, lane);
@@ -259,12 +294,23 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
     }
   }
 
+  if (wtid == 0 && wg < 2) AF_STAMP(5 + wg);
   // Merge: warpgroups 1.. leave their states in their own (drained) rings;
   // warpgroup 0 merges them into its own and stores the rows.
   if (wg > 0) af_leave_state(st, reinterpret_cast<float*>(ring), wtid);
   __syncthreads();
+  if (threadIdx.x == 0) AF_STAMP(7);
   if (wg == 0)
     af_merge_store<NW>(st, smem + kAfTileBytes, wtid, lane, row_a, len, out, first, head, q_stride);
+#ifdef LANTERN_AF_PROBE
+  if (threadIdx.x == 0) {
+    AF_STAMP(8);
+    unsigned smid_;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));
+    AF_PUT(9, smid_);
+    AF_PUT(10, n_tiles);
+  }
+#endif
 }
 
 // LANTERN_PREFILL_WGS=2|4 forces the warpgroups per block (read once; an
