@@ -154,18 +154,24 @@ void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, siz
     std::printf("  (no kernel records)\n");
     return;
   }
-  std::printf("  %-28s %-28s %8s %10s %6s %10s %9s %9s %7s  %-11s %-9s %4s %6s %-15s\n", "name",
-              "family.variant", "calls", "total ms", "share", "mean us", "GB/s", "TFLOP/s", "%roof",
-              "grid", "block", "regs", "smem", "occupancy");
+  std::printf("  %-28s %-28s %8s %10s %6s %10s %6s %10s %9s %9s %7s  %-11s %-9s %4s %6s %-15s\n", "name",
+              "family.variant", "calls", "total ms", "share", "wall ms", "wall", "mean us", "GB/s", "TFLOP/s",
+              "%roof", "grid", "block", "regs", "smem", "occupancy");
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const runfmt::TimeSummary& s = rows[i];
     std::string fv = s.family.empty() ? "-" : s.family + "." + s.variant_name;
-    std::printf("  %-28.28s %-28.28s %8lld %10.3f %5.1f%% %10.2f %9s %9s %7s  %s\n", s.key.c_str(),
-                fv.c_str(), static_cast<long long>(s.rows), s.total_us / 1e3, 100 * s.share,
-                s.mean_us, opt_num(s.gb_per_s, "%.1f").c_str(),
+    std::printf("  %-28.28s %-28.28s %8lld %10.3f %5.1f%% %10.3f %5.1f%% %10.2f %9s %9s %7s  %s\n", s.key.c_str(),
+                fv.c_str(), static_cast<long long>(s.rows), s.total_us / 1e3, 100 * s.share, s.wall_us / 1e3,
+                100 * s.wall_share, s.mean_us, opt_num(s.gb_per_s, "%.1f").c_str(),
                 opt_num(s.tflop_per_s, "%.2f").c_str(), opt_num(s.pct_roofline, "%.1f").c_str(),
                 launch_columns(s).c_str());
   }
+  double wall = 0;
+  for (const runfmt::TimeSummary& s : rows) wall += s.wall_us;
+  const double idle = runfmt::idle_in_steps_us(kernels, phase);
+  std::printf("  (wall: each kernel's end past the latest end before it in its step -- what removing the work "
+              "would save where launches overlap (PDL); busy %.3f ms, idle between kernels inside steps %.3f ms)\n",
+              wall / 1e3, idle / 1e3);
   if (std::any_of(rows.begin(), rows.end(), [](const auto& s) { return s.launch_config.known(); }))
     std::printf("  (grid, block, regs/thread, smem/block, occupancy and its limit: the launch with the "
                 "most time; * more than one launch configuration)\n");

@@ -10,6 +10,7 @@
 
 #include "kernels/base/errors.h"
 #include "harness/experiment/serving.h"
+#include "harness/runfmt/summary.h"
 #include "harness/runfmt/kernels_csv.h"
 
 namespace lantern::experiment {
@@ -100,18 +101,16 @@ struct KernelStats {
   int reps = 0, reps_traced = 0;  // repetitions, and those with kernel rows
 };
 
-// One step's kernels (any order) onto its critical path: sorted by start, each
-// charged only the time it adds past the latest end before it, per op; the
-// step's span (first start to last end) under "(step span)".
+// One step's kernels (any order) onto its critical path (runfmt::path_shares):
+// each charged the time it adds past the latest end before it, the idle gap
+// before it included, per op; the step's span under "(step span)".
 void charge_critical_path(std::vector<const runfmt::KernelRow*>& rows, std::map<std::string, double>& path_us) {
-  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
-  double latest = rows.front()->start_us;
-  for (const runfmt::KernelRow* r : rows) {
-    const double stop = r->start_us + r->dur_us;
-    path_us[r->op.empty() ? "(unattributed)" : r->op] += std::max(0.0, stop - latest);
-    latest = std::max(latest, stop);
+  double span = 0;
+  for (const runfmt::PathShare& p : runfmt::path_shares(rows)) {
+    path_us[p.row->op.empty() ? "(unattributed)" : p.row->op] += p.busy_us + p.gap_before_us;
+    span += p.busy_us + p.gap_before_us;
   }
-  path_us["(step span)"] += latest - rows.front()->start_us;
+  path_us["(step span)"] += span;
 }
 
 KernelStats kernel_stats(const CompareRun& run) {

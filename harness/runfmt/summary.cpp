@@ -23,7 +23,37 @@ void set_main_launch(TimeSummary& s,
   s.occupancy = main->occupancy;
 }
 
+// The rows (phase-filtered) by (device, step), for path_shares.
+std::map<std::pair<int, int64_t>, std::vector<const KernelRow*>> by_step(const std::vector<KernelRow>& rows,
+                                                                        const std::string& phase) {
+  std::map<std::pair<int, int64_t>, std::vector<const KernelRow*>> steps;
+  for (const KernelRow& r : rows)
+    if (phase.empty() || r.phase == phase) steps[{r.device, r.step}].push_back(&r);
+  return steps;
+}
+
 }  // namespace
+
+std::vector<PathShare> path_shares(std::vector<const KernelRow*>& rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
+  std::vector<PathShare> out;
+  out.reserve(rows.size());
+  double latest = rows.empty() ? 0 : rows.front()->start_us;
+  for (const KernelRow* r : rows) {
+    const double stop = r->start_us + r->dur_us;
+    out.push_back({r, std::max(0.0, stop - std::max(latest, r->start_us)), std::max(0.0, r->start_us - latest)});
+    latest = std::max(latest, stop);
+  }
+  return out;
+}
+
+double idle_in_steps_us(const std::vector<KernelRow>& rows, const std::string& phase) {
+  double idle = 0;
+  for (auto& [device_step, step_rows] : by_step(rows, phase))
+    if (device_step.second >= 0)
+      for (const PathShare& p : path_shares(step_rows)) idle += p.gap_before_us;
+  return idle;
+}
 
 std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy by,
                                    const std::string& phase) {
@@ -33,12 +63,21 @@ std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy b
     std::map<LaunchConfig, std::pair<double, const KernelRow*>> configs;  // -> (time, a row)
   };
   std::map<std::tuple<std::string, std::string, std::string>, Acc> groups;
-  double total = 0;
+  auto id_of = [by](const KernelRow& r) {
+    std::string key = by == GroupBy::op ? (r.op.empty() ? "(unattributed)" : r.op) : r.kernel;
+    return by == GroupBy::op ? std::make_tuple(key, r.family, r.variant_name)
+                             : std::make_tuple(key, std::string(), std::string());
+  };
+  double total = 0, wall_total = 0;
+  for (auto& [_, step_rows] : by_step(rows, phase))
+    for (const PathShare& p : path_shares(step_rows)) {
+      groups[id_of(*p.row)].s.wall_us += p.busy_us;
+      wall_total += p.busy_us;
+    }
   for (const KernelRow& r : rows) {
     if (!phase.empty() && r.phase != phase) continue;
-    std::string key = by == GroupBy::op ? (r.op.empty() ? "(unattributed)" : r.op) : r.kernel;
-    auto id = by == GroupBy::op ? std::make_tuple(key, r.family, r.variant_name)
-                                : std::make_tuple(key, std::string(), std::string());
+    const auto id = id_of(r);
+    const std::string& key = std::get<0>(id);
     Acc& a = groups[id];
     a.s.key = key;
     if (by == GroupBy::op) {
@@ -68,6 +107,7 @@ std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy b
     TimeSummary s = a.s;
     s.mean_us = s.rows ? s.total_us / s.rows : 0;
     s.share = total > 0 ? s.total_us / total : 0;
+    s.wall_share = wall_total > 0 ? s.wall_us / wall_total : 0;
     if (s.total_us > 0 && s.bytes > 0) s.gb_per_s = s.bytes / (s.total_us * 1e-6) / 1e9;
     if (s.total_us > 0 && s.flops > 0) s.tflop_per_s = s.flops / (s.total_us * 1e-6) / 1e12;
     if (a.roofline_covered_us > 0) s.pct_roofline = a.roofline_us / a.roofline_covered_us * 100.0;

@@ -15,6 +15,12 @@ struct TimeSummary {
   int64_t rows = 0;           // kernels (cupti) or op calls (host)
   double total_us = 0, mean_us = 0;
   double share = 0;           // of the total time of the rows summarised
+  // The group's time on its steps' busy path (path_shares: each row's end past
+  // the latest end before it in its step on its device) and its share of the
+  // summed path time. With programmatic dependent launch a kernel starts while
+  // its predecessor drains, so durations overlap and total_us overstates what
+  // removing the group's work would save; wall_us does not.
+  double wall_us = 0, wall_share = 0;
   double bytes = 0, flops = 0;
   std::optional<double> gb_per_s, tflop_per_s, pct_roofline;
   // The launch configuration that took most of the group's time and its
@@ -26,6 +32,22 @@ struct TimeSummary {
 };
 
 enum class GroupBy { op, kernel };
+
+// One step's rows on one device (any order; sorted in place by start): each
+// row's busy share -- its end minus the later of its start and the latest end
+// before it (0 when it ends inside an earlier row) -- and the idle gap before
+// it (its start past the latest end before it; 0 for the first). Shares plus
+// gaps add up to the span from the first start to the last end; shares alone
+// to the busy time.
+struct PathShare {
+  const KernelRow* row;
+  double busy_us, gap_before_us;
+};
+std::vector<PathShare> path_shares(std::vector<const KernelRow*>& rows);
+
+// The idle time inside steps of the rows summarize() would take (same phase
+// filter): the sum of path_shares' gaps over every (device, step >= 0).
+double idle_in_steps_us(const std::vector<KernelRow>& rows, const std::string& phase = "");
 
 // Rows grouped by op (with its family/variant) or by kernel name, sorted by
 // total time, largest first. `phase` filters ("" = all phases).

@@ -170,6 +170,34 @@ TEST_F(InspectCli, TopTableShowsLaunchConfigAndOccupancy) {
   EXPECT_THAT(out, HasSubstr("64x2        256         64   3.0K 12.1% grid"));
 }
 
+// With PDL a kernel starts while its predecessor drains: the "wall" columns
+// charge each op only the time it adds past the latest end before it in its
+// step, and the footnote says the steps' busy and idle time.
+TEST_F(InspectCli, WallColumnsChargeOverlappedKernelsOnce) {
+  auto dir = record("wall", testing::Plan::seed, 1);
+  std::stringstream csv;
+  csv << std::ifstream(dir / "kernels.csv").rdbuf();
+  auto rows = runfmt::parse_kernels_csv(csv.str());
+  ASSERT_FALSE(rows.empty());
+  auto make = [&](const char* op, double start, double dur) {
+    runfmt::KernelRow k = rows.front();
+    k.op = op, k.step = 0, k.phase = "prefill", k.start_us = start, k.dur_us = dur, k.device = 0;
+    return k;
+  };
+  // gemm_a 0..1000, its successor 800..1300 (300 us past a's end), then 200 us idle and
+  // swiglu_c 1500..1700.
+  runfmt::write_kernels_csv(dir / "kernels.csv",
+                            {make("gemm_a", 0, 1000), make("attn_b", 800, 500), make("swiglu_c", 1500, 200)});
+  auto [status, out] = lantern("inspect " + dir.string() + " --phase prefill");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("total ms  share    wall ms   wall"));
+  // totals 1000 / 500 / 200 us (58.8 / 29.4 / 11.8 %); wall 1000 / 300 / 200 (66.7 / 20.0 / 13.3 %)
+  EXPECT_THAT(out, ::testing::ContainsRegex("attn_b +\\S+ +1 +0\\.500 +29\\.4% +0\\.300 +20\\.0%"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("gemm_a +\\S+ +1 +1\\.000 +58\\.8% +1\\.000 +66\\.7%"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("swiglu_c +\\S+ +1 +0\\.200 +11\\.8% +0\\.200 +13\\.3%"));
+  EXPECT_THAT(out, HasSubstr("busy 1.500 ms, idle between kernels inside steps 0.200 ms"));
+}
+
 // Hostile-input probe (issue 15): inspect without --check used to accept a
 // truncated trace.json and a header-only kernels.csv silently.
 TEST_F(InspectCli, TruncatedTraceAndEmptyKernelsAreNotSilent) {
