@@ -160,7 +160,10 @@ inline void expect_logits_match(const std::vector<std::vector<float>>& got,
 }
 
 // Three requests with random prompts of 5, 9 and 13 ids, 8 new tokens each
-// (no EOS stop); the last sampled (temperature 0.9, seed 7) when `sample_last`.
+// (no EOS stop); the last sampled (temperature 0.9, top 20, seed 7) when
+// `sample_last`. Top 20: the ranks sum in another order, so their logits differ
+// in the last bits, and a draw deep in the whole vocabulary's flat tail can
+// pick a neighbouring token (tests/harness/tp_cli_test.cpp, requests_file).
 inline std::vector<Request> three_requests(int vocab, bool sample_last) {
   std::vector<Request> reqs;
   for (int i = 0; i < 3; ++i) {
@@ -170,6 +173,7 @@ inline std::vector<Request> three_requests(int vocab, bool sample_last) {
     r.stop_at_eos = false;
     if (sample_last && i == 2) {
       r.sampling.temperature = 0.9f;
+      r.sampling.top_k = 20;
       r.sampling.seed = 7;
     }
     reqs.push_back(r);

@@ -68,6 +68,12 @@ Outcome run_tp(const std::string& args) {
 }
 
 // Random prompts, sampled and greedy, so the tokens differ request to request.
+// The sampled ones draw from the top 20: tensor parallelism sums in another
+// order, so its logits differ from one process's in the last bits (~5e-6 on
+// the tiny model), and an inverse-CDF draw over the whole vocabulary lands deep
+// in a flat tail (rank ~1700 at temperature 0.9) where neighbouring logits are
+// closer than that -- the token at the drawn rank then legitimately differs
+// (seed 3184572474 did). The top 20 logits are ~0.1 apart.
 fs::path requests_file() {
   fs::path f = test::scratch_dir("tp-cli-requests") / "requests.jsonl";
   std::ofstream out(f);
@@ -79,6 +85,7 @@ fs::path requests_file() {
     r["ignore_eos"] = true;
     if (i > 0) {
       r["temperature"] = 0.9;
+      r["top_k"] = 20;
       r["seed"] = 100 + i;
     }
     out << r.dump() << "\n";
