@@ -1,6 +1,8 @@
 // Kernel statistics panel: per op, per family.variant or per kernel name:
-// count, total, mean, p50, p99, GB/s, TFLOP/s, % of roofline and share of
-// step time; sortable columns and a filter box (viz/model/kernel_stats.h).
+// count, total, mean, p50, p99, GB/s, TFLOP/s, % of roofline, share of step
+// time and wall time (each kernel's end past the latest end before it in its
+// step: what removing the work would save where launches overlap); sortable
+// columns and a filter box (viz/model/kernel_stats.h).
 #include <cmath>
 
 #include "viz/ui.h"
@@ -14,7 +16,7 @@ const char* kPhases[] = {"all phases", "prefill", "decode", "mixed"};
 const StatsColumn kColumns[] = {StatsColumn::key,   StatsColumn::key,      StatsColumn::count,
                                 StatsColumn::total, StatsColumn::mean,     StatsColumn::p50,
                                 StatsColumn::p99,   StatsColumn::gb_per_s, StatsColumn::tflop_per_s,
-                                StatsColumn::pct_roofline, StatsColumn::share};
+                                StatsColumn::pct_roofline, StatsColumn::share, StatsColumn::wall};
 }  // namespace
 
 void View::jump_to_group(const std::string& key) {
@@ -56,6 +58,7 @@ void setup_kernel_columns(int group) {
   ImGui::TableSetupColumn("TFLOP/s", ImGuiTableColumnFlags_PreferSortDescending, 0, 8);
   ImGui::TableSetupColumn("% roofline", ImGuiTableColumnFlags_PreferSortDescending, 0, 9);
   ImGui::TableSetupColumn("% of step", ImGuiTableColumnFlags_PreferSortDescending, 0, 10);
+  ImGui::TableSetupColumn("wall ms", ImGuiTableColumnFlags_PreferSortDescending, 0, 11);
   ImGui::TableHeadersRow();
 }
 
@@ -91,6 +94,11 @@ bool kernel_row(const KernelStat& s, int i) {
   number_cell(s.tflop_per_s, "%.3g");
   number_cell(s.pct_roofline, "%.3g");
   number_cell(s.share_of_steps * 100, "%.1f");
+  number_cell(s.wall_us / 1e3, "%.3f");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%.1f%% of the kernels' wall time: each kernel's end past the latest end before it in its "
+                      "step, so overlapping (PDL) launches are charged once",
+                      100 * s.wall_share);
   return clicked;
 }
 
@@ -135,7 +143,7 @@ void View::draw_kernels() {
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable |
                                 ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX;
-  if (!ImGui::BeginTable("##kernels", 11, flags)) return;
+  if (!ImGui::BeginTable("##kernels", 12, flags)) return;
   setup_kernel_columns(ker_.group);
   if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs())
     if ((specs->SpecsDirty || ker_.resort) && specs->SpecsCount > 0) {

@@ -34,16 +34,29 @@ std::map<std::pair<int, int64_t>, std::vector<const KernelRow*>> by_step(const s
 
 }  // namespace
 
-std::vector<PathShare> path_shares(std::vector<const KernelRow*>& rows) {
-  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
-  std::vector<PathShare> out;
-  out.reserve(rows.size());
-  double latest = rows.empty() ? 0 : rows.front()->start_us;
-  for (const KernelRow* r : rows) {
-    const double stop = r->start_us + r->dur_us;
-    out.push_back({r, std::max(0.0, stop - std::max(latest, r->start_us)), std::max(0.0, r->start_us - latest)});
+void interval_shares(const std::vector<double>& start_us, const std::vector<double>& dur_us,
+                     std::vector<size_t>& order, std::vector<double>& busy, std::vector<double>& gap) {
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start_us[a] < start_us[b]; });
+  if (busy.size() < start_us.size()) busy.resize(start_us.size());  // grown once by a caller's loop
+  if (gap.size() < start_us.size()) gap.resize(start_us.size());
+  double latest = order.empty() ? 0 : start_us[order.front()];
+  for (size_t i : order) {
+    const double start = start_us[i], stop = start + dur_us[i];
+    busy[i] = std::max(0.0, stop - std::max(latest, start));
+    gap[i] = std::max(0.0, start - latest);
     latest = std::max(latest, stop);
   }
+}
+
+std::vector<PathShare> path_shares(std::vector<const KernelRow*>& rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
+  std::vector<double> start(rows.size()), dur(rows.size()), busy, gap;
+  std::vector<size_t> order(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) start[i] = rows[i]->start_us, dur[i] = rows[i]->dur_us, order[i] = i;
+  interval_shares(start, dur, order, busy, gap);
+  std::vector<PathShare> out;
+  out.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) out.push_back({rows[i], busy[i], gap[i]});
   return out;
 }
 

@@ -45,6 +45,14 @@ struct PathShare {
 };
 std::vector<PathShare> path_shares(std::vector<const KernelRow*>& rows);
 
+// The same rule on bare intervals (the viewer's columnar index): `order`
+// holds indices into start_us / dur_us and is stable-sorted by start in place;
+// busy[i] and gap[i] receive each interval's share and the idle gap before it
+// for the i in `order` (the vectors are grown to start_us's size when smaller;
+// other entries are left as they were, so one pair serves many timelines).
+void interval_shares(const std::vector<double>& start_us, const std::vector<double>& dur_us,
+                     std::vector<size_t>& order, std::vector<double>& busy, std::vector<double>& gap);
+
 // The idle time inside steps of the rows summarize() would take (same phase
 // filter): the sum of path_shares' gaps over every (device, step >= 0).
 double idle_in_steps_us(const std::vector<KernelRow>& rows, const std::string& phase = "");

@@ -143,6 +143,8 @@ SyntheticRunInfo write_synthetic_run(const std::filesystem::path& dir, const Syn
       k.source = "cupti";
       k.stream = 7 + static_cast<int>(k.launch % o.streams);
       k.start_us = t + 0.6;
+      if (o.pdl_overlap > 0 && k.launch % 3 == 2 && !rows.empty() && rows.back().step == step)
+        k.start_us = rows.back().start_us + rows.back().dur_us * (1 - o.pdl_overlap);
       k.dur_us = dur;
       k.bytes = op.bytes;
       k.flops = op.flops;

@@ -17,6 +17,9 @@ struct SyntheticRunOptions {
   int sequences = 8;        // concurrent sequences (KV owners)
   bool op_ranges = true;    // host op ranges too (eager launches; false: graph replays)
   bool timeline_index = true;  // write timeline.bin
+  // Programmatic-dependent-launch-like overlap: every third kernel starts this
+  // share of the previous kernel's duration before that one ends (0: none).
+  double pdl_overlap = 0;
   uint64_t seed = 1;
 };
 

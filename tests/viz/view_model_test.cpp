@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/runfmt/summary.h"
+
 #include "harness/runfmt/run_dir.h"
 #include "tests/test_util.h"
 #include "tests/viz/synthetic_run.h"
@@ -177,6 +179,7 @@ TEST(KernelStats, GroupsSortsAndFiltersAgainstAHandComputedReference) {
   test::SyntheticRunOptions o;
   o.kernels = 500;
   o.layers = 2;
+  o.pdl_overlap = 0.4;  // every third kernel starts under its predecessor's last 40 %
   test::write_synthetic_run(dir, o);
   RunData run = load_run(dir);
   auto stats = kernel_stats(run, StatsGroup::op);
@@ -200,6 +203,22 @@ TEST(KernelStats, GroupsSortsAndFiltersAgainstAHandComputedReference) {
   }
   EXPECT_GT(share_sum, 0.5);  // kernels cover most of each step (host gaps between them)
   EXPECT_LE(share_sum, 1.0);
+  // Wall time: the same per op as runfmt::summarize computes from kernels.csv's rows.
+  std::map<std::string, double> ref_wall;
+  for (const runfmt::TimeSummary& t : runfmt::summarize(ref.kernels, runfmt::GroupBy::op)) ref_wall[t.key] = t.wall_us;
+  double wall_share_sum = 0;
+  for (const KernelStat& s : stats) {
+    EXPECT_NEAR(s.wall_us, ref_wall.at(s.key), 1e-6) << s.key;
+    EXPECT_LE(s.wall_us, s.total_us + 1e-9) << s.key;
+    wall_share_sum += s.wall_share;
+  }
+  EXPECT_NEAR(wall_share_sum, 1.0, 1e-9);
+  double wall_sum = 0;
+  for (const KernelStat& s : stats) wall_sum += s.wall_us;
+  EXPECT_LT(wall_sum, total * 0.97) << "the overlapped starts are charged once";
+  auto by_wall = stats;
+  sort_stats(by_wall, StatsColumn::wall, false);
+  for (size_t i = 1; i < by_wall.size(); ++i) EXPECT_GE(by_wall[i - 1].wall_us, by_wall[i].wall_us);
   for (size_t i = 1; i < stats.size(); ++i) EXPECT_GE(stats[i - 1].total_us, stats[i].total_us);
   sort_stats(stats, StatsColumn::mean, true);
   for (size_t i = 1; i < stats.size(); ++i) EXPECT_LE(stats[i - 1].mean_us, stats[i].mean_us);

@@ -4,8 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <unordered_map>
+
+#include "harness/runfmt/summary.h"
 
 namespace lantern::view {
 
@@ -52,7 +55,8 @@ double percentile(std::vector<double>& values, double p) {
 std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const std::string& phase) {
   const runfmt::IndexTable* k = run.index.find("kernels");
   auto dur = fcol(k, "dur_us"), bytes = fcol(k, "bytes"), flops = fcol(k, "flops"),
-       pct = fcol(k, "pct_roofline");
+       pct = fcol(k, "pct_roofline"), starts = fcol(k, "start_us");
+  auto devices = icol(k, "device");
   auto op = icol(k, "op"), family = icol(k, "family"), variant_name = icol(k, "variant_name"),
        kernel = icol(k, "kernel"), phases = icol(k, "phase"), steps = icol(k, "step");
   if (!k || !dur) return {};
@@ -64,6 +68,8 @@ std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const st
     double roof_us = 0, roof_covered_us = 0;
   };
   std::unordered_map<std::string, Acc> groups;
+  std::vector<std::string> key_of(k->rows);  // each kept row's group, for the wall times
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> timelines;  // (device, step) -> rows
   for (size_t r = 0; r < k->rows; ++r) {
     if (!phase.empty() && (!phases || run.str((*phases)[r]) != phase)) continue;
     std::string fv = run.str(family ? (*family)[r] : -1);
@@ -75,6 +81,8 @@ std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const st
       case StatsGroup::kernel: key = run.str(kernel ? (*kernel)[r] : -1); break;
     }
     if (key.empty()) key = "(unattributed)";
+    key_of[r] = key;
+    timelines[{devices ? (*devices)[r] : 0, steps ? (*steps)[r] : -1}].push_back(r);
     Acc& a = groups[key];
     a.s.key = key;
     a.variants.insert(fv);
@@ -88,6 +96,14 @@ std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const st
       a.roof_covered_us += (*dur)[r];
     }
     if (steps) a.steps.insert((*steps)[r]);
+  }
+  double wall_total = 0;
+  if (starts) {
+    std::vector<double> busy, gap;
+    for (auto& [_, rows] : timelines) {
+      runfmt::interval_shares(*starts, *dur, rows, busy, gap);
+      for (size_t r : rows) groups[key_of[r]].s.wall_us += busy[r], wall_total += busy[r];
+    }
   }
   const auto step_us = step_durations(run);
   double all_rows_us = 0;
@@ -109,6 +125,7 @@ std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const st
       if (auto it = step_us.find(st); it != step_us.end()) steps_us += it->second;
     const double denominator = steps_us > 0 ? steps_us : all_rows_us;
     s.share_of_steps = denominator > 0 ? s.total_us / denominator : 0;
+    s.wall_share = wall_total > 0 ? s.wall_us / wall_total : 0;
     out.push_back(std::move(s));
   }
   sort_stats(out, StatsColumn::total, false);
@@ -127,6 +144,7 @@ void sort_stats(std::vector<KernelStat>& stats, StatsColumn column, bool ascendi
       case StatsColumn::tflop_per_s: return s.tflop_per_s;
       case StatsColumn::pct_roofline: return s.pct_roofline;
       case StatsColumn::share: return s.share_of_steps;
+      case StatsColumn::wall: return s.wall_us;
       case StatsColumn::key: return 0;
     }
     return 0;
