@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where the wg_flash prefill attention spends its time, on the H200, in one call
 # (docs/performance.md, session 29). Builds lantern_kernels there, then the probe
-# (scripts/probe/build-af-probe.sh), and runs:
+# (scripts/probe/build-probe.sh af_phases), and runs:
 #   probe: per-block phase stamps at 512 tokens (warm, chain, cold) and 2048 (warm);
 #          LANTERN_PREFILL_WGS=4 too
 #   ncu:   Nsight Compute's launch, occupancy, scheduler and warp-state sections of one
@@ -13,7 +13,7 @@ OUT=${OUT:-/tmp/af-out}; mkdir -p "$OUT"
 STAGES=("$@"); [[ ${#STAGES[@]} -eq 0 ]] && STAGES=(probe ncu)
 t0=$(date +%s)
 bash scripts/device-build.sh lantern_kernels > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-B=build/gpu-machine bash scripts/probe/build-af-probe.sh >> "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+B=build/gpu-machine bash scripts/probe/build-probe.sh af_phases >> "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 P=build/probe/af_phases
 for s in "${STAGES[@]}"; do

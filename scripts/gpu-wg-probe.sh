@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where gemm.8's wgmma kernel spends its time, on the H200, in one call (docs/performance.md,
-# session 22). Needs the probe built on the development machine (scripts/probe/build-wg-probe.sh)
+# session 22). Needs the probe built on the development machine (scripts/probe/build-probe.sh wg_phases)
 # and carried as $PROBE (default build/carry/probe/wg_phases); bench_kernels as $B/bench.
 #   bash scripts/gpu-wg-probe.sh [probe|splits|ncu ...]   (default: probe splits ncu)
 #   probe:  per-block phase stamps (entry, PDL wait, first full stage, last wgmma, tile barrier,

@@ -38,7 +38,7 @@ for st in $stages; do
         env $kv timeout 100 $T --gtest_filter='GateUpSwigluGpu.*:GemmGpu.Wgmma*:BatchGemmGpu.Wide*' > "$log" 2>&1
         echo "$kv tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|^\[  FAILED" "$log" | tail -3
       done ;;
-    probe)  # phase stamps of the wgmma kernel (build/probe/wg_phases: scripts/probe/build-wg-probe.sh)
+    probe)  # phase stamps of the wgmma kernel (build/probe/wg_phases: scripts/probe/build-probe.sh wg_phases)
       P=${PROBE:-build/carry/probe/wg_phases}
       $P gate_up/128 gate_up/256 gate_up/512 > "$OUT/probe.log" 2>&1
       grep -E "^==|last_mma|first_full|reduced" "$OUT/probe.log" ;;

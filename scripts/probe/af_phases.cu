@@ -11,10 +11,11 @@
 //   modes: cold (256 MB L2 flush before each launch), warm (the inputs just
 //          written, as in a step), chain (three launches back to back with PDL;
 //          the last one's stamps: its blocks wait on the previous launch)
-//   build: bash scripts/probe/build-af-probe.sh; run: build/probe/af_phases [len/mode ...]
+//   build: bash scripts/probe/build-probe.sh af_phases; run: build/probe/af_phases [len/mode ...]
 //   e.g.   build/probe/af_phases 512/warm 512/chain 2048/warm
 #define LANTERN_AF_PROBE 1
 #include "kernels/cuda/sm90a/attention_prefill_wgmma.cu"
+#include "scripts/probe/probe_common.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -23,29 +24,10 @@
 #include <vector>
 
 namespace afprobe {
+using probe::fill_bf16;
+using probe::quantile;
 using namespace lantern;
 using namespace lantern::kernels;
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-
-__global__ void fill_bf16(__nv_bfloat16* p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
-    p[i] = __float2bfloat16(scale * (float(x & 0xffff) / 32768.f - 1.f));
-  }
-}
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[size_t(q * (v.size() - 1) + 0.5)];
-}
 
 constexpr int kSlots = 12, kTimeSlots = 9;
 const char* const kNames[kTimeSlots] = {"entry",      "pdl+bounds", "bar_init",   "q_full", "tile0_full",

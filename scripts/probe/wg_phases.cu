@@ -6,10 +6,11 @@
 // flush (median of 15 launches by event time) and prints, relative to the
 // earliest block's entry, the quantiles over blocks of each stamp, the block
 // count per SM and the span.
-//   build: bash scripts/probe/build-wg-probe.sh; run: build/probe/wg_phases [shape ...]
+//   build: bash scripts/probe/build-probe.sh wg_phases; run: build/probe/wg_phases [shape ...]
 //   shapes: qkv o gate_up down at m = 32/64/128 (gate_up also 129..4096: the wide form), e.g. o/64 gate_up/256
 #define LANTERN_WG_PROBE 1
 #include "kernels/cuda/sm90a/gemm_wgmma.cu"
+#include "scripts/probe/probe_common.cuh"
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,16 +20,10 @@
 #include <vector>
 
 namespace wgprobe {
+using probe::fill_bf16;
+using probe::quantile;
 using namespace lantern;
 using namespace lantern::kernels;
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 struct Shape {
   const char* name;
@@ -39,19 +34,6 @@ const Shape kShapes[] = {{"qkv", 3072, 2048, false},
                          {"o", 2048, 2048, false},
                          {"gate_up", 8192, 2048, true},
                          {"down", 2048, 8192, false}};
-
-__global__ void fill_bf16(__nv_bfloat16* p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
-    p[i] = __float2bfloat16(scale * (float(x & 0xffff) / 32768.f - 1.f));
-  }
-}
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[size_t(q * (v.size() - 1) + 0.5)];
-}
 
 void run(const Shape& sh, int m, void* flush, size_t flush_bytes, cudaStream_t st) {
   const int rows = sh.swiglu ? 2 * sh.n : sh.n;
