@@ -170,11 +170,33 @@ void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, siz
   for (const runfmt::TimeSummary& s : rows) wall += s.wall_us;
   const double idle = runfmt::idle_in_steps_us(kernels, phase);
   std::printf("  (wall: each kernel's end past the latest end before it in its step -- what removing the work "
-              "would save where launches overlap (PDL); busy %.3f ms, idle between kernels inside steps %.3f ms)\n",
+              "would save where launches overlap (PDL); busy %.3f ms, idle between kernels inside steps %.3f ms: "
+              "--gaps lists it by the ops around each gap)\n",
               wall / 1e3, idle / 1e3);
   if (std::any_of(rows.begin(), rows.end(), [](const auto& s) { return s.launch_config.known(); }))
     std::printf("  (grid, block, regs/thread, smem/block, occupancy and its limit: the launch with the "
                 "most time; * more than one launch configuration)\n");
+}
+
+// --gaps: the idle time inside steps by the ops around each gap.
+void print_gaps(const Run& run, const std::string& phase, size_t top) {
+  const std::vector<runfmt::GapSummary> gaps = runfmt::idle_gaps(run.kernels, phase);
+  double idle = 0;
+  for (const runfmt::GapSummary& g : gaps) idle += g.total_us;
+  std::printf("\nidle gaps inside steps (%s): %.3f ms in all, by the ops around them\n",
+              phase.empty() ? "all phases" : phase.c_str(), idle / 1e3);
+  if (gaps.empty()) {
+    std::printf("  (none: each step's kernels ran back to back or overlapped)\n");
+    return;
+  }
+  std::printf("  %-28s %-28s %8s %10s %6s %9s %9s\n", "after op", "before op", "gaps", "total ms", "share",
+              "mean us", "max us");
+  for (size_t i = 0; i < gaps.size() && i < top; ++i) {
+    const runfmt::GapSummary& g = gaps[i];
+    std::printf("  %-28.28s %-28.28s %8lld %10.3f %5.1f%% %9.2f %9.2f\n", g.before.c_str(), g.after.c_str(),
+                static_cast<long long>(g.count), g.total_us / 1e3, idle > 0 ? 100 * g.total_us / idle : 0.0,
+                g.total_us / static_cast<double>(g.count), g.max_us);
+  }
 }
 
 void print_alias(const Run& run) {
@@ -223,11 +245,11 @@ void print_memory(const Run& run) {
 }
 
 int inspect(const std::vector<std::string>& argv) {
-  Args args(argv, {"--compare", "--top", "--phase", "--by"}, {"--check", "--help"});
+  Args args(argv, {"--compare", "--top", "--phase", "--by"}, {"--check", "--gaps", "--help"});
   if (args.flag("--help") || args.positional().size() != 1) {
     std::fprintf(stderr,
                  "usage: lantern inspect RUN_DIR [--compare OTHER_RUN] [--top N] [--phase "
-                 "prefill|decode|mixed] [--by op|kernel] [--check]\n"
+                 "prefill|decode|mixed] [--by op|kernel] [--gaps] [--check]\n"
                  "  --check   also validate trace.json; exit 1 if the run has alias violations,\n"
                  "            KV or memory-map errors, dropped CUPTI records or a malformed trace\n");
     return args.flag("--help") ? 0 : 2;
@@ -251,6 +273,7 @@ int inspect(const std::vector<std::string>& argv) {
                  args.positional()[0].c_str());
   print_top(run, by_text == "op" ? runfmt::GroupBy::op : runfmt::GroupBy::kernel, phase,
             static_cast<size_t>(top));
+  if (args.flag("--gaps")) print_gaps(run, phase, static_cast<size_t>(top));
   print_communication(run);
   print_alias(run);
   print_kv(run);

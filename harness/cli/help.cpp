@@ -226,7 +226,7 @@ std::map<std::string, std::string> build() {
   h["inspect"] =
       "usage: lantern inspect RUN_DIR [--compare OTHER_RUN] [--top N] [--phase "
       "prefill|decode|mixed] "
-      "[--by op|kernel] [--check]\n"
+      "[--by op|kernel] [--gaps] [--check]\n"
       "Summarises a run directory: top ops or kernels with rates and roofline share, alias plan, "
       "KV, memory map.\n"
       "The top table's wall columns charge each kernel only its end past the latest end before it in "
@@ -236,6 +236,8 @@ std::map<std::string, std::string> build() {
       "  --top N                 rows in the top table (default 15)\n"
       "  --phase P               only steps of this phase (default: all)\n"
       "  --by op|kernel          group by op or by GPU kernel (default op)\n"
+      "  --gaps                  also list the idle time inside steps by the ops around each gap "
+      "(default: off)\n"
       "  --check                 also validate trace.json; exit 1 on violations or errors "
       "(default: off)\n"
       "  --compare OTHER_RUN     alias of `lantern compare RUN_DIR OTHER_RUN` (default: none)\n\n"

@@ -68,6 +68,29 @@ double idle_in_steps_us(const std::vector<KernelRow>& rows, const std::string& p
   return idle;
 }
 
+std::vector<GapSummary> idle_gaps(const std::vector<KernelRow>& rows, const std::string& phase) {
+  auto op_of = [](const KernelRow* r) { return r->op.empty() ? std::string("(unattributed)") : r->op; };
+  std::map<std::pair<std::string, std::string>, GapSummary> by;
+  for (auto& [device_step, step_rows] : by_step(rows, phase)) {
+    if (device_step.second < 0) continue;
+    const KernelRow* latest = nullptr;  // the row with the latest end so far
+    for (const PathShare& p : path_shares(step_rows)) {
+      if (p.gap_before_us > 0 && latest) {
+        GapSummary& g = by[{op_of(latest), op_of(p.row)}];
+        g.before = op_of(latest), g.after = op_of(p.row);
+        ++g.count;
+        g.total_us += p.gap_before_us;
+        g.max_us = std::max(g.max_us, p.gap_before_us);
+      }
+      if (!latest || p.row->start_us + p.row->dur_us > latest->start_us + latest->dur_us) latest = p.row;
+    }
+  }
+  std::vector<GapSummary> out;
+  for (auto& [_, g] : by) out.push_back(std::move(g));
+  std::stable_sort(out.begin(), out.end(), [](const GapSummary& a, const GapSummary& b) { return a.total_us > b.total_us; });
+  return out;
+}
+
 std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy by,
                                    const std::string& phase) {
   struct Acc {

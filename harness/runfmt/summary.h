@@ -57,6 +57,18 @@ void interval_shares(const std::vector<double>& start_us, const std::vector<doub
 // filter): the sum of path_shares' gaps over every (device, step >= 0).
 double idle_in_steps_us(const std::vector<KernelRow>& rows, const std::string& phase = "");
 
+// Those idle gaps grouped by the ops around them: `before` is the op of the
+// kernel whose end the gap follows (the latest end so far), `after` the op of
+// the kernel that ends it. Sorted by total time, largest first. What a gap
+// means: the GPU waited -- for the host (eager launches), for a graph launch,
+// or between a graph's nodes.
+struct GapSummary {
+  std::string before, after;
+  int64_t count = 0;
+  double total_us = 0, max_us = 0;
+};
+std::vector<GapSummary> idle_gaps(const std::vector<KernelRow>& rows, const std::string& phase = "");
+
 // Rows grouped by op (with its family/variant) or by kernel name, sorted by
 // total time, largest first. `phase` filters ("" = all phases).
 std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy by,

@@ -196,6 +196,11 @@ TEST_F(InspectCli, WallColumnsChargeOverlappedKernelsOnce) {
   EXPECT_THAT(out, ::testing::ContainsRegex("gemm_a +\\S+ +1 +1\\.000 +58\\.8% +1\\.000 +66\\.7%"));
   EXPECT_THAT(out, ::testing::ContainsRegex("swiglu_c +\\S+ +1 +0\\.200 +11\\.8% +0\\.200 +13\\.3%"));
   EXPECT_THAT(out, HasSubstr("busy 1.500 ms, idle between kernels inside steps 0.200 ms"));
+  EXPECT_THAT(out, Not(HasSubstr("idle gaps inside steps")));
+  auto [gaps_status, gaps] = lantern("inspect " + dir.string() + " --phase prefill --gaps");
+  EXPECT_EQ(gaps_status, 0) << gaps;
+  EXPECT_THAT(gaps, HasSubstr("idle gaps inside steps (prefill): 0.200 ms in all"));
+  EXPECT_THAT(gaps, ::testing::ContainsRegex("attn_b +swiglu_c +1 +0\\.200 +100\\.0% +200\\.00 +200\\.00"));
 }
 
 // Hostile-input probe (issue 15): inspect without --check used to accept a

@@ -74,6 +74,26 @@ TEST(PathShares, StepsAndDevicesAreSeparate) {
   EXPECT_DOUBLE_EQ(idle_in_steps_us(rows, "decode"), 0);
 }
 
+// Gaps are keyed by the op whose end they follow (the latest end so far, not
+// the latest start) and the op that ends them.
+TEST(PathShares, IdleGapsByTheOpsAroundThem) {
+  const std::vector<KernelRow> rows = {row("a", 0, 0, 10),  row("b", 0, 8, 5),   row("c", 0, 15, 2),
+                                       row("d", 0, 9, 1),   row("a", 1, 0, 10),  row("c", 1, 12, 1),
+                                       row("b", 1, 20, 1),  row("x", -1, 500, 1), row("y", -1, 900, 1)};
+  const std::vector<GapSummary> g = idle_gaps(rows);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0].before, "c");
+  EXPECT_EQ(g[0].after, "b");
+  EXPECT_DOUBLE_EQ(g[0].total_us, 7);
+  EXPECT_EQ(g[1].before, "a");  // d ended inside a: the gap follows b in step 0, a in step 1
+  EXPECT_EQ(g[1].after, "c");
+  EXPECT_EQ(g[2].before, "b");
+  EXPECT_EQ(g[2].after, "c");
+  for (const GapSummary& x : g) EXPECT_EQ(x.count, 1);
+  EXPECT_DOUBLE_EQ(g[1].max_us, 2);
+  EXPECT_TRUE(idle_gaps(rows, "decode").empty());
+}
+
 // Random integer timelines: each row's busy share equals the unit cells it
 // covers that no earlier-starting row covers; shares sum to the union, shares
 // plus gaps to the span.
@@ -106,6 +126,17 @@ TEST(PathShares, MatchTheCellReferenceOnRandomTimelines) {
     EXPECT_DOUBLE_EQ(sum_shares, busy) << trial;
     EXPECT_DOUBLE_EQ(sum_all, last - first) << trial;
     EXPECT_DOUBLE_EQ(idle_in_steps_us(rows), last - first - busy) << trial;
+    double gap_total = 0;
+    int64_t gap_count = 0;
+    for (const GapSummary& g : idle_gaps(rows)) gap_total += g.total_us, gap_count += g.count;
+    EXPECT_DOUBLE_EQ(gap_total, last - first - busy) << trial;
+    // Maximal idle runs of cells inside the span; a zero-length row inside an idle run splits
+    // it in two (the GPU ran something), which cells cannot show: counted only without them.
+    int64_t ref_count = 0;
+    for (int c = int(first) + 1; c < int(last); ++c) ref_count += !cell[c] && cell[c - 1];
+    if (std::none_of(rows.begin(), rows.end(), [](const KernelRow& r) { return r.dur_us == 0; })) {
+      EXPECT_EQ(gap_count, ref_count) << trial;
+    }
   }
 }
 
