@@ -43,7 +43,7 @@ for st in ${*:-tests kbench share ab}; do
         ${KERNELS:+--kernels "$KERNELS"} --record /tmp/rec_share --cupti-all-steps --ids --out /dev/null \
         > "$LOGS/rec.log" 2>&1
       echo "record rc=$?"
-      $L inspect /tmp/rec_share --phase prefill --by op --top 24 > "$OUT/inspect.txt" 2>&1
+      $L inspect /tmp/rec_share --phase prefill --by op --gaps --top 24 > "$OUT/inspect.txt" 2>&1
       python3 scripts/prefill_gaps.py --dump-layer "${DUMP_LAYER:-3}" /tmp/rec_share > "$OUT/share.txt" 2>&1
       grep -E "^step|GPU:" "$OUT/share.txt" | head -8
       awk '/ op +kernels/{n++} n==3' "$OUT/share.txt" | grep -v "^  api" | head -60 ;;
