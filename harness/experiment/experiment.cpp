@@ -15,10 +15,16 @@ namespace {
 
 using nlohmann::json;
 
+// A dotted path as a JSON pointer: dots separate keys; a key's own '~' and
+// '/' are escaped (RFC 6901: ~0, ~1) -- kernel-family keys may hold anything.
 json::json_pointer pointer(const std::string& dotted) {
-  std::string p = "/" + dotted;
-  for (char& c : p)
-    if (c == '.') c = '/';
+  std::string p = "/";
+  for (char c : dotted) {
+    if (c == '.') p += '/';
+    else if (c == '~') p += "~0";
+    else if (c == '/') p += "~1";
+    else p += c;
+  }
   return json::json_pointer(p);
 }
 
@@ -138,7 +144,6 @@ Override parse_override(const std::string& text) {
 }
 
 void apply_override(json& doc, const Override& o) {
-  json::json_pointer ptr = pointer(o.path);
   // Create parents that the file left out (they get defaults later).
   json* cur = &doc;
   std::string token;
