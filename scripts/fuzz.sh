@@ -5,6 +5,7 @@
 #   scripts/fuzz.sh                       # CI: every target, FUZZ_SECONDS (5) each
 #   scripts/fuzz.sh --runs 1000000 config # one target for N executions
 #   FUZZ_SECONDS=60 scripts/fuzz.sh       # longer pass over every target
+#   FUZZ_SEED=1 scripts/fuzz.sh           # libFuzzer's -seed (CI fixes it; default: a fresh one)
 #   scripts/fuzz.sh --build-only          # build/fuzz/fuzz_* only (scripts/fuzz-device.sh)
 #
 # Targets: scripts/fuzz-targets.sh (each is build/fuzz/fuzz_NAME; seeds in
@@ -51,6 +52,7 @@ for t in "${TARGETS[@]}"; do
   cp -n tests/fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
   limit=(-max_total_time="${FUZZ_SECONDS:-5}")
   [[ -n "$RUNS" ]] && limit=(-runs="$RUNS")
+  [[ -n "${FUZZ_SEED:-}" ]] && limit+=(-seed="$FUZZ_SEED")
   log="$BUILD/fuzz_$t.log"
   start=$(date +%s)
   if ! "$bin" "${limit[@]}" -max_len="${FUZZ_MAX_LEN[$t]}" -timeout=10 -rss_limit_mb=4096 \
