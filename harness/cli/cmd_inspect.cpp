@@ -130,7 +130,10 @@ std::string launch_columns(const runfmt::TimeSummary& s) {
                    occupancy.c_str());
 }
 
-void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, size_t top) {
+void print_gaps(const std::vector<runfmt::GapSummary>& gaps, const std::string& phase, size_t top);
+
+// The top table; with `gaps`, also the idle time inside steps by the ops around each gap.
+void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, size_t top, bool gaps) {
   // The engine's start-up planning pass (op kernel_prepare: gemm.6 timing its
   // cuBLASLt candidates) is not step work: listed apart, not in the table.
   std::vector<runfmt::KernelRow> kernels;
@@ -152,6 +155,7 @@ void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, siz
               phase.empty() ? "all phases" : phase.c_str(), source);
   if (rows.empty()) {
     std::printf("  (no kernel records)\n");
+    if (gaps) print_gaps({}, phase, top);
     return;
   }
   std::printf("  %-28s %-28s %8s %10s %6s %10s %6s %10s %9s %9s %7s  %-11s %-9s %4s %6s %-15s\n", "name",
@@ -168,7 +172,8 @@ void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, siz
   }
   double wall = 0;
   for (const runfmt::TimeSummary& s : rows) wall += s.wall_us;
-  const double idle = runfmt::idle_in_steps_us(kernels, phase);
+  const std::vector<runfmt::GapSummary> idle_gaps = runfmt::idle_gaps(kernels, phase);
+  const double idle = runfmt::idle_in_steps_us(idle_gaps);
   std::printf("  (wall: each kernel's end past the latest end before it in its step -- what removing the work "
               "would save where launches overlap (PDL); busy %.3f ms, idle between kernels inside steps %.3f ms: "
               "--gaps lists it by the ops around each gap)\n",
@@ -176,13 +181,12 @@ void print_top(const Run& run, runfmt::GroupBy by, const std::string& phase, siz
   if (std::any_of(rows.begin(), rows.end(), [](const auto& s) { return s.launch_config.known(); }))
     std::printf("  (grid, block, regs/thread, smem/block, occupancy and its limit: the launch with the "
                 "most time; * more than one launch configuration)\n");
+  if (gaps) print_gaps(idle_gaps, phase, top);
 }
 
 // --gaps: the idle time inside steps by the ops around each gap.
-void print_gaps(const Run& run, const std::string& phase, size_t top) {
-  const std::vector<runfmt::GapSummary> gaps = runfmt::idle_gaps(run.kernels, phase);
-  double idle = 0;
-  for (const runfmt::GapSummary& g : gaps) idle += g.total_us;
+void print_gaps(const std::vector<runfmt::GapSummary>& gaps, const std::string& phase, size_t top) {
+  const double idle = runfmt::idle_in_steps_us(gaps);
   std::printf("\nidle gaps inside steps (%s): %.3f ms in all, by the ops around them\n",
               phase.empty() ? "all phases" : phase.c_str(), idle / 1e3);
   if (gaps.empty()) {
@@ -272,8 +276,7 @@ int inspect(const std::vector<std::string>& argv) {
                  "launches (harness off, or --no-cupti on a GPU run)\n",
                  args.positional()[0].c_str());
   print_top(run, by_text == "op" ? runfmt::GroupBy::op : runfmt::GroupBy::kernel, phase,
-            static_cast<size_t>(top));
-  if (args.flag("--gaps")) print_gaps(run, phase, static_cast<size_t>(top));
+            static_cast<size_t>(top), args.flag("--gaps"));
   print_communication(run);
   print_alias(run);
   print_kv(run);

@@ -49,22 +49,24 @@ void interval_shares(const std::vector<double>& start_us, const std::vector<doub
 }
 
 std::vector<PathShare> path_shares(std::vector<const KernelRow*>& rows) {
-  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->start_us < b->start_us; });
   std::vector<double> start(rows.size()), dur(rows.size()), busy, gap;
   std::vector<size_t> order(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) start[i] = rows[i]->start_us, dur[i] = rows[i]->dur_us, order[i] = i;
-  interval_shares(start, dur, order, busy, gap);
+  interval_shares(start, dur, order, busy, gap);  // sorts `order` by start
+  std::vector<const KernelRow*> sorted(rows.size());
   std::vector<PathShare> out;
   out.reserve(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) out.push_back({rows[i], busy[i], gap[i]});
+  for (size_t k = 0; k < order.size(); ++k) {
+    sorted[k] = rows[order[k]];
+    out.push_back({sorted[k], busy[order[k]], gap[order[k]]});
+  }
+  rows = std::move(sorted);
   return out;
 }
 
-double idle_in_steps_us(const std::vector<KernelRow>& rows, const std::string& phase) {
+double idle_in_steps_us(const std::vector<GapSummary>& gaps) {
   double idle = 0;
-  for (auto& [device_step, step_rows] : by_step(rows, phase))
-    if (device_step.second >= 0)
-      for (const PathShare& p : path_shares(step_rows)) idle += p.gap_before_us;
+  for (const GapSummary& g : gaps) idle += g.total_us;
   return idle;
 }
 

@@ -53,10 +53,6 @@ std::vector<PathShare> path_shares(std::vector<const KernelRow*>& rows);
 void interval_shares(const std::vector<double>& start_us, const std::vector<double>& dur_us,
                      std::vector<size_t>& order, std::vector<double>& busy, std::vector<double>& gap);
 
-// The idle time inside steps of the rows summarize() would take (same phase
-// filter): the sum of path_shares' gaps over every (device, step >= 0).
-double idle_in_steps_us(const std::vector<KernelRow>& rows, const std::string& phase = "");
-
 // Those idle gaps grouped by the ops around them: `before` is the op of the
 // kernel whose end the gap follows (the latest end so far), `after` the op of
 // the kernel that ends it. Sorted by total time, largest first. What a gap
@@ -68,6 +64,8 @@ struct GapSummary {
   double total_us = 0, max_us = 0;
 };
 std::vector<GapSummary> idle_gaps(const std::vector<KernelRow>& rows, const std::string& phase = "");
+// Their sum: the idle time inside steps (path_shares' gaps over every (device, step >= 0)).
+double idle_in_steps_us(const std::vector<GapSummary>& gaps);
 
 // Rows grouped by op (with its family/variant) or by kernel name, sorted by
 // total time, largest first. `phase` filters ("" = all phases).

@@ -68,7 +68,7 @@ std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const st
     double roof_us = 0, roof_covered_us = 0;
   };
   std::unordered_map<std::string, Acc> groups;
-  std::vector<std::string> key_of(k->rows);  // each kept row's group, for the wall times
+  std::vector<KernelStat*> stat_of(k->rows, nullptr);  // each kept row's group, for the wall times
   std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> timelines;  // (device, step) -> rows
   for (size_t r = 0; r < k->rows; ++r) {
     if (!phase.empty() && (!phases || run.str((*phases)[r]) != phase)) continue;
@@ -81,9 +81,9 @@ std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const st
       case StatsGroup::kernel: key = run.str(kernel ? (*kernel)[r] : -1); break;
     }
     if (key.empty()) key = "(unattributed)";
-    key_of[r] = key;
     timelines[{devices ? (*devices)[r] : 0, steps ? (*steps)[r] : -1}].push_back(r);
-    Acc& a = groups[key];
+    Acc& a = groups[key];  // unordered_map: references stay valid as it grows
+    stat_of[r] = &a.s;
     a.s.key = key;
     a.variants.insert(fv);
     a.s.count += 1;
@@ -102,7 +102,7 @@ std::vector<KernelStat> kernel_stats(const RunData& run, StatsGroup by, const st
     std::vector<double> busy, gap;
     for (auto& [_, rows] : timelines) {
       runfmt::interval_shares(*starts, *dur, rows, busy, gap);
-      for (size_t r : rows) groups[key_of[r]].s.wall_us += busy[r], wall_total += busy[r];
+      for (size_t r : rows) stat_of[r]->wall_us += busy[r], wall_total += busy[r];
     }
   }
   const auto step_us = step_durations(run);

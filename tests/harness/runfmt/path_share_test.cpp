@@ -1,4 +1,4 @@
-// runfmt::path_shares / summarize's wall time / idle_in_steps_us: what each
+// runfmt::path_shares / summarize's wall time / idle_gaps: what each
 // kernel adds to its step's busy time when launches overlap (PDL), checked
 // against a cell-by-cell reference on random integer timelines.
 #include <algorithm>
@@ -48,7 +48,7 @@ TEST(PathShares, OverlapGapAndContainedKernels) {
   EXPECT_EQ(p[3].row->op, "c");
   EXPECT_DOUBLE_EQ(p[3].busy_us, 2);
   EXPECT_DOUBLE_EQ(p[3].gap_before_us, 2);  // 13 .. 15 idle
-  EXPECT_DOUBLE_EQ(idle_in_steps_us(rows), 2);
+  EXPECT_DOUBLE_EQ(idle_in_steps_us(idle_gaps(rows)), 2);
 
   const auto ops = summarize(rows, GroupBy::op);
   std::map<std::string, const TimeSummary*> by;
@@ -70,8 +70,8 @@ TEST(PathShares, StepsAndDevicesAreSeparate) {
   EXPECT_DOUBLE_EQ(wall["a"], 10 + 10 + 4);
   EXPECT_DOUBLE_EQ(wall["b"], 1);
   EXPECT_DOUBLE_EQ(wall["x"], 6);
-  EXPECT_DOUBLE_EQ(idle_in_steps_us(rows), 90) << "step 0 on device 0 only; rows outside steps don't count";
-  EXPECT_DOUBLE_EQ(idle_in_steps_us(rows, "decode"), 0);
+  EXPECT_DOUBLE_EQ(idle_in_steps_us(idle_gaps(rows)), 90) << "step 0 on device 0 only; rows outside steps don't count";
+  EXPECT_DOUBLE_EQ(idle_in_steps_us(idle_gaps(rows, "decode")), 0);
 }
 
 // Gaps are keyed by the op whose end they follow (the latest end so far, not
@@ -125,7 +125,7 @@ TEST(PathShares, MatchTheCellReferenceOnRandomTimelines) {
     for (const KernelRow& r : rows) first = std::min(first, r.start_us), last = std::max(last, r.start_us + r.dur_us);
     EXPECT_DOUBLE_EQ(sum_shares, busy) << trial;
     EXPECT_DOUBLE_EQ(sum_all, last - first) << trial;
-    EXPECT_DOUBLE_EQ(idle_in_steps_us(rows), last - first - busy) << trial;
+    EXPECT_DOUBLE_EQ(idle_in_steps_us(idle_gaps(rows)), last - first - busy) << trial;
     double gap_total = 0;
     int64_t gap_count = 0;
     for (const GapSummary& g : idle_gaps(rows)) gap_total += g.total_us, gap_count += g.count;
