@@ -33,6 +33,56 @@ constexpr int kSlots = 12, kTimeSlots = 9;
 const char* const kNames[kTimeSlots] = {"entry",      "pdl+bounds", "bar_init",   "q_full", "tile0_full",
                                         "wg0_done",   "wg1_done",   "merge_sync", "exit"};
 
+// The stamps of the launches of one case: per launch, quantiles over blocks of
+// each stamp and the last block's stamps (µs after the first block's entry).
+struct Phases {
+  std::vector<double> ev, spans, last_tiles;
+  std::vector<std::vector<double>> q10{kTimeSlots}, q50{kTimeSlots}, q90{kTimeSlots}, qmax{kTimeSlots};
+  std::vector<std::vector<double>> last{kTimeSlots};  // the last block to exit, per stamp
+  int blocks = 0, per_sm_max = 0, sms_used = 0;
+
+  void add(const unsigned long long (*pr)[kSlots], int grid) {
+    blocks = 0;
+    unsigned long long t0 = ~0ull, tend = 0;
+    int last_b = -1;
+    for (int b = 0; b < grid && b < 4096; ++b) {
+      if (pr[b][0] == 0) continue;
+      ++blocks;
+      t0 = std::min(t0, pr[b][0]);
+      if (pr[b][8] > tend) tend = pr[b][8], last_b = b;
+    }
+    spans.push_back((tend - t0) / 1000.0);
+    for (int s = 0; s < kTimeSlots; ++s) {
+      std::vector<double> v;
+      for (int b = 0; b < grid && b < 4096; ++b)
+        if (pr[b][s] != 0) v.push_back((double(pr[b][s]) - double(t0)) / 1000.0);
+      q10[s].push_back(quantile(v, 0.1));
+      q50[s].push_back(quantile(v, 0.5));
+      q90[s].push_back(quantile(v, 0.9));
+      qmax[s].push_back(quantile(v, 1.0));
+      if (last_b >= 0) last[s].push_back(pr[last_b][s] ? (double(pr[last_b][s]) - double(t0)) / 1000.0 : -1.0);
+    }
+    if (last_b >= 0) last_tiles.push_back(double(pr[last_b][10]));
+    std::vector<int> per(256, 0);
+    for (int b = 0; b < grid && b < 4096; ++b)
+      if (pr[b][0] != 0) per[pr[b][9] & 255]++;
+    per_sm_max = 0, sms_used = 0;
+    for (int x : per) per_sm_max = std::max(per_sm_max, x), sms_used += x > 0;
+  }
+
+  void print(int len, const std::string& mode) const {
+    std::printf("== %d tokens, %s: %d blocks on %d SMs (<= %d per SM); event %.2f us per launch, block span %.2f us "
+                "(medians of %zu)\n",
+                len, mode.c_str(), blocks, sms_used, per_sm_max, quantile(ev, 0.5), quantile(spans, 0.5), ev.size());
+    std::printf("   %-11s %8s %8s %8s %8s %10s   (us after the first block's entry; quantiles over blocks; last: "
+                "the block that exits last, %.0f key tiles)\n",
+                "stamp", "p10", "p50", "p90", "max", "last", quantile(last_tiles, 0.5));
+    for (int s = 0; s < kTimeSlots; ++s)
+      std::printf("   %-11s %8.2f %8.2f %8.2f %8.2f %10.2f\n", kNames[s], quantile(q10[s], 0.5),
+                  quantile(q50[s], 0.5), quantile(q90[s], 0.5), quantile(qmax[s], 0.5), quantile(last[s], 0.5));
+  }
+};
+
 void run(int len, const std::string& mode, void* flush, size_t flush_bytes, cudaStream_t st) {
   constexpr int kQ = 32, kKv = 8, kHd = 64, kStride = (kQ + 2 * kKv) * kHd;
   __nv_bfloat16 *qkv, *out;
@@ -60,11 +110,7 @@ void run(int len, const std::string& mode, void* flush, size_t flush_bytes, cuda
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   constexpr int kReps = 25;
-  std::vector<double> ev, spans;
-  std::vector<std::vector<double>> q10(kTimeSlots), q50(kTimeSlots), q90(kTimeSlots), qmax(kTimeSlots);
-  std::vector<std::vector<double>> last(kTimeSlots);  // the last block to exit, per stamp
-  std::vector<double> last_tiles;
-  int blocks = 0, per_sm_max = 0, sms_used = 0;
+  Phases ph;
   static unsigned long long zero[4096][kSlots], pr[4096][kSlots];
   for (int r = 0; r < kReps; ++r) {
     if (mode == "cold") CK(cudaMemsetAsync(flush, r & 0xff, flush_bytes, st));
@@ -79,46 +125,11 @@ void run(int len, const std::string& mode, void* flush, size_t flush_bytes, cuda
     CK(cudaStreamSynchronize(st));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, e0, e1));
-    ev.push_back(ms * 1000.0 / (mode == "chain" ? 3 : 1));
+    ph.ev.push_back(ms * 1000.0 / (mode == "chain" ? 3 : 1));
     CK(cudaMemcpyFromSymbol(pr, g_af_probe, sizeof(pr)));
-    const int grid = ((len + 63) / 64) * kQ;
-    blocks = 0;
-    unsigned long long t0 = ~0ull, tend = 0;
-    int last_b = -1;
-    for (int b = 0; b < grid && b < 4096; ++b) {
-      if (pr[b][0] == 0) continue;
-      ++blocks;
-      t0 = std::min(t0, pr[b][0]);
-      if (pr[b][8] > tend) tend = pr[b][8], last_b = b;
-    }
-    spans.push_back((tend - t0) / 1000.0);
-    for (int s = 0; s < kTimeSlots; ++s) {
-      std::vector<double> v;
-      for (int b = 0; b < grid && b < 4096; ++b)
-        if (pr[b][s] != 0) v.push_back((double(pr[b][s]) - double(t0)) / 1000.0);
-      q10[s].push_back(quantile(v, 0.1));
-      q50[s].push_back(quantile(v, 0.5));
-      q90[s].push_back(quantile(v, 0.9));
-      qmax[s].push_back(quantile(v, 1.0));
-      if (last_b >= 0)
-        last[s].push_back(pr[last_b][s] ? (double(pr[last_b][s]) - double(t0)) / 1000.0 : -1.0);
-    }
-    if (last_b >= 0) last_tiles.push_back(double(pr[last_b][10]));
-    std::vector<int> per(256, 0);
-    for (int b = 0; b < grid && b < 4096; ++b)
-      if (pr[b][0] != 0) per[pr[b][9] & 255]++;
-    per_sm_max = 0, sms_used = 0;
-    for (int x : per) per_sm_max = std::max(per_sm_max, x), sms_used += x > 0;
+    ph.add(pr, ((len + 63) / 64) * kQ);
   }
-  std::printf("== %d tokens, %s: %d blocks on %d SMs (<= %d per SM); event %.2f us per launch, block span %.2f us "
-              "(medians of %d)\n",
-              len, mode.c_str(), blocks, sms_used, per_sm_max, quantile(ev, 0.5), quantile(spans, 0.5), kReps);
-  std::printf("   %-11s %8s %8s %8s %8s %10s   (us after the first block's entry; quantiles over blocks; last: "
-              "the block that exits last, %.0f key tiles)\n",
-              "stamp", "p10", "p50", "p90", "max", "last", quantile(last_tiles, 0.5));
-  for (int s = 0; s < kTimeSlots; ++s)
-    std::printf("   %-11s %8.2f %8.2f %8.2f %8.2f %10.2f\n", kNames[s], quantile(q10[s], 0.5), quantile(q50[s], 0.5),
-                quantile(q90[s], 0.5), quantile(qmax[s], 0.5), quantile(last[s], 0.5));
+  ph.print(len, mode);
   CK(cudaFree(qkv));
   CK(cudaFree(out));
   CK(cudaFree(starts));
