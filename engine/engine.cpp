@@ -562,6 +562,7 @@ nlohmann::json Engine::describe() const {
   for (int f = 0; f < kernels::kNumFamilies; ++f) {
     const auto& e = impl_->kernels_.entry(static_cast<kernels::Family>(f));
     k[kernels::family_name(e.family)] = {{"variant", e.variant}, {"name", e.name}};
+    if (!e.tested) k[kernels::family_name(e.family)]["untested"] = true;  // not yet run on a GPU
   }
   const bool cuda = impl_->opt_.backend == kernels::Backend::cuda;
   const Communicator* comm = impl_->comm_;

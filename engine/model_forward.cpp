@@ -37,7 +37,7 @@ OpInfo op_info(const OpSpec& o, const kernels::KernelEntry* e, kernels::Cost cos
 }
 
 // The GEMM shape (n, k, c_f32) a family's cuBLASLt path plans: gemm's own, and
-// the fused families that run a GEMM first (gate_up_swiglu, proj_residual_norm).
+// the fused families that run a GEMM first (gate_up_swiglu, proj_residual_norm, qkv_rope).
 // prepare_kernels collects them so that the manifest records -- and `lantern
 // rerun` pins -- every plan a step may use; a shape left out is re-timed by the
 // rerun, whose pick may differ and flip near-tie tokens.
@@ -49,6 +49,9 @@ std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const kernels::Gate
 }
 std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const kernels::ProjResidualNormArgs& a) {
   return std::make_tuple(a.hidden, a.k, false);
+}
+std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const kernels::QkvRopeArgs& a) {
+  return std::make_tuple(a.cols(), a.k, false);
 }
 template <class Args>
 std::optional<std::tuple<int, int, bool>> planned_gemm_shape(const Args&) {
@@ -273,6 +276,15 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
       kernels::GemmArgs g{in(0), lw->wqkv, out(0), n, Q + 2 * KV, H};
       if (o.defer_norm) g.norm = kernels::PrologueNorm{lw->attn_norm, out(1), eps};
       return op(o, g);
+    }
+    case OpKind::qkv_rope: {  // writes qkv, q (deferred norm: reads x, normalises with attn_norm; xn the scratch)
+      kernels::QkvRopeArgs a{in(0), lw->wqkv, out(0), out(1), M(meta_.positions), M(meta_.slots),
+                             static_cast<const float*>(arena_.ptr(v_.inv_freq)), kv_cache(o.layer), n, H,
+                             cfg_.num_q_heads};
+      if (o.defer_norm) a.norm = kernels::PrologueNorm{lw->attn_norm, out(2), eps};
+      a.gemm_variant = &kernels_.entry(Family::gemm);  // the unfused path's kernels: the separate ops' choices
+      a.rope_variant = &kernels_.entry(Family::rope_kv_write);
+      return op(o, a);
     }
     case OpKind::rope_kv_write:
       return op(o, kernels::RopeKvWriteArgs{in(0), out(0), M(meta_.positions), M(meta_.slots),

@@ -161,7 +161,7 @@ void add_layer(std::vector<OpSpec>& ops, int l, const ActivationViews& v, StepKi
   ops.push_back(spec(K::mlp_residual, "mlp_residual", F::residual, l, {v.x, v.mlp_down}, {v.x}));
 }
 
-// The fused layer (op_table.h, step_ops): 8 ops, 9 in layer 0.
+// The fused layer (op_table.h, step_ops): 6 ops (5 in decode steps: qkv_rope), one more in layer 0.
 OpSpec deferred(OpSpec o) {
   o.defer_norm = true;
   return o;
@@ -199,13 +199,20 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
   using K = OpKind;
   const StepKind::Attention attention = kind.attention;
   if (l == 0) ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
-  if (defer && l > 0)  // the previous down_proj_residual_norm left x unnormalised
+  const bool qkv_rope = attention == StepKind::decode && !tensor_parallel;  // op_table.h: one op for the three
+  if (qkv_rope) {
+    if (defer && l > 0)
+      ops.push_back(deferred(spec(K::qkv_rope, "qkv_rope", F::qkv_rope, l, {v.x}, {v.qkv, v.q, v.xn})));
+    else
+      ops.push_back(spec(K::qkv_rope, "qkv_rope", F::qkv_rope, l, {v.xn}, {v.qkv, v.q}));
+  } else if (defer && l > 0)  // the previous down_proj_residual_norm left x unnormalised
     ops.push_back(deferred(spec(K::qkv_proj, "qkv_proj", F::gemm, l, {v.x}, {v.qkv, v.xn})));
   else
     ops.push_back(spec(K::qkv_proj, "qkv_proj", F::gemm, l, {v.xn}, {v.qkv}));
   // Rotated q goes to its own dense buffer (attention's q and output rows);
   // k is rotated in place in qkv, where fresh-prompt attention reads k and v.
-  ops.push_back(spec(K::rope_kv_write, "rope_kv_write", F::rope_kv_write, l, {v.qkv}, {v.q, v.qkv}));
+  if (!qkv_rope)
+    ops.push_back(spec(K::rope_kv_write, "rope_kv_write", F::rope_kv_write, l, {v.qkv}, {v.q, v.qkv}));
   if (kind.prune && l + 1 == num_layers) return add_pruned_tail(ops, l, v, kind.head);
   switch (attention) {
     case StepKind::prefill:

@@ -80,6 +80,9 @@ enum class OpKind : uint8_t {
   // rotated q gathered into head_x / head_q (an engine-side copy, no registry
   // family), then their attention over the paged cache (attention_decode).
   head_gather, attention_head,
+  // Decode steps of the fused table without tensor parallelism: qkv_proj and
+  // rope_kv_write as one op (family qkv_rope; since session 30).
+  qkv_rope,
 };
 
 // One op of the forward pass: one registry launch (attention_mixed: the
@@ -136,6 +139,13 @@ struct StepKind {
 // attn_norm; attributed to this layer). Layer 0 starts with attn_norm; the
 // last layer ends with down_proj and a plain mlp_residual (final_norm gathers
 // logit rows and stays separate).
+// Decode steps (kind.attention == decode) without tensor parallelism start
+// the layer with qkv_rope instead of qkv_proj + rope_kv_write: one op (family
+// qkv_rope: the projection, RoPE and the KV write; reads xn, or x with the
+// deferred norm; writes qkv, q, and xn with the deferred norm), so a decode
+// layer is 5 ops. Its fused variant writes the rotated q, k and the cache
+// rows from the GEMV's epilogue (no rope_kv_write launch); its unfused
+// variant launches the same two kernels as the separate ops did.
 // `tensor_parallel`: an all_reduce op (reads and writes o_out / mlp_down, in
 // place; no registry family) right after each o_proj and down_proj -- so with
 // tensor parallelism the projections stay separate from the residual norms

@@ -171,6 +171,20 @@ Cost gate_up_swiglu_cost(const GateUpSwigluArgs& a) {
   return {bytes + e.bytes, 2.0 * a.m * rows * a.k + 4.0 * a.m * a.inter + e.flops};
 }
 
+// q/k/v projection + RoPE + KV write: the GEMM's a and weight read once,
+// then rope_kv_write's traffic and FLOPs without its qkv read (a fused variant
+// never writes qkv's q columns or reads them back): q_out, k and v in qkv, and
+// the two cache rows written. FLOPs: the GEMM's plus rope_kv_write's.
+template <int ActBytes>
+Cost qkv_rope_cost(const QkvRopeArgs& a) {
+  using namespace cost_detail;
+  const double hd = a.cache.head_dim, q = double(a.m) * a.q_dim(), kv = double(a.m) * a.kv_dim();
+  const double bytes = double(a.m) * a.k * ActBytes + double(a.cols()) * a.k * kBf16 + (q + 4 * kv) * ActBytes +
+                       a.m * kI32 * 3 + (hd / 2) * kF32;
+  const NormExtra e(a.norm, a.m, a.k);
+  return {bytes + e.bytes, 2.0 * a.m * a.cols() * a.k + (q + kv) * 3 + double(a.m) * (hd / 2) * 3 + e.flops};
+}
+
 // projection + residual add + RMSNorm: a and the [hidden, k] weight read
 // once, y written (the definition's intermediate, which every variant writes),
 // then add_rmsnorm's traffic with y read back. FLOPs: the GEMM's plus

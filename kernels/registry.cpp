@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kFamilyNames[kNumFamilies] = {
     "embedding", "rmsnorm", "rope",   "kv_write", "attention_prefill", "attention_decode",
     "swiglu",    "residual", "gemm", "argmax",   "sample", "add_rmsnorm", "rope_kv_write",
-    "gate_up_swiglu", "proj_residual_norm"};
+    "gate_up_swiglu", "proj_residual_norm", "qkv_rope"};
 }
 
 const char* backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
@@ -69,8 +69,8 @@ const KernelEntry& Registry::find(Family f, std::string_view key) const {
   std::string listing;
   for (const KernelEntry* e : variants(f)) {
     if ((is_number && e->variant == number) || (!is_number && key == e->name)) return *e;
-    listing += strformat("%s%d=%s(%s)", listing.empty() ? "" : ", ", e->variant, e->name,
-                         backend_name(e->backend));
+    listing += strformat("%s%d=%s(%s%s)", listing.empty() ? "" : ", ", e->variant, e->name,
+                         backend_name(e->backend), e->tested ? "" : ", not yet run on a GPU");
   }
   LANTERN_FAIL("unknown %s kernel '%.*s': choose one of %s", family_name(f),
                static_cast<int>(key.size()), key.data(), listing.c_str());
@@ -121,6 +121,13 @@ KernelSet KernelSet::defaults(Backend b) {
   for (int i = 0; i < kNumFamilies; ++i)
     s.chosen[i] = &Registry::global().best(static_cast<Family>(i), b);
   return s;
+}
+
+std::vector<const KernelEntry*> KernelSet::untested() const {
+  std::vector<const KernelEntry*> out;
+  for (const KernelEntry* e : chosen)
+    if (e && !e->tested) out.push_back(e);
+  return out;
 }
 
 void KernelSet::select(Family f, std::string_view key, Backend b) {

@@ -48,6 +48,7 @@ enum class Family : uint8_t {
   rope_kv_write,
   gate_up_swiglu,
   proj_residual_norm,
+  qkv_rope,
   count
 };
 constexpr int kNumFamilies = static_cast<int>(Family::count);
@@ -236,6 +237,46 @@ struct RopeKvWriteArgs {
   int n, n_q_heads, qkv_stride;
 };
 
+struct KernelEntry;
+
+// The fused table's q/k/v projection with RoPE and the KV write, as one op
+// (decode steps; op_table.h): the definition is gemm (qkv = a @ w^T, w the
+// fused [q_dim + 2 kv_dim, k] matrix) followed by rope_kv_write over qkv; the
+// CPU reference runs exactly those two. qkv's q columns are the definition's
+// intermediate (rope_kv_write reads them, every later reader takes q from
+// q_out): a fused variant leaves them unwritten. Its k and v columns and the
+// cache rows are what rope_kv_write leaves.
+struct QkvRopeArgs {
+  const void* a;             // act [m, k]
+  const void* w;             // bf16 [q_dim + 2 kv_dim, k]
+  void* qkv;                 // act [m, q_dim + 2 kv_dim]
+  void* q_out;               // act [m, q_dim]
+  const int32_t* positions;  // [m]
+  const int32_t* seq_slots;  // [m]
+  const float* inv_freq;     // [head_dim / 2], llama3 scaling already applied
+  KvCacheRef cache;          // n_kv_heads and head_dim come from here
+  int m, k, n_q_heads;
+  PrologueNorm norm = {};  // set: a is x and the A operand rmsnorm(x) * norm.weight
+  // The gemm and rope_kv_write variants an unfused path launches (the
+  // engine's choice for those families, so `--kernels gemm=` / `rope_kv_write=`
+  // reach decode steps as they reached the separate ops); nullptr: the
+  // backend's defaults.
+  const KernelEntry* gemm_variant = nullptr;
+  const KernelEntry* rope_variant = nullptr;
+  int q_dim() const { return n_q_heads * cache.head_dim; }
+  int kv_dim() const { return cache.n_kv_heads * cache.head_dim; }
+  int cols() const { return q_dim() + 2 * kv_dim(); }  // qkv's row stride
+  // The definition's two calls.
+  GemmArgs gemm() const {
+    GemmArgs g{a, w, qkv, m, cols(), k};
+    g.norm = norm;
+    return g;
+  }
+  RopeKvWriteArgs rope() const {
+    return RopeKvWriteArgs{qkv, q_out, positions, seq_slots, inv_freq, cache, m, n_q_heads, cols()};
+  }
+};
+
 // The MLP's gate/up projection fused with SwiGLU: out = silu(g) * u with
 // [g | u] = a @ w^T, w the fused gate/up matrix [2 inter, k] (gate rows, then
 // up rows). The definition is gemm (into `gate_up`, [m, 2 inter]) followed by
@@ -316,6 +357,7 @@ LANTERN_FAMILY_ARGS(add_rmsnorm, AddRmsnormArgs);
 LANTERN_FAMILY_ARGS(rope_kv_write, RopeKvWriteArgs);
 LANTERN_FAMILY_ARGS(gate_up_swiglu, GateUpSwigluArgs);
 LANTERN_FAMILY_ARGS(proj_residual_norm, ProjResidualNormArgs);
+LANTERN_FAMILY_ARGS(qkv_rope, QkvRopeArgs);
 #undef LANTERN_FAMILY_ARGS
 
 // Upper bounds the engine sizes the shared device workspace from (once, at
@@ -343,6 +385,9 @@ struct Standing {
 };
 inline constexpr Standing kPreferred{true, true};
 inline constexpr Standing kTestedOnly{true, false};
+// Registered and selectable, its GPU test written but not yet run on the H200
+// (a session without device time): never a default.
+inline constexpr Standing kUntested{false, false};
 
 struct KernelEntry {
   Family family;
@@ -355,7 +400,7 @@ struct KernelEntry {
   void (*launch)(const void* args, const LaunchCtx& ctx);
   Cost (*cost)(const void* args);
   size_t (*workspace_bytes)(const WorkspaceShape&) = nullptr;  // nullptr: needs none
-  // gemm, gate_up_swiglu: the variant consumes a PrologueNorm itself (else
+  // gemm, gate_up_swiglu, qkv_rope: the variant consumes a PrologueNorm itself (else
   // kernels::launch runs the norm before it).
   bool norm_prologue = false;
   // proj_residual_norm: the variant is meant to run with out == nullptr -- the
@@ -435,6 +480,8 @@ struct KernelSet {
   static KernelSet defaults(Backend b);
   void select(Family f, std::string_view name_or_number, Backend b);
   const KernelEntry& entry(Family f) const { return *chosen[static_cast<int>(f)]; }
+  // The chosen variants not yet run on a GPU (Standing::tested false), in family order.
+  std::vector<const KernelEntry*> untested() const;
 };
 
 [[noreturn]] void launch_family_mismatch(const KernelEntry& e, Family expected);
@@ -457,7 +504,7 @@ int launch_carveout();
 const void* run_prologue_norm(Backend backend, const void* x, const PrologueNorm& norm, int m, int k,
                               const LaunchCtx& ctx);
 
-// `a` (GemmArgs, GateUpSwigluArgs) with its prologue norm run ahead
+// `a` (GemmArgs, GateUpSwigluArgs, QkvRopeArgs) with its prologue norm run ahead
 // (run_prologue_norm) and a = norm.out; unchanged without a norm. What
 // kernels::launch does for a variant without norm_prologue, and what such a
 // variant does itself on a path its kernel cannot fold the norm into.
@@ -473,7 +520,8 @@ Args with_norm_applied(const Args& a, Backend backend, const LaunchCtx& ctx) {
 template <class Args>
 void launch(const KernelEntry& e, const Args& args, const LaunchCtx& ctx) {
   if (e.family != FamilyOf<Args>::value) launch_family_mismatch(e, FamilyOf<Args>::value);
-  if constexpr (std::is_same_v<Args, GemmArgs> || std::is_same_v<Args, GateUpSwigluArgs>) {
+  if constexpr (std::is_same_v<Args, GemmArgs> || std::is_same_v<Args, GateUpSwigluArgs> ||
+                std::is_same_v<Args, QkvRopeArgs>) {
     if (args.norm.weight != nullptr && !e.norm_prologue) {  // the norm first, then the variant on its output
       const Args plain = with_norm_applied(args, e.backend, ctx);
       e.launch(&plain, ctx);

@@ -68,20 +68,9 @@ void print_header(const Run& run) {
     std::printf("  roofline: copy %s GB/s, bf16 GEMM %s TFLOP/s\n",
                 opt_num(run.manifest.copy_gb_per_s, "%.0f").c_str(),
                 opt_num(run.manifest.gemm_tflop_per_s, "%.0f").c_str());
-  if (m.contains("gpu") && m["gpu"].is_object() && m["gpu"].contains("clocks") && m["gpu"]["clocks"].is_object()) {
-    const nlohmann::json& k = m["gpu"]["clocks"];
-    auto num = [&](const char* key) {
-      return k.contains(key) && k[key].is_number() ? std::optional<double>(k[key].get<double>()) : std::nullopt;
-    };
-    if (k.contains("error"))
-      std::printf("  GPU clocks: not read (%s)\n", k.value("error", "").c_str());
-    else
-      std::printf("  GPU clocks: SM %d -> %d MHz (max %d); power cap %s ms, thermal %s ms of %.0f ms%s\n",
-                  k.value("sm_mhz_start", 0), k.value("sm_mhz_end", 0), k.value("sm_max_mhz", 0),
-                  opt_num(num("power_cap_ms"), "%.1f").c_str(), opt_num(num("thermal_ms"), "%.1f").c_str(), 1e3 * k.value("seconds", 0.0),
-                  k.value("throttled", false) ? "  -- THROTTLED: its times are slower than the card's full clock"
-                                              : "");
-  }
+  if (const std::string clocks = runfmt::clocks_line(m); !clocks.empty())
+    std::printf("  GPU clocks: %s%s\n", clocks.c_str(),
+                runfmt::clocks_throttled(m) ? "  -- THROTTLED: its times are slower than the card's full clock" : "");
   if (x.contains("steps") && x["steps"].is_object() && x["steps"].contains("overlap")) {
     const nlohmann::json& o = x["steps"]["overlap"];
     if (o.is_object() && o.value("mode", "") == "on")

@@ -143,6 +143,11 @@ LoadedEngine build_engine(const Args& args, Observer* observer, const EngineLimi
                  w.stats().bytes / 1e9, kernels::backend_name(opt.backend), w.stats().total_seconds,
                  w.stats().gb_per_s());
   le.engine = std::make_unique<Engine>(le.config, std::move(w), opt);
+  for (const kernels::KernelEntry* e : le.engine->kernel_set().untested())  // even with --quiet
+    std::fprintf(stderr,
+                 "lantern: warning: %s.%d (%s) has not yet run on a GPU: its outputs are unverified (the run "
+                 "records it as untested)\n",
+                 kernels::family_name(e->family), e->variant, e->name);
   if (!quiet)
     std::fprintf(stderr, "lantern: memory budget (%s)\n%s", kernels::backend_name(opt.backend),
                  le.engine->memory_budget().table().c_str());

@@ -260,19 +260,12 @@ Table config_diff(const std::vector<CompareRun>& runs) {
   return t;
 }
 
-// The GPU's clocks over a run (manifest gpu.clocks, harness/gpu_clocks.h): one
-// line, or "" when the run has none (CPU runs, runs before session 28).
+// The GPU's clocks over a run (runfmt::clocks_line): "NAME: ..." or "" when
+// the run has none.
 std::string clocks_line(const CompareRun& r) {
-  const json* k = find_path(r.manifest, "gpu.clocks");
-  if (!k || !k->is_object()) return "";
-  if (k->contains("error")) return r.name + ": not read (" + k->value("error", "") + ")";
-  std::string s = r.name + ": SM " + std::to_string(k->value("sm_mhz_start", 0)) + " -> " +
-                  std::to_string(k->value("sm_mhz_end", 0)) + " MHz (max " + std::to_string(k->value("sm_max_mhz", 0)) +
-                  ")";
-  if (k->contains("power_cap_ms") && (*k)["power_cap_ms"].is_number())
-    s += strformat(", power cap %.1f ms of %.0f ms", (*k)["power_cap_ms"].get<double>(), 1e3 * k->value("seconds", 0.0));
-  if (k->value("throttled", false)) s += " (throttled)";
-  return s;
+  const std::string l = runfmt::clocks_line(r.manifest);
+  if (l.empty()) return "";
+  return r.name + ": " + l + (runfmt::clocks_throttled(r.manifest) ? " (throttled)" : "");
 }
 
 // Notes on the runs' clocks: each run's line, and a warning when one ran
@@ -285,10 +278,9 @@ std::vector<std::string> clocks_notes(const std::vector<CompareRun>& runs) {
     const std::string l = clocks_line(r);
     if (l.empty()) continue;
     lines += (lines.empty() ? "" : "; ") + l;
-    const json* k = find_path(r.manifest, "gpu.clocks");
-    if (k->contains("error")) continue;
+    if (find_path(r.manifest, "gpu.clocks")->contains("error")) continue;
     ++read;
-    throttled += k->value("throttled", false) ? 1 : 0;
+    throttled += runfmt::clocks_throttled(r.manifest) ? 1 : 0;
   }
   if (lines.empty()) return notes;
   notes.push_back("GPU clocks: " + lines);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
+
+#include "kernels/base/errors.h"
 
 namespace lantern::runfmt {
 
@@ -157,6 +160,43 @@ std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy b
     return a.key < b.key;
   });
   return out;
+}
+
+namespace {
+// manifest.gpu.clocks when it is an object, else nullptr.
+const nlohmann::json* gpu_clocks(const nlohmann::json& manifest) {
+  if (!manifest.is_object() || !manifest.contains("gpu") || !manifest["gpu"].is_object()) return nullptr;
+  const nlohmann::json& g = manifest["gpu"];
+  return g.contains("clocks") && g["clocks"].is_object() ? &g["clocks"] : nullptr;
+}
+}  // namespace
+
+std::string clocks_line(const nlohmann::json& manifest) {
+  const nlohmann::json* k = gpu_clocks(manifest);
+  if (!k) return "";
+  if (k->contains("error")) {
+    const nlohmann::json& e = (*k)["error"];
+    return "not read (" + (e.is_string() ? e.get<std::string>() : e.dump()) + ")";
+  }
+  auto num = [&](const char* key) {
+    return k->contains(key) && (*k)[key].is_number() ? std::optional<double>((*k)[key].get<double>()) : std::nullopt;
+  };
+  auto mhz = [&](const char* key) { return num(key) ? strformat("%.0f", *num(key)) : std::string("?"); };
+  std::string s = "SM " + mhz("sm_mhz_start") + " -> " + mhz("sm_mhz_end") + " MHz (max " + mhz("sm_max_mhz") + ")";
+  std::string limits;
+  if (const auto p = num("power_cap_ms")) limits += strformat(", power cap %.1f ms", *p);
+  if (const auto t = num("thermal_ms")) limits += strformat(", thermal %.1f ms", *t);
+  if (!limits.empty()) {
+    s += limits;
+    if (const auto sec = num("seconds")) s += strformat(" of %.0f ms", 1e3 * *sec);
+  }
+  return s;
+}
+
+bool clocks_throttled(const nlohmann::json& manifest) {
+  const nlohmann::json* k = gpu_clocks(manifest);
+  return k && !k->contains("error") && k->contains("throttled") && (*k)["throttled"].is_boolean() &&
+         (*k)["throttled"].get<bool>();
 }
 
 }  // namespace lantern::runfmt

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/runfmt/records.h"
 
 namespace lantern::runfmt {
@@ -71,5 +73,15 @@ double idle_in_steps_us(const std::vector<GapSummary>& gaps);
 // total time, largest first. `phase` filters ("" = all phases).
 std::vector<TimeSummary> summarize(const std::vector<KernelRow>& rows, GroupBy by,
                                    const std::string& phase = "");
+
+// The GPU's clocks over a recorded run (manifest.json gpu.clocks, written by
+// harness/gpu_clocks.h), as one line every reader prints the same way
+// (inspect's header, compare's notes, the viewer's experiment panel):
+// "SM 1980 -> 1860 MHz (max 1980), power cap 412.5 ms, thermal 0.0 ms of 2500 ms",
+// "not read (<why>)" when NVML could not be read, "" when the run has none
+// (CPU runs, runs recorded before session 28). The throttle flag is separate
+// (clocks_throttled): each reader words its warning.
+std::string clocks_line(const nlohmann::json& manifest);
+bool clocks_throttled(const nlohmann::json& manifest);
 
 }  // namespace lantern::runfmt

@@ -26,7 +26,7 @@ void register_residual_cpu(Registry& r);
 void register_gemm_cpu(Registry& r);
 void register_argmax_cpu(Registry& r);
 void register_sample_cpu(Registry& r);
-void register_fused_cpu(Registry& r);  // add_rmsnorm, rope_kv_write
+void register_fused_cpu(Registry& r);  // add_rmsnorm, rope_kv_write, gate_up_swiglu, proj_residual_norm, qkv_rope
 
 // One row's argmax (ties: lowest index; NaN below every number). argmax_cpu.cpp;
 // sample_cpu.cpp uses it for greedy rows.

@@ -7,6 +7,7 @@
 //   gate_up_swiglu = gemm (a @ [w_gate; w_up]^T into gate_up), swiglu (stride 2 inter)
 //   proj_residual_norm = gemm (a @ w^T into y), add_rmsnorm (x += y, out = rmsnorm(x));
 //                        with out == nullptr gemm, residual (x += y)
+//   qkv_rope = gemm (a @ w_qkv^T into qkv), rope_kv_write (its own reference above)
 // A GEMM's prologue norm (PrologueNorm) reaches these already applied:
 // kernels::launch runs rmsnorm ahead of variant 0 (it has no norm_prologue).
 #include <cstring>
@@ -59,6 +60,11 @@ void proj_residual_norm_cpu(const ProjResidualNormArgs& a, const LaunchCtx& ctx)
   add_rmsnorm_cpu(AddRmsnormArgs{a.x, a.y, a.norm_weight, a.out, a.m, a.hidden, a.eps}, ctx);
 }
 
+void qkv_rope_cpu(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  launch(reference(Family::gemm), a.gemm(), ctx);
+  rope_kv_write_cpu(a.rope(), ctx);
+}
+
 }  // namespace
 
 void register_fused_cpu(Registry& r) {
@@ -73,6 +79,9 @@ void register_fused_cpu(Registry& r) {
   r.add(make_entry<ProjResidualNormArgs, proj_residual_norm_cpu, proj_residual_norm_cost<4>>(
       0, "cpu_ref", Backend::cpu,
       "CPU fp32 reference: the gemm reference into y, then the add_rmsnorm reference (residual, rmsnorm)"));
+  r.add(make_entry<QkvRopeArgs, qkv_rope_cpu, qkv_rope_cost<4>>(
+      0, "cpu_ref", Backend::cpu,
+      "CPU fp32 reference: the gemm reference into qkv, then the rope_kv_write reference"));
 }
 
 }  // namespace lantern::kernels

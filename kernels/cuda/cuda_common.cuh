@@ -65,6 +65,18 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 // SwiGLU's fp32 formula, silu(g) * u = g / (1 + e^-g) * u (the CPU reference's;
 // finite at both ends). Shared by swiglu.* and gate_up_swiglu's fused epilogue,
 // so the two round the same values the same way.
+// The paged KV cache's row of a token: the element offset of its K row in
+// units of one row's `row_units` (its V row follows block_size rows later), or
+// -1 when its position, slot or block-table entry is out of range (no cache
+// write: kv_write.*, rope_kv_write.*, qkv_rope.2's epilogue).
+__device__ __forceinline__ long long kv_cache_row(int pos, int slot, const int32_t* block_tables, int block_size,
+                                                  int max_blocks_per_seq, int row_units) {
+  if (pos < 0 || slot < 0 || pos / block_size >= max_blocks_per_seq) return -1;
+  const int block = block_tables[size_t(slot) * max_blocks_per_seq + pos / block_size];
+  if (block < 0) return -1;
+  return (static_cast<long long>(block) * 2 * block_size + pos % block_size) * row_units;
+}
+
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 // Eight bf16 in one 16-byte word.

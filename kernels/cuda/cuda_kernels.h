@@ -34,6 +34,7 @@ void register_sample_wide_cuda(Registry& r);    // variant 6: sample_wide.cu
 void register_sample_race_cuda(Registry& r);    // variant 7: sample_race.cu
 void register_gate_up_swiglu_cuda(Registry& r);
 void register_proj_residual_norm_cuda(Registry& r);
+void register_qkv_rope_cuda(Registry& r);
 
 // add_rmsnorm.1's launcher (PDL), which proj_residual_norm's unfused path runs.
 void add_rmsnorm_launch(const AddRmsnormArgs& a, const LaunchCtx& ctx);

@@ -78,6 +78,13 @@ bool gemm_wg_wide_launch(const GemmArgs& a, const LaunchCtx& ctx);
 // the caller then runs the unfused path. a.m must be > 0.
 bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx);
 
+// qkv_rope.2 (gemm_skinny.cu): variant 5's GEMV over the fused q/k/v weight
+// with the rope epilogue (rotated q into q_out, rotated k and v into qkv and
+// the paged cache), PDL-launched. Returns false (launches nothing) when the
+// shape does not fit (m > 16, k % 32 != 0, head_dim % 16 != 0, unaligned a /
+// w); the caller then runs the unfused path. a.m must be > 0.
+bool qkv_rope_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx);
+
 // proj_residual_norm.2 (gemm_skinny.cu): variant 5's GEMV into y with the
 // residual + RMSNorm tail in its last block, PDL-launched. Returns false
 // (launches nothing) when the GEMV or the tail does not fit (m > 16,

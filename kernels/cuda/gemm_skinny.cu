@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     gemv_skinny_kernel(const bf16* __restrict__ a,  // [m, k] (kNorm: x, normalised here)
                        const bf16* __restrict__ w,  // [n, k] ([2n, k] for swiglu)
                        void* __restrict__ c,        // [m, n]
-                       int m, int n, int k, int splits, SkTail tail, SkNorm nrm) {
+                       int m, int n, int k, int splits, SkTail tail, SkNorm nrm, SkRope rope) {
   __shared__ float4 partial[kSkWarps][kWarp][NT];
   __shared__ float inv_rms[8 * NT];  // kNorm
   extern __shared__ __align__(16) unsigned char sk_dyn[];  // kNorm: x's m rows [m, k]
@@ -100,11 +100,17 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   const int g = lane / 4, t = lane % 4;
   const int tile = blockIdx.x / splits, split = blockIdx.x % splits;
   const int k_len = k / splits, k0 = split * k_len;
-  constexpr bool kSwiglu = kOut == SkOut::swiglu;
-  // Output rows of this tile: 16, or 8 (gate row j, up row n + j) for swiglu.
+  constexpr bool kSwiglu = kOut == SkOut::swiglu, kRope = kOut == SkOut::rope;
+  // Output rows of this tile: 16, or 8 (gate row j, up row n + j) for swiglu;
+  // rope: rope_tile's rotation pairs or 16 v rows.
+  const RopeTile rt = kRope ? rope_tile(rope.n_q_heads, rope.n_kv_heads, rope.head_dim, tile) : RopeTile{-1, 0, 0, 0};
   const int row0 = tile * (kSwiglu ? kSkRows / 2 : kSkRows);
-  const int r_lo = min(row0 + g, n - 1),  // tail rows: masked at the store
-      r_hi = kSwiglu ? n + r_lo : min(row0 + g + 8, n - 1);
+  const int r_lo = min(kRope ? rt.lo_row(g) : row0 + g, n - 1),  // tail rows: masked at the store
+      r_hi = min(kSwiglu ? n + r_lo : kRope ? rt.hi_row(g) : row0 + g + 8, kSwiglu ? 2 * n - 1 : n - 1);
+  // rope: the tile's cos / sin and the rows' cache rows (rope_prepare, after
+  // the dependency wait while the weights stream).
+  __shared__ float rope_cs[kRope ? 8 : 1][kSkMaxM], rope_sn[kRope ? 8 : 1][kSkMaxM];
+  __shared__ long long rope_dst[kRope ? kSkMaxM : 1];
   const bf16* w_lo = w + size_t(r_lo) * k + k0 + t * 8;
   const bf16* w_hi = w + size_t(r_hi) * k + k0 + t * 8;
   const bf16* a_row[NT];
@@ -174,12 +180,16 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
       cp_async_commit();
     }
   };
+  auto rope_meta = [&] {
+    if constexpr (kRope) rope_prepare(rope, rt, m, rope_cs, rope_sn, rope_dst);
+  };
   // Weights do not depend on the previous kernel: start streaming them first.
   if constexpr (kSingle) {
     if (groups > 0) load_w(0, 0);
     copy_norm_weight();
     grid_dependency_wait();  // a (the activations) is written by the previous kernel
     trigger_dependents();
+    rope_meta();
     if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
     if (groups > 0) {
       load_a(0, 0);
@@ -191,6 +201,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     copy_norm_weight();
     grid_dependency_wait();
     trigger_dependents();
+    rope_meta();
     if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
     if (groups > 0) load_a(0, 0);
     if (groups > 1) load_a(1, 1);
@@ -231,7 +242,9 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   }
   auto store = [&](float v) {
     const int row = row0 + row_in_tile;
-    if constexpr (kSwiglu) {
+    if constexpr (kRope) {
+      rope_store(rope, rt, static_cast<bf16*>(c), v, r, row_in_tile, batch, m, n, rope_cs, rope_sn, rope_dst);
+    } else if constexpr (kSwiglu) {
       // Item r + 2 (two lanes up) holds the up value of this item's gate row.
       const float up = __shfl_down_sync(0xffffffffu, v, 2);
       if (r < 2 && row < n && batch < m) {
@@ -281,6 +294,7 @@ struct SkinnyCall {
   SkOut out;
   SkTail tail = {};  // residual_norm, residual_add (x) only
   SkNorm norm = {};  // norm.weight set: the prologue norm (a is x)
+  SkRope rope = {};  // rope only
 };
 
 template <int NT, int U, bool kSingle, SkOut kOut>
@@ -292,7 +306,7 @@ void launch_skinny_out(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dyn)));
     launch_kernel_cluster(pdl, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)),
                           dim3(kSkWarps * kWarp), dyn, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail,
-                          s.norm);
+                          s.norm, s.rope);
   };
   if (s.norm.weight)
     go(gemv_skinny_kernel<NT, U, kSingle, kOut, true>);
@@ -312,6 +326,7 @@ void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int spl
     case SkOut::residual_add:
       launch_skinny_out<NT, U, kSingle, SkOut::residual_add>(s, ctx, tiles, splits, pdl);
       break;
+    case SkOut::rope: launch_skinny_out<NT, U, kSingle, SkOut::rope>(s, ctx, tiles, splits, pdl); break;
   }
   CUDA_CHECK_LAST("gemv_skinny_kernel");
 }
@@ -416,6 +431,19 @@ bool proj_residual_norm_skinny_launch(const ProjResidualNormArgs& a, const Launc
   s.tail = SkTail{static_cast<bf16*>(a.x), static_cast<const bf16*>(a.norm_weight), static_cast<bf16*>(a.out),
                   a.eps};
   skinny_dispatch(s, a.hidden, ctx, /*pdl=*/true);
+  return true;
+}
+
+bool qkv_rope_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  const KvCacheRef& kv = a.cache;
+  const int hd = kv.head_dim, rows = a.cols();
+  const bool shape_fits = hd > 0 && hd % 16 == 0 && a.n_q_heads > 0 && kv.n_kv_heads > 0 && kv.block_size > 0 &&
+                          kv.max_blocks_per_seq > 0 && (kv.n_kv_heads * hd) % kSkRows == 0;
+  SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.qkv, a.m, rows, a.k, SkOut::rope};
+  if (!shape_fits || !skinny_fits(a.a, a.w, a.m, a.k) || !skinny_norm(a.norm, rows, a.m, a.k, s.norm)) return false;
+  s.rope = SkRope{static_cast<bf16*>(a.q_out), a.positions, a.seq_slots, a.inv_freq, static_cast<bf16*>(kv.pool),
+                  kv.block_tables, kv.block_size, kv.max_blocks_per_seq, a.n_q_heads, kv.n_kv_heads, hd};
+  skinny_dispatch(s, rows, ctx, /*pdl=*/true);
   return true;
 }
 

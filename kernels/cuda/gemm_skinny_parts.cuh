@@ -1,9 +1,11 @@
 #pragma once
 // The skinny GEMV's pieces that are not the kernel (gemm_skinny.cu, the only
 // includer): its shape constants, what its epilogue writes (SkOut, SkTail),
-// the prologue norm's operands (SkNorm), one row of the residual_norm tail,
-// and the deferred norm's prologue (the staged rows' 1 / rms, norm8).
+// the prologue norm's operands (SkNorm), the rope epilogue's operands and
+// pieces (SkRope, rope_prepare, rope_store), one row of the residual_norm
+// tail, and the deferred norm's prologue (the staged rows' 1 / rms, norm8).
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/rope_tile.h"
 
 namespace lantern::kernels::skinny_detail {
 using namespace cuda_detail;
@@ -22,7 +24,10 @@ constexpr size_t kSkNormMaxRowBytes = size_t(160) << 10;  // kNorm: x's m rows i
 // out = rmsnorm(x) * norm_weight.
 // (residual_add, proj_residual_norm.4) x += c rounded as residual.* rounds
 // it, in place, c itself not stored: each output element has one storing block.
-enum class SkOut { bf16, f32, swiglu, residual_norm, residual_add };
+// (rope, qkv_rope.2) the fused q/k/v projection's rows with RoPE and the KV
+// write: rotated q into q_out, rotated k and v into c (qkv) and the paged
+// cache (SkRope, rope_tile).
+enum class SkOut { bf16, f32, swiglu, residual_norm, residual_add, rope };
 
 // The prologue norm (PrologueNorm, kNorm): a is the residual stream x and the
 // A operand is bf16(x * inv_rms(row) * weight), rmsnorm's rounding. Every
@@ -40,6 +45,86 @@ struct SkTail {
   bf16* out;                // [m, n]
   float eps;
 };
+
+// The rope epilogue's operands (unused by the other outputs): rope_kv_write's
+// (RopeKvWriteArgs) with c as the qkv rows ([m, n], n = q_dim + 2 kv_dim).
+struct SkRope {
+  bf16* q_out;  // [m, n_q_heads * head_dim]
+  const int32_t* positions;
+  const int32_t* seq_slots;
+  const float* inv_freq;  // [head_dim / 2]
+  bf16* pool;
+  const int32_t* block_tables;
+  int block_size, max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim;
+};
+
+// rope_tile (kernels/cuda/rope_tile.h): which weight rows a tile multiplies.
+
+// rope, after the dependency wait (positions and block tables are step
+// metadata): per (dim of the tile, batch row) the rotation's cos / sin in
+// double, as rope_kv_write makes them, by threads 0 .. 8m - 1; per batch row
+// its cache row (kv_cache_row; -1: no cache write) by the threads from 128
+// (k and v tiles only). The block barrier before the epilogue publishes them.
+static_assert(8 * kSkMaxM <= 128 && 128 + kSkMaxM <= kSkWarps * kWarp);
+__device__ __forceinline__ void rope_prepare(const SkRope& p, const RopeTile& rt, int m, float (&cs_s)[8][kSkMaxM],
+                                             float (&sn_s)[8][kSkMaxM], long long (&dst_s)[kSkMaxM]) {
+  const int tid = threadIdx.x, b = tid - 128;
+  if (rt.head >= 0 && tid < 8 * m) {
+    const int e = tid % 8, row = tid / 8;
+    double sn, cs;
+    sincos(double(p.positions[row]) * double(p.inv_freq[rt.j0 + e]), &sn, &cs);
+    cs_s[e][row] = float(cs);
+    sn_s[e][row] = float(sn);
+  }
+  if ((rt.head < 0 || rt.head >= p.n_q_heads) && b >= 0 && b < m)
+    dst_s[b] = kv_cache_row(p.positions[b], p.seq_slots[b], p.block_tables, p.block_size, p.max_blocks_per_seq,
+                            p.n_kv_heads * p.head_dim);
+}
+
+// The rope epilogue's store of one reduced item (v: row_in_tile's sum for
+// `batch`; every lane of the warp calls it). A rotation tile's items r = 0, 1
+// hold dim j0 + row_in_tile of the pair and items r + 2 (two lanes up) the
+// dim half later: both are rounded to bf16 first (what rope_kv_write reads
+// from qkv), rotated with rope_kv_write's formulas and stores -- q into q_out,
+// k into qkv and the cache row -- so the bits are the unfused path's. A v
+// tile's items store their own row into qkv and the cache row.
+__device__ __forceinline__ void rope_store(const SkRope& p, const RopeTile& rt, bf16* qkv, float v, int r,
+                                           int row_in_tile, int batch, int m, int n,
+                                           const float (&cs_s)[8][kSkMaxM], const float (&sn_s)[8][kSkMaxM],
+                                           const long long (&dst_s)[kSkMaxM]) {
+  const float hi = __shfl_down_sync(0xffffffffu, v, 2);
+  if (batch >= m) return;
+  const int hd = p.head_dim, half = hd / 2, q_dim = p.n_q_heads * hd, kv_dim = p.n_kv_heads * hd;
+  if (rt.head < 0) {
+    const int row = rt.row0 + row_in_tile;
+    if (row >= n) return;
+    const bf16 y = __float2bfloat16(v);
+    qkv[size_t(batch) * n + row] = y;
+    if (dst_s[batch] >= 0) p.pool[dst_s[batch] + size_t(p.block_size) * kv_dim + (row - q_dim - kv_dim)] = y;
+    return;
+  }
+  if (r >= 2) return;
+  const int d = rt.j0 + row_in_tile;
+  const float x0 = __bfloat162float(__float2bfloat16(v)), x1 = __bfloat162float(__float2bfloat16(hi));
+  const float c = cs_s[row_in_tile][batch], s = sn_s[row_in_tile][batch];
+  const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+  const bf16 b0 = __float2bfloat16(y0), b1 = __float2bfloat16(y1);
+  if (rt.head < p.n_q_heads) {
+    bf16* q = p.q_out + size_t(batch) * q_dim + rt.head * hd + d;
+    q[0] = b0;
+    q[half] = b1;
+    return;
+  }
+  const int col = (rt.head - p.n_q_heads) * hd + d;  // in the k row
+  bf16* kq = qkv + size_t(batch) * n + q_dim + col;
+  kq[0] = b0;
+  kq[half] = b1;
+  if (dst_s[batch] >= 0) {
+    bf16* kc = p.pool + dst_s[batch] + col;
+    kc[0] = b0;
+    kc[half] = b1;
+  }
+}
 
 constexpr int kTailVecs = 8;  // 16-byte vectors per lane: rows up to 8 * 32 * 8 = 2048 wide
 

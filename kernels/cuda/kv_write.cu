@@ -27,10 +27,9 @@ __global__ void kv_write_kernel(const T* __restrict__ k, const T* __restrict__ v
   grid_dependency_wait();  // PDL variants: the previous kernel's writes are visible after this
   const int i = blockIdx.x;
   const int pos = positions[i], slot = seq_slots[i];
-  if (pos < 0 || slot < 0 || pos / block_size >= max_blocks_per_seq) return;
-  const int block = block_tables[size_t(slot) * max_blocks_per_seq + pos / block_size];
-  if (block < 0) return;
-  T* k_dst = pool + (size_t(block) * 2 * block_size + pos % block_size) * row_units;
+  const long long row = kv_cache_row(pos, slot, block_tables, block_size, max_blocks_per_seq, row_units);
+  if (row < 0) return;
+  T* k_dst = pool + row;
   T* v_dst = k_dst + size_t(block_size) * row_units;
   const T* k_src = k + size_t(i) * stride_units;
   const T* v_src = v + size_t(i) * stride_units;

@@ -27,6 +27,7 @@ void register_cuda_kernels(Registry& r) {
   register_sample_cluster_cuda(r);
   register_gate_up_swiglu_cuda(r);
   register_proj_residual_norm_cuda(r);
+  register_qkv_rope_cuda(r);
   register_sample_gather_cuda(r);
   register_sample_lean_cuda(r);
   register_sample_wide_cuda(r);

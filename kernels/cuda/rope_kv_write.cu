@@ -67,11 +67,8 @@ __global__ void __launch_bounds__(kThreads)
   uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
   if (!kEarly && first < items) load(item_of(first), lo, hi);
   const int pos = positions[t], slot = seq_slots[t];
-  bf16* k_dst = nullptr;
-  if (pos >= 0 && slot >= 0 && pos / block_size < max_blocks_per_seq) {
-    const int block = block_tables[size_t(slot) * max_blocks_per_seq + pos / block_size];
-    if (block >= 0) k_dst = pool + (size_t(block) * 2 * block_size + pos % block_size) * kv_dim;
-  }
+  const long long cache_row = kv_cache_row(pos, slot, block_tables, block_size, max_blocks_per_seq, kv_dim);
+  bf16* k_dst = cache_row >= 0 ? pool + cache_row : nullptr;
   bf16* v_dst = k_dst ? k_dst + size_t(block_size) * kv_dim : nullptr;
   const double dpos = pos;
   for (int j = threadIdx.x; j < half; j += blockDim.x) {

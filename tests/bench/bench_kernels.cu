@@ -353,6 +353,29 @@ void register_all() {
                     {}, vname(e) + " n=" + std::to_string(n));
       });
   });
+  // The q/k/v projection with RoPE and the KV write (decode steps' qkv_rope):
+  // decode batches 1 / 8 / 16 (the fused GEMV) and 64 (both variants unfused).
+  for_cuda(Family::qkv_rope, [](const KernelEntry& e) {
+    for (int m : {1, 8, 16, 64})
+      add(vname(e) + "/m=" + std::to_string(m), [&e, m](benchmark::State& st) {
+        const int max_blocks = 4096 / kBlock, cols = (kQ + 2 * kKv) * kHd;
+        Dev a = bf16_random(size_t(m) * kHidden), w = bf16_random(size_t(cols) * kHidden),
+            qkv(size_t(m) * cols * 2), q_out(size_t(m) * kQ * kHd * 2);
+        Dev pool(size_t(m) * max_blocks * 2 * kBlock * kKv * kHd * 2);
+        std::vector<int32_t> tables(size_t(m) * max_blocks), pos(m), slots(m);
+        std::iota(tables.begin(), tables.end(), 0);
+        std::shuffle(tables.begin(), tables.end(), std::mt19937(1));
+        for (int i = 0; i < m; ++i) pos[i] = 700 + i, slots[i] = i;
+        std::vector<float> freq(kHd / 2);
+        for (int j = 0; j < kHd / 2; ++j) freq[j] = std::pow(500000.f, -2.f * j / kHd);
+        Dev d_t = upload(tables), d_pos = upload(pos), d_slots = upload(slots), d_freq = upload(freq);
+        bench_entry(st, e,
+                    QkvRopeArgs{a.p, w.p, qkv.p, q_out.p, d_pos.as<int32_t>(), d_slots.as<int32_t>(),
+                                d_freq.as<float>(), KvCacheRef{pool.p, d_t.as<int32_t>(), kBlock, max_blocks, kKv, kHd},
+                                m, kHidden, kQ},
+                    {}, vname(e) + " m=" + std::to_string(m));
+      });
+  });
   struct GemmShape {
     const char* what;
     int n, k;

@@ -123,7 +123,8 @@ TEST(EngineGpu, FusedAndUnfusedOpTablesAgree) {
 
 // The early-load variants -- attention_decode.9 (split_k_early), .11
 // (split_k_early48) and
-// rope_kv_write.2 (vec_early) -- read what no earlier kernel writes (step
+// rope_kv_write.2 (vec_early; in decode steps through qkv_rope.1, which
+// launches the engine's rope_kv_write variant) -- read what no earlier kernel writes (step
 // metadata, block-table entries, sin/cos; attention: the K/V rows before the
 // newest) BEFORE their PDL dependency wait, and only the rest after. In
 // graph-replayed decode, behind the kernels that write q, k, v and the newest
@@ -157,13 +158,7 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
   ASSERT_EQ(early->kernel_set().entry(kernels::Family::attention_decode).variant, std::atoi(early_v));
   ASSERT_EQ(early->kernel_set().entry(kernels::Family::rope_kv_write).variant, 2);
   const LogitRows a = run(*early), b = run(*plain);
-  ASSERT_EQ(a.size(), b.size());
-  size_t differ = 0;
-  for (const auto& [key, row] : b) {
-    auto it = a.find(key);
-    ASSERT_NE(it, a.end());
-    differ += it->second != row;
-  }
+  const size_t differ = test::differing_rows(a, b);
   EXPECT_EQ(differ, 0u) << "of " << b.size() << " positions";
   // Score mode with a prompt longer than a step (32 rows): a continuing
   // chunk's rows are paged rows of ONE sequence whose earlier positions this
@@ -174,13 +169,51 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
   auto early_chunked = make(early_v, "2", lim), plain_chunked = make(plain_v, "1", lim);
   const std::vector<int32_t> ids = test::random_token_ids(100);
   const auto sa = test::score_positions(*early_chunked, ids, 70), sb = test::score_positions(*plain_chunked, ids, 70);
-  ASSERT_EQ(sa.size(), sb.size());
-  size_t chunked_differ = 0;
-  for (size_t p = 0; p < sa.size(); ++p) chunked_differ += sa[p] != sb[p];
+  const size_t chunked_differ = test::differing_rows(sa, sb);
   EXPECT_EQ(chunked_differ, 0u) << "of " << sa.size() << " scored positions (chunked prompt, score mode)";
   std::printf("[engine-gpu] attention_decode %s + rope_kv_write 2 vs %s + 1 in graphs: %zu of %zu positions differ\n",
               early_v, plain_v, differ, b.size());
   }
+}
+
+// qkv_rope.2 (the q/k/v GEMV with RoPE and the KV write in its epilogue)
+// against qkv_rope.1 (the GEMV, then rope_kv_write.1: the kernels the separate
+// ops launched) in graph-replayed decode steps of 1-10 rows: the same fp32
+// sums and the same rotation, so every logit of every position must be
+// bit-identical -- a cache row written wrong, late (after the attention's
+// PDL-early loads) or not at all would be an O(1) difference in the logits
+// after it. Also with a prompt in 16-row chunks (score mode): the continuing
+// chunks are decode steps with 16 rows of one sequence.
+TEST(EngineGpu, FusedQkvRopeEqualsTheUnfusedKernels) {
+  LANTERN_REQUIRE_GPU();
+  auto make = [](const char* qkv_rope, EngineLimits lim = {}) {
+    ModelConfig cfg = ModelConfig::load(tiny_model());
+    EngineOptions opt;
+    opt.backend = kernels::Backend::cuda;
+    opt.limits = lim;
+    opt.limits.kv_num_blocks = 16384;
+    opt.kernels = {{"qkv_rope", qkv_rope}};
+    return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), opt.backend), opt);
+  };
+  ForcedWork work;
+  for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 7 * i), test::random_token_ids(20 + 4 * i));
+  auto fused = make("gemv_rope"), plain = make("unfused");
+  ASSERT_EQ(fused->kernel_set().entry(kernels::Family::qkv_rope).variant, 2);
+  LogitRows a, b;
+  ASSERT_EQ(run_forced(*fused, work, a), work.size());
+  ASSERT_EQ(run_forced(*plain, work, b), work.size());
+  const size_t differ = test::differing_rows(a, b);
+  EXPECT_EQ(differ, 0u) << "of " << b.size() << " positions";
+  EngineLimits lim;  // chunks of 16 rows: the GEMV's largest m, several rows of one sequence
+  lim.max_batch_tokens = 16;
+  lim.logits_rows = 16;
+  auto fused_chunked = make("gemv_rope", lim), plain_chunked = make("unfused", lim);
+  const std::vector<int32_t> ids = test::random_token_ids(100);
+  const auto sa = test::score_positions(*fused_chunked, ids, 70), sb = test::score_positions(*plain_chunked, ids, 70);
+  const size_t chunked_differ = test::differing_rows(sa, sb);
+  EXPECT_EQ(chunked_differ, 0u) << "of " << sa.size() << " scored positions (chunked prompt, score mode)";
+  std::printf("[engine-gpu] qkv_rope 2 vs 1 in graphs: %zu of %zu positions differ, %zu of %zu chunked\n", differ,
+              b.size(), chunked_differ, sa.size());
 }
 
 // gemm.6 (cuBLASLt with per-shape measured algorithms above m = 16) against
@@ -208,7 +241,8 @@ TEST(EngineGpu, PlannedGemmMatchesCublasAndRecordsItsPlans) {
   ASSERT_TRUE(d.contains("gemm_plans"));
   // gemm.1 plans nothing, but the fused families' GEMMs (gate_up, o, down) run
   // planned cuBLASLt above the GEMV whatever `gemm` is: the seed engine records
-  // those and no qkv plan.
+  // those and no qkv plan (decode steps' qkv_rope.1 launches the engine's gemm
+  // variant, gemm.1 here, and runs its prepare hook: none).
   const ModelConfig& sc = seed->config();
   for (const auto& p : seed->describe().value("gemm_plans", nlohmann::json::array()))
     EXPECT_FALSE(p["n"] == sc.q_dim() + 2 * sc.kv_dim() && p["k"] == sc.hidden_size) << p.dump();

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the CPU and GPU engine tests: a tiny synthetic model
 // written once per process, random prompts, and teacher-forced scoring.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -8,6 +9,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "engine/engine.h"
 #include "engine/synth.h"
@@ -74,6 +77,26 @@ inline size_t run_forced(Engine& e, const ForcedWork& work, LogitRows& rows) {
   }
   e.run_until_idle();
   return e.take_finished().size();
+}
+
+// How many of b's rows differ (bit for bit) from a's row at the same key; a
+// key of b missing from a counts as differing (and fails the test).
+inline size_t differing_rows(const LogitRows& a, const LogitRows& b) {
+  EXPECT_EQ(a.size(), b.size());
+  size_t differ = 0;
+  for (const auto& [key, row] : b) {
+    auto it = a.find(key);
+    EXPECT_NE(it, a.end()) << "request " << key.first << " position " << key.second;
+    differ += it == a.end() || it->second != row;
+  }
+  return differ;
+}
+// The same for score_positions' rows (per position).
+inline size_t differing_rows(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  size_t differ = 0;
+  for (size_t p = 0; p < std::min(a.size(), b.size()); ++p) differ += a[p] != b[p];
+  return differ;
 }
 
 }  // namespace lantern::test

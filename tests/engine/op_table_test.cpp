@@ -71,7 +71,8 @@ TEST(OpTable, EveryReadFollowsAWriteInEveryStepKind) {
 // The fused layout: qkv and gate_up replace k, v, gate, up (no new alias), and
 // the fused table keeps every read after a write, 6 ops per layer (+ layer
 // 0's attn_norm, + the last layer's separate down_proj and mlp_residual),
-// down_proj_residual_norm carrying the next layer's norm.
+// down_proj_residual_norm carrying the next layer's norm; decode steps run
+// qkv_rope (family qkv_rope) in place of qkv_proj + rope_kv_write: 5 per layer.
 TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
   Arena arena;
   ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 2, 512, true));
@@ -92,7 +93,8 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
     for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
       const auto& ops = table.ops(StepKind{a, h});
       SCOPED_TRACE(testing::Message() << "attention " << int(a) << " head " << int(h));
-      EXPECT_EQ(ops.size(), 1u + 1 + 6 * 3 + 1 + (h == StepKind::none ? 0 : 3));
+      const bool decode = a == StepKind::decode;
+      EXPECT_EQ(ops.size(), 1u + 1 + (decode ? 5 : 6) * 3 + 1 + (h == StepKind::none ? 0 : 3));
       std::set<ViewId> written;
       std::map<std::string, int> count;
       for (const OpSpec& o : ops) {
@@ -102,10 +104,18 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
                                                  << arena.views()[o.reads[i]].name << " before any write";
         for (int i = 0; i < o.num_writes; ++i) written.insert(o.writes[i]);
       }
-      EXPECT_EQ(count["qkv_proj"], 3);
+      EXPECT_EQ(count["qkv_proj"], decode ? 0 : 3);
+      EXPECT_EQ(count["qkv_rope"], decode ? 3 : 0);
+      for (const OpSpec& o : ops)
+        if (std::string(o.name) == "qkv_rope") {
+          EXPECT_EQ(o.family, kernels::Family::qkv_rope);
+          EXPECT_EQ(o.num_writes, 2);
+          EXPECT_EQ(o.writes[0], v.qkv);
+          EXPECT_EQ(o.writes[1], v.q) << "attention_decode reads the rotated q it writes";
+        }
       EXPECT_EQ(count["gate_up_swiglu"], 3);
       EXPECT_EQ(count["gate_up_proj"] + count["swiglu"], 0);
-      EXPECT_EQ(count["rope_kv_write"], 3);
+      EXPECT_EQ(count["rope_kv_write"], decode ? 0 : 3);
       EXPECT_EQ(count["o_proj_residual_norm"], 3);
       EXPECT_EQ(count["down_proj_residual_norm"], 2);
       EXPECT_EQ(count["down_proj"], 1);
@@ -118,7 +128,7 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
 
 // The pruned last layer (StepKind::prune): every kind keeps every
 // layer but the last as they are; the last one runs qkv_proj and
-// rope_kv_write on every row, then -- with a head -- head_gather, the logit
+// rope_kv_write (decode kinds: qkv_rope) on every row, then -- with a head -- head_gather, the logit
 // rows' attention_head and the rest of the layer on the logit rows
 // (head_rows), final_norm reading head_x; without a head it ends at the KV
 // write. Reads still follow writes. The unfused, tensor-parallel and
@@ -138,11 +148,13 @@ TEST(OpTable, PrunedLastLayerRunsOnTheLogitRows) {
       SCOPED_TRACE(testing::Message() << "attention " << int(a) << " head " << int(h));
       const auto& full = table.ops(StepKind{a, h});
       const auto& ops = table.ops(StepKind{a, h, true});
-      // Layers 0 and 1 as the full table: embed, attn_norm, 6 + 6 ops.
-      for (size_t i = 0; i < 14; ++i) EXPECT_STREQ(ops[i].name, full[i].name) << i;
+      // Layers 0 and 1 as the full table: embed, attn_norm, 6 + 6 ops (decode: 5 + 5).
+      const size_t kept = a == StepKind::decode ? 12 : 14;
+      for (size_t i = 0; i < kept; ++i) EXPECT_STREQ(ops[i].name, full[i].name) << i;
       std::vector<std::string> last;
-      for (size_t i = 14; i < ops.size(); ++i) last.push_back(ops[i].name);
-      std::vector<std::string> want = {"qkv_proj", "rope_kv_write"};
+      for (size_t i = kept; i < ops.size(); ++i) last.push_back(ops[i].name);
+      std::vector<std::string> want = a == StepKind::decode ? std::vector<std::string>{"qkv_rope"}
+                                                            : std::vector<std::string>{"qkv_proj", "rope_kv_write"};
       if (h != StepKind::none)
         for (const char* n : {"head_gather", "attention_head", "o_proj_residual_norm", "gate_up_swiglu", "down_proj",
                               "mlp_residual", "final_norm", "lm_head", h == StepKind::sample ? "sample" : "argmax"})
@@ -155,7 +167,8 @@ TEST(OpTable, PrunedLastLayerRunsOnTheLogitRows) {
                                                  << " before any write";
         for (int i = 0; i < o.num_writes; ++i) written.insert(o.writes[i]);
         const std::string name = o.name;
-        const bool on_head = o.layer == 2 && name != "qkv_proj" && name != "rope_kv_write" && name != "head_gather";
+        const bool on_head = o.layer == 2 && name != "qkv_proj" && name != "rope_kv_write" && name != "qkv_rope" &&
+                             name != "head_gather";
         EXPECT_EQ(o.head_rows, on_head) << name;
         if (on_head && name != "attention_head") {
           for (int i = 0; i < o.num_reads; ++i) EXPECT_NE(o.reads[i], v.x) << name << " reads x";
@@ -209,7 +222,8 @@ TEST(OpTable, DeferredNormTableMovesOnlyTheNorm) {
       for (int r = 0; r < d[i].num_reads; ++r) EXPECT_TRUE(written.count(d[i].reads[r]));
       for (int w = 0; w < d[i].num_writes; ++w) written.insert(d[i].writes[w]);
       const std::string name = d[i].name;
-      const bool gemm_after = name == "gate_up_swiglu" || (name == "qkv_proj" && d[i].layer > 0);
+      const bool gemm_after =
+          name == "gate_up_swiglu" || ((name == "qkv_proj" || name == "qkv_rope") && d[i].layer > 0);
       const bool proj = name == "o_proj_residual_norm" || name == "down_proj_residual_norm";
       EXPECT_EQ(d[i].defer_norm, gemm_after || proj);
       deferred_ops += d[i].defer_norm;

@@ -147,8 +147,10 @@ TEST(TensorParallel, OpTableHasAnAllReduceAfterOProjAndDownProj) {
     const auto tp = step_ops(2, v, StepKind{}, true);
     // Two all_reduces per layer; the fused table also splits o_proj_residual_norm
     // into o_proj + attn_residual_norm (layers 0 and 1) and down_proj_residual_norm
-    // into down_proj + mlp_residual_norm (layer 0; the last layer's are separate).
-    EXPECT_EQ(tp.size(), plain.size() + (fused ? 4 + 3 : 4));
+    // into down_proj + mlp_residual_norm (layer 0; the last layer's are separate),
+    // and (a decode step) keeps qkv_proj + rope_kv_write where the table without
+    // tensor parallelism runs qkv_rope (+1 per layer).
+    EXPECT_EQ(tp.size(), plain.size() + (fused ? 4 + 3 + 2 : 4));
     int found = 0;
     for (size_t i = 1; i < tp.size(); ++i) {
       if (tp[i].kind != OpKind::all_reduce) continue;

@@ -138,7 +138,7 @@ TEST_F(InspectCli, GpuClocksAreSaidAndThrottlingFlagged) {
   {
     auto [status, out] = lantern("inspect " + dir.string());
     EXPECT_EQ(status, 0) << out;
-    EXPECT_THAT(out, HasSubstr("GPU clocks: SM 1980 -> 1860 MHz (max 1980); power cap 412.5 ms, thermal 0.0 ms "
+    EXPECT_THAT(out, HasSubstr("GPU clocks: SM 1980 -> 1860 MHz (max 1980), power cap 412.5 ms, thermal 0.0 ms "
                                "of 2500 ms  -- THROTTLED"));
   }
   m["gpu"]["clocks"] = {{"error", "libnvidia-ml.so.1 (NVML, installed with the NVIDIA driver) could not be opened"}};

@@ -129,7 +129,7 @@ TEST(DeferredNormCpu, OnlyTheGpuVariantsThatFoldTheNormSayTheyDo) {
   for (const KernelEntry& e : Registry::global().entries()) {
     SCOPED_TRACE(std::string(family_name(e.family)) + "." + e.name);
     if (e.norm_prologue) {
-      EXPECT_TRUE(e.family == Family::gemm || e.family == Family::gate_up_swiglu);
+      EXPECT_TRUE(e.family == Family::gemm || e.family == Family::gate_up_swiglu || e.family == Family::qkv_rope);
       EXPECT_EQ(e.backend, Backend::cuda);
     }
     if (e.defers_norm) {

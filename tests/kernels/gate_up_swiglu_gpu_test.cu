@@ -35,11 +35,6 @@ namespace {
 using namespace kernels;
 
 double silu_mul(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
-double bf16_ulp(float v) {  // spacing of bf16 values at |v| (8 significant bits)
-  int e = 0;
-  std::frexp(v == 0.f ? 1e-30f : v, &e);
-  return std::ldexp(1.0, e - 8);
-}
 
 // The definition with the gemm output rounded to bf16 before swiglu, and per
 // element how far an output may honestly be from it: the GPU's fp32 sums are

@@ -6,6 +6,7 @@
 // them to bf16 on the host so the reference and the GPU see the same values,
 // poisons outputs with NaN before a launch (0xFF bytes: NaN in bf16 and fp32)
 // so an unwritten element fails, and compares with documented tolerances.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -149,6 +150,20 @@ inline std::vector<float> bf16_to_floats(const std::vector<bf16_bits>& bits) {
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
   return out;
+}
+
+// The spacing of bf16 values at |v| (8 significant bits): one ulp.
+inline double bf16_ulp(float v) {
+  int e = 0;
+  std::frexp(v == 0.f ? 1e-30f : v, &e);
+  return std::ldexp(1.0, e - 8);
+}
+
+// RoPE inverse frequencies for head_dim (theta 500000, no llama3 scaling): test inputs.
+inline std::vector<float> plain_inv_freq(int head_dim) {
+  std::vector<float> f(head_dim / 2);
+  for (int j = 0; j < head_dim / 2; ++j) f[j] = float(1.0 / std::pow(500000.0, 2.0 * j / head_dim));
+  return f;
 }
 
 // Element-wise tolerance plus a relative-L2 bound; NaN never passes.

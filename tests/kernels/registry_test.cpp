@@ -11,6 +11,9 @@
 namespace lantern::kernels {
 namespace {
 
+void noop_launch(const ResidualArgs&, const LaunchCtx&) {}
+Cost noop_cost(const ResidualArgs&) { return {}; }
+
 std::string error_of(auto&& fn) {
   try {
     fn();
@@ -56,6 +59,13 @@ TEST(Registry, UnknownVariantErrorListsTheValidOnes) {
   EXPECT_NE(by_number.find("999"), std::string::npos) << by_number;
   EXPECT_NE(by_number.find("0=cpu_ref(cpu)"), std::string::npos) << by_number;
 
+  // A variant registered kUntested says so in the listing; a tested one does not.
+  Registry own;
+  own.add(make_entry<ResidualArgs, noop_launch, noop_cost>(1, "fresh", Backend::cuda, "not yet run", kUntested));
+  own.add(make_entry<ResidualArgs, noop_launch, noop_cost>(2, "proven", Backend::cuda, "ran on the H200"));
+  const std::string listing = error_of([&] { own.find(Family::residual, "no_such_kernel"); });
+  EXPECT_NE(listing.find("1=fresh(cuda, not yet run on a GPU), 2=proven(cuda)"), std::string::npos) << listing;
+
   // "0x" is neither a name nor a whole number.
   EXPECT_THROW(r.find(Family::gemm, "0x"), Error);
   EXPECT_THROW(r.find(Family::gemm, ""), Error);
@@ -69,6 +79,20 @@ TEST(Registry, FamilyNamesRoundTripAndUnknownNamesListFamilies) {
   const std::string msg = error_of([] { family_from_name("rms_norm"); });
   EXPECT_NE(msg.find("rms_norm"), std::string::npos) << msg;
   EXPECT_NE(msg.find("attention_decode"), std::string::npos) << msg;
+}
+
+// KernelSet::untested lists the chosen variants not yet run on a GPU (the
+// CLI warns about each, describe() marks them): none among the defaults.
+TEST(Registry, UntestedListsTheChosenVariantsNotYetRunOnAGpu) {
+  KernelSet set = KernelSet::defaults(Backend::cpu);
+  EXPECT_TRUE(set.untested().empty());
+  const KernelEntry fresh =
+      make_entry<ResidualArgs, noop_launch, noop_cost>(1, "fresh", Backend::cpu, "not yet run", kUntested);
+  set.chosen[static_cast<int>(Family::residual)] = &fresh;
+  ASSERT_EQ(set.untested().size(), 1u);
+  EXPECT_EQ(set.untested()[0], &fresh);
+  for (Backend b : {Backend::cpu, Backend::cuda})
+    for (const KernelEntry* e : KernelSet::defaults(b).chosen) EXPECT_TRUE(e->tested) << e->name << " is a default";
 }
 
 TEST(Registry, CpuDefaultsPickVariantZero) {

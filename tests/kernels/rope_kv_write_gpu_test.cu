@@ -20,11 +20,6 @@ namespace lantern::test {
 namespace {
 using namespace kernels;
 
-std::vector<float> inv_freq_of(int head_dim) {
-  std::vector<float> f(head_dim / 2);
-  for (int j = 0; j < head_dim / 2; ++j) f[j] = float(1.0 / std::pow(500000.0, 2.0 * j / head_dim));
-  return f;
-}
 
 void check_rope_kv_write(int n_q, int n_kv, int hd) {
   const int block_size = 16, max_seqs = 5, max_blocks = 8, num_blocks = max_seqs * max_blocks + 3;
@@ -40,7 +35,7 @@ void check_rope_kv_write(int n_q, int n_kv, int hd) {
   const int n = int(positions.size());
   const size_t pool_elems = size_t(num_blocks) * 2 * block_size * kv_dim;
   const Bf16Data qkv = random_bf16(size_t(n) * stride, -2.f, 2.f), pool = random_bf16(pool_elems);
-  const std::vector<float> inv_freq = inv_freq_of(hd);
+  const std::vector<float> inv_freq = plain_inv_freq(hd);
   // CPU reference (tables with -1 make kv_write throw: the reference gets a
   // table where slot 4 points at a block, and its write there is undone).
   std::vector<int32_t> ref_tables = tables;

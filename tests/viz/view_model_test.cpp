@@ -238,9 +238,11 @@ TEST(Experiment, RunClocksLine) {
   nlohmann::json m = {{"gpu",
                        {{"clocks", {{"seconds", 2.5}, {"sm_mhz_start", 1980}, {"sm_mhz_end", 1860}, {"sm_max_mhz", 1980},
                                     {"power_cap_ms", 412.5}, {"thermal_ms", 0.0}, {"throttled", true}}}}}};
-  EXPECT_EQ(run_clocks_line(m), "SM 1980 -> 1860 MHz (max 1980), power cap 412.5 ms of 2500 ms -- THROTTLED");
+  EXPECT_EQ(run_clocks_line(m), "SM 1980 -> 1860 MHz (max 1980), power cap 412.5 ms, thermal 0.0 ms of 2500 ms -- THROTTLED");
   m["gpu"]["clocks"]["throttled"] = false;
   m["gpu"]["clocks"]["power_cap_ms"] = nullptr;  // the driver does not report it
+  EXPECT_EQ(run_clocks_line(m), "SM 1980 -> 1860 MHz (max 1980), thermal 0.0 ms of 2500 ms");
+  m["gpu"]["clocks"]["thermal_ms"] = nullptr;
   EXPECT_EQ(run_clocks_line(m), "SM 1980 -> 1860 MHz (max 1980)");
   m["gpu"]["clocks"] = {{"error", "no NVML"}};
   EXPECT_EQ(run_clocks_line(m), "not read (no NVML)");

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "harness/runfmt/json_util.h"
+#include "harness/runfmt/summary.h"
 #include "viz/model/run_data.h"
 
 namespace lantern::view {
@@ -136,22 +137,8 @@ std::vector<std::pair<double, double>> sweep_series(const Sweep& s, const std::s
 }
 
 std::string run_clocks_line(const nlohmann::json& manifest) {
-  if (!manifest.contains("gpu") || !manifest["gpu"].is_object()) return "";
-  const nlohmann::json& g = manifest["gpu"];
-  if (!g.contains("clocks") || !g["clocks"].is_object()) return "";
-  const nlohmann::json& k = g["clocks"];
-  if (k.contains("error")) return "not read (" + k.value("error", std::string()) + ")";
-  auto num = [&](const char* key) { return k.contains(key) && k[key].is_number() ? k[key].get<double>() : -1.0; };
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "SM %.0f -> %.0f MHz (max %.0f)", num("sm_mhz_start"), num("sm_mhz_end"),
-                num("sm_max_mhz"));
-  std::string s = buf;
-  if (num("power_cap_ms") >= 0) {
-    std::snprintf(buf, sizeof buf, ", power cap %.1f ms of %.0f ms", num("power_cap_ms"), 1e3 * num("seconds"));
-    s += buf;
-  }
-  if (k.value("throttled", false)) s += " -- THROTTLED";
-  return s;
+  const std::string l = runfmt::clocks_line(manifest);
+  return l.empty() || !runfmt::clocks_throttled(manifest) ? l : l + " -- THROTTLED";
 }
 
 }  // namespace lantern::view

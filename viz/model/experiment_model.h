@@ -15,9 +15,10 @@ namespace lantern::view {
 // Leaves of `j` by dotted path ("gpu.name"); arrays of scalars stay one leaf.
 std::map<std::string, nlohmann::json> flatten(const nlohmann::json& j, const std::string& prefix = "");
 
-// One line on the GPU's clocks over a run (manifest gpu.clocks, harness/gpu_clocks.h):
-// "SM 1980 -> 1860 MHz (max 1980), power cap 412.5 ms of 2500 ms -- THROTTLED",
-// "not read (why)", or "" when the run has none.
+// One line on the GPU's clocks over a run: runfmt::clocks_line, with
+// " -- THROTTLED" when the run ran throttled ("SM 1980 -> 1860 MHz (max 1980),
+// power cap 412.5 ms, thermal 0.0 ms of 2500 ms -- THROTTLED"), "not read
+// (why)", or "" when the run has none.
 std::string run_clocks_line(const nlohmann::json& manifest);
 
 struct DiffRow {
