@@ -12,7 +12,8 @@
 #   kbench: bench_kernels' qkv_rope rows beside gemm.6's qkv GEMV and rope_kv_write.1 alone
 #   where: a recorded batch-1 run of each with `lantern inspect --gaps` (the wall-time share of
 #          qkv_rope and attention_decode)
-#   OUT=DIR bash scripts/gpu-qkv-rope.sh [tests] [ab] [early] [kbench] [where]   (default: all but
+#   quick: the attention-decode, qkv_rope and engine GPU tests only
+#   OUT=DIR bash scripts/gpu-qkv-rope.sh [tests] [quick] [ab] [early] [kbench] [where]   (default: all but
 #   early); logs in $OUT
 set -u
 cd "$(dirname "$0")/.."
@@ -28,6 +29,9 @@ for s in "${STAGES[@]}"; do
         "$OUT/qkv_tests.log" | head -40
       timeout 300 $T > "$LOGS/gputests.log" 2>&1
       echo "gpu suite rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|tests ran" "$LOGS/gputests.log" | tail -8 ;;
+    quick)  # session 31: after the attention grid's kv-head-fastest order and the graphs test's op count
+      timeout 240 $T --gtest_filter='AttentionDecodeGpu.*:QkvRopeGpu.*:EngineGpu.*' > "$OUT/quick_tests.log" 2>&1
+      echo "quick tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|Failure|Which is" "$OUT/quick_tests.log" | head -30 ;;
     ab)
       LANTERN=$L MODEL=$M OUT=$LOGS/ab bash scripts/gpu-ab.sh -r 3 qkv_rope=1 qkv_rope=2 \
         --batch 1,4,16,64 --prompt-len 128 --decode-steps 128 > "$OUT/qkv_ab.txt" 2>&1

@@ -80,7 +80,7 @@ void register_qkv_rope_cuda(Registry& r) {
       2, "gemv_rope", Backend::cuda,
       "m <= 16: gemm.5's GEMV with a RoPE + KV-write epilogue (8 dims + the 8 they rotate with per "
       "16-row tile), no rope_kv_write launch; else variant 1",
-      kUntested, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
+      kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // H200 tests pass (session 31)
   for (int v : {1, 2}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
 }
 

@@ -544,8 +544,9 @@ TEST(EngineGpu, GraphsAreCapturedAtStartUpAndStepsOnlyReplay) {
   ASSERT_EQ(obs.captures.size(), 10u) << "5 buckets x (argmax, sample)";
   const int layers = engine->config().num_layers;
   ASSERT_EQ(engine->describe()["fusion"], "on");
-  // embed, attn_norm, 6 per layer (op_table.h), the last layer's down_proj + mlp_residual, head
-  const int ops_per_graph = 2 + 6 * layers + 1 + 3;
+  // embed, attn_norm, 5 per layer (op_table.h's decode table: qkv_rope, attention, o_proj + residual
+  // + norm, gate/up + swiglu, down + residual + norm), the last layer's down_proj + mlp_residual, head
+  const int ops_per_graph = 2 + 5 * layers + 1 + 3;
   for (size_t i = 0; i < obs.captures.size(); ++i) {
     EXPECT_EQ(obs.captures[i].graph, static_cast<int>(i));
     EXPECT_EQ(obs.captures[i].num_ops, ops_per_graph);
