@@ -51,8 +51,8 @@ constexpr int kTmaOneSplitKeys = 256;
 // Arrival counters of variant 17's fused combine: one per (sequence, kv head).
 __device__ unsigned g_tma_counters[kMaxSplitCounters];
 
-// Variant 16: St = 2, one split (gridDim.y == 1), no combine. Variant 17:
-// gridDim.y splits of whole 64-key tiles sized on the device from the real
+// Variant 16: St = 2, one split (gridDim.z == 1), no combine. Variant 17:
+// gridDim.z splits of whole 64-key tiles sized on the device from the real
 // context, a St-deep ring, and the last block of (sequence, kv head) combines
 // the splits (kFused). With one split both are the same arithmetic.
 template <int St, bool kFused, int kMinBlocks, bool kWs = false, int kOneSplit = 0>
@@ -73,10 +73,11 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
   auto stage = [&](int tile) { return stage_at(stages, tile % St); };
 
   trigger_dependents();  // the o_proj GEMV may start streaming its weights now
-  // kv head fastest: the block scheduler dispatches in linear block order, so the low splits, which
-  // hold the keys when the context is short (pipe_split_setup), become resident first when an
-  // earlier kernel (qkv_rope.2's GEMV) still occupies SMs at the early launch (session 31).
-  const int kv0 = blockIdx.x, split = blockIdx.y, n_splits = gridDim.y, i = blockIdx.z;
+  // Split slowest: the block scheduler dispatches in linear block order, so every sequence's low
+  // splits, which hold the keys when the context is short (pipe_split_setup), become resident
+  // first when an earlier kernel (qkv_rope.2's GEMV) still occupies SMs at the early launch
+  // (session 31).
+  const int kv0 = blockIdx.x, i = blockIdx.y, split = blockIdx.z, n_splits = gridDim.z;
   const int slot = seq_slots[i];
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
   if (threadIdx.x == 0) {
@@ -236,7 +237,7 @@ void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, 
   // [b][q heads][splits][head_dim] partial outputs, then their (max, sum); unused with one split.
   auto* part_o = splits > 1 ? static_cast<float*>(ctx.workspace) : nullptr;
   auto* part_ml = splits > 1 ? reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * kHd) : nullptr;
-  launch_kernel(true, kernel, dim3(c.n_kv_heads, splits, a.b), dim3((kWs ? 5 : 4) * kWarp), kTmaSmem<St>, ctx.stream,
+  launch_kernel(true, kernel, dim3(c.n_kv_heads, a.b, splits), dim3((kWs ? 5 : 4) * kWarp), kTmaSmem<St>, ctx.stream,
                 pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
                 a.seq_slots, a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads,
                 a.n_q_heads / c.n_kv_heads, a.q_stride, std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
