@@ -12,8 +12,9 @@
 #   kbench: bench_kernels' qkv_rope rows beside gemm.6's qkv GEMV and rope_kv_write.1 alone
 #   where: a recorded batch-1 run of each with `lantern inspect --gaps` (the wall-time share of
 #          qkv_rope and attention_decode)
+#   order: qkv_rope.2 with attention_decode's grid before session 31 (LANTERN_TMA_SPLIT_SLOWEST=0) vs now
 #   quick: the attention-decode, qkv_rope and engine GPU tests only
-#   OUT=DIR bash scripts/gpu-qkv-rope.sh [tests] [quick] [ab] [early] [kbench] [where]   (default: all but
+#   OUT=DIR bash scripts/gpu-qkv-rope.sh [tests] [quick] [ab] [order] [early] [kbench] [where]   (default: all but
 #   early); logs in $OUT
 set -u
 cd "$(dirname "$0")/.."
@@ -36,6 +37,10 @@ for s in "${STAGES[@]}"; do
       LANTERN=$L MODEL=$M OUT=$LOGS/ab bash scripts/gpu-ab.sh -r 3 qkv_rope=1 qkv_rope=2 \
         --batch 1,4,16,64 --prompt-len 128 --decode-steps 128 > "$OUT/qkv_ab.txt" 2>&1
       echo "ab rc=$?"; tail -25 "$OUT/qkv_ab.txt" ;;
+    order)  # session 31: attention_decode's split-slowest grid vs the grid before, with qkv_rope.2
+      LANTERN=$L MODEL=$M OUT=$LOGS/order bash scripts/gpu-ab.sh -r 3 qkv_rope=2,LANTERN_TMA_SPLIT_SLOWEST=0 \
+        qkv_rope=2,LANTERN_TMA_SPLIT_SLOWEST=1 --batch 1,4,16 --prompt-len 128 --decode-steps 128 > "$OUT/order_ab.txt" 2>&1
+      echo "order rc=$?"; tail -8 "$OUT/order_ab.txt" ;;
     early)
       LANTERN=$L MODEL=$M OUT=$LOGS/early bash scripts/gpu-ab.sh -r 3 rope_kv_write=1 rope_kv_write=2 \
         --batch 64,256 --prompt-len 128 --decode-steps 64 > "$OUT/early_ab.txt" 2>&1

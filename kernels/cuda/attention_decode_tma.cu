@@ -61,7 +61,7 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
                       float2* part_ml, const int32_t* __restrict__ seq_slots,
                       const int32_t* __restrict__ context_lens, const int32_t* __restrict__ block_tables,
                       int block_size, int max_blocks_per_seq, int n_kv_heads, int group, int q_stride,
-                      int max_context, float scale_log2) {
+                      int max_context, float scale_log2, int split_slowest) {
   using S = TS<St>;
   constexpr int kThreads = (kWs ? 5 : 4) * kWarp;  // kWs: warp 4 is the producer
   extern __shared__ unsigned char smem_raw[];
@@ -73,11 +73,13 @@ __global__ void __launch_bounds__((kWs ? 5 : 4) * kWarp, kMinBlocks)
   auto stage = [&](int tile) { return stage_at(stages, tile % St); };
 
   trigger_dependents();  // the o_proj GEMV may start streaming its weights now
-  // Split slowest: the block scheduler dispatches in linear block order, so every sequence's low
-  // splits, which hold the keys when the context is short (pipe_split_setup), become resident
-  // first when an earlier kernel (qkv_rope.2's GEMV) still occupies SMs at the early launch
-  // (session 31).
-  const int kv0 = blockIdx.x, i = blockIdx.y, split = blockIdx.z, n_splits = gridDim.z;
+  // Split slowest (grid: kv heads, sequences, splits): the block scheduler dispatches in linear
+  // block order, so every sequence's low splits, which hold the keys when the context is short
+  // (pipe_split_setup), become resident first when an earlier kernel (qkv_rope.2's GEMV) still
+  // occupies SMs at the early launch (session 31). LANTERN_TMA_SPLIT_SLOWEST=0: the grid before,
+  // (splits, kv heads, sequences).
+  const int kv0 = split_slowest ? blockIdx.x : blockIdx.y, i = split_slowest ? blockIdx.y : blockIdx.z;
+  const int split = split_slowest ? blockIdx.z : blockIdx.x, n_splits = split_slowest ? gridDim.z : gridDim.x;
   const int slot = seq_slots[i];
   const int ctx = min(min(context_lens[i], max_context), max_blocks_per_seq * block_size);
   if (threadIdx.x == 0) {
@@ -226,6 +228,12 @@ const CUtensorMap& cuda_detail::pool_rows_map(const KvCacheRef& c) {
 
 namespace {
 
+// LANTERN_TMA_SPLIT_SLOWEST (default 1): the grid order above; an A/B knob, read once.
+int split_slowest_knob() {
+  static const int v = env_int("LANTERN_TMA_SPLIT_SLOWEST", 1) != 0;
+  return v;
+}
+
 template <int St, int kMinBlocks, bool kWs = false>
 void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, const char* who,
                 bool one_short = false) {
@@ -237,10 +245,12 @@ void launch_tma(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, 
   // [b][q heads][splits][head_dim] partial outputs, then their (max, sum); unused with one split.
   auto* part_o = splits > 1 ? static_cast<float*>(ctx.workspace) : nullptr;
   auto* part_ml = splits > 1 ? reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * kHd) : nullptr;
-  launch_kernel(true, kernel, dim3(c.n_kv_heads, a.b, splits), dim3((kWs ? 5 : 4) * kWarp), kTmaSmem<St>, ctx.stream,
+  const int slowest = split_slowest_knob();
+  const dim3 grid = slowest ? dim3(c.n_kv_heads, a.b, splits) : dim3(splits, c.n_kv_heads, a.b);
+  launch_kernel(true, kernel, grid, dim3((kWs ? 5 : 4) * kWarp), kTmaSmem<St>, ctx.stream,
                 pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
                 a.seq_slots, a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, c.n_kv_heads,
-                a.n_q_heads / c.n_kv_heads, a.q_stride, std::max(a.max_context, 1), a.scale * 1.4426950408889634f);
+                a.n_q_heads / c.n_kv_heads, a.q_stride, std::max(a.max_context, 1), a.scale * 1.4426950408889634f, slowest);
   CUDA_CHECK_LAST("decode_tma_kernel");
 }
 
