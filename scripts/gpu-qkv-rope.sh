@@ -12,9 +12,10 @@
 #   kbench: bench_kernels' qkv_rope rows beside gemm.6's qkv GEMV and rope_kv_write.1 alone
 #   where: a recorded batch-1 run of each with `lantern inspect --gaps` (the wall-time share of
 #          qkv_rope and attention_decode)
+#   ab3:   the default (qkv_rope.3) vs qkv_rope.1 at batch 1, 4, 8, 16
 #   order: qkv_rope.2 with attention_decode's grid before session 31 (LANTERN_TMA_SPLIT_SLOWEST=0) vs now
 #   quick: the attention-decode, qkv_rope and engine GPU tests only
-#   OUT=DIR bash scripts/gpu-qkv-rope.sh [tests] [quick] [ab] [order] [early] [kbench] [where]   (default: all but
+#   OUT=DIR bash scripts/gpu-qkv-rope.sh [tests] [quick] [ab] [ab3] [order] [early] [kbench] [where]   (default: all but
 #   early); logs in $OUT
 set -u
 cd "$(dirname "$0")/.."
@@ -37,6 +38,10 @@ for s in "${STAGES[@]}"; do
       LANTERN=$L MODEL=$M OUT=$LOGS/ab bash scripts/gpu-ab.sh -r 3 qkv_rope=1 qkv_rope=2 \
         --batch 1,4,16,64 --prompt-len 128 --decode-steps 128 > "$OUT/qkv_ab.txt" 2>&1
       echo "ab rc=$?"; tail -25 "$OUT/qkv_ab.txt" ;;
+    ab3)  # session 31: the default (qkv_rope.3: variant 2 up to 8 rows) vs variant 1
+      LANTERN=$L MODEL=$M OUT=$LOGS/ab3 bash scripts/gpu-ab.sh -r 3 qkv_rope=1 - \
+        --batch 1,4,8,16 --prompt-len 128 --decode-steps 128 > "$OUT/qkv_ab3.txt" 2>&1
+      echo "ab3 rc=$?"; tail -7 "$OUT/qkv_ab3.txt" ;;
     order)  # session 31: attention_decode's split-slowest grid vs the grid before, with qkv_rope.2
       LANTERN=$L MODEL=$M OUT=$LOGS/order bash scripts/gpu-ab.sh -r 3 qkv_rope=2,LANTERN_TMA_SPLIT_SLOWEST=0 \
         qkv_rope=2,LANTERN_TMA_SPLIT_SLOWEST=1 --batch 1,4,16 --prompt-len 128 --decode-steps 128 > "$OUT/order_ab.txt" 2>&1

@@ -28,6 +28,8 @@
 //   m, head_dim % 16 != 0 and unaligned pointers: variant 1. It folds a
 //   prologue norm into the GEMV as gemm.5 does (bit-identical to variant 1
 //   there too: the same kernel prologue).
+// Variant 3 (gemv_rope_small, the default since session 31): variant 2 up to
+//   8 rows, variant 1 above -- where the H200 measured variant 2 faster.
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -60,6 +62,16 @@ void qkv_rope_gemv(const QkvRopeArgs& a, const LaunchCtx& ctx) {
   if (!qkv_rope_skinny_launch(a, ctx)) qkv_rope_unfused(a, ctx);
 }
 
+// Variant 3's crossover: variant 2 up to this many rows (H200, session 31, three interleaved
+// rounds: batch 1 -16 us and batch 4 -8 us per decode step against variant 1, batch 16 +17 us).
+constexpr int kRopeEpilogueMaxRows = 8;
+
+void qkv_rope_gemv_small(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "qkv_rope.gemv_rope_small");
+  if (a.m == 0) return;
+  if (a.m > kRopeEpilogueMaxRows || !qkv_rope_skinny_launch(a, ctx)) qkv_rope_unfused(a, ctx);
+}
+
 // The unfused path's GEMM: its variant's prepare hook (gemm.6 plans cuBLASLt
 // for m > 16), outside any capture.
 void qkv_rope_prepare(const QkvRopeArgs& a, const LaunchCtx& ctx) {
@@ -81,7 +93,12 @@ void register_qkv_rope_cuda(Registry& r) {
       "m <= 16: gemm.5's GEMV with a RoPE + KV-write epilogue (8 dims + the 8 they rotate with per "
       "16-row tile), no rope_kv_write launch; else variant 1",
       kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // H200 tests pass (session 31)
-  for (int v : {1, 2}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
+  r.add(with_traits(make_entry<QkvRopeArgs, qkv_rope_gemv_small, qkv_rope_cost<2>>(
+      3, "gemv_rope_small", Backend::cuda,
+      "the default since session 31: variant 2 up to 8 rows, variant 1 above (H200: batch 1 -16 us, "
+      "batch 4 -8 us per decode step; variant 2 lost 17 us at batch 16)",
+      kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
+  for (int v : {1, 2, 3}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
 }
 
 }  // namespace lantern::kernels

@@ -140,7 +140,9 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
     opt.backend = kernels::Backend::cuda;
     opt.limits = lim;
     opt.limits.kv_num_blocks = 16384;
-    opt.kernels = {{"attention_decode", attention}, {"rope_kv_write", rope}};
+    // qkv_rope.1: decode steps launch the rope_kv_write variant (the default, qkv_rope.3, does not
+    // up to 8 rows).
+    opt.kernels = {{"attention_decode", attention}, {"rope_kv_write", rope}, {"qkv_rope", "unfused"}};
     return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), opt.backend), opt);
   };
   ForcedWork work;
@@ -176,8 +178,8 @@ TEST(EngineGpu, EarlyLoadKernelsEqualTheirWaitFirstForms) {
   }
 }
 
-// qkv_rope.2 (the q/k/v GEMV with RoPE and the KV write in its epilogue)
-// against qkv_rope.1 (the GEMV, then rope_kv_write.1: the kernels the separate
+// qkv_rope.2 (the q/k/v GEMV with RoPE and the KV write in its epilogue) and
+// .3 (the default: 2 up to 8 rows) against qkv_rope.1 (the GEMV, then rope_kv_write.1: the kernels the separate
 // ops launched) in graph-replayed decode steps of 1-10 rows: the same fp32
 // sums and the same rotation, so every logit of every position must be
 // bit-identical -- a cache row written wrong, late (after the attention's
@@ -197,13 +199,15 @@ TEST(EngineGpu, FusedQkvRopeEqualsTheUnfusedKernels) {
   };
   ForcedWork work;
   for (int i = 0; i < 10; ++i) work.emplace_back(test::random_token_ids(1 + 7 * i), test::random_token_ids(20 + 4 * i));
-  auto fused = make("gemv_rope"), plain = make("unfused");
+  auto fused = make("gemv_rope"), plain = make("unfused"), small = make("gemv_rope_small");
   ASSERT_EQ(fused->kernel_set().entry(kernels::Family::qkv_rope).variant, 2);
-  LogitRows a, b;
+  LogitRows a, b, c;
   ASSERT_EQ(run_forced(*fused, work, a), work.size());
   ASSERT_EQ(run_forced(*plain, work, b), work.size());
-  const size_t differ = test::differing_rows(a, b);
+  ASSERT_EQ(run_forced(*small, work, c), work.size());  // variant 3: 2 up to 8 rows, 1 above
+  const size_t differ = test::differing_rows(a, b), small_differ = test::differing_rows(c, b);
   EXPECT_EQ(differ, 0u) << "of " << b.size() << " positions";
+  EXPECT_EQ(small_differ, 0u) << "of " << b.size() << " positions (variant 3)";
   EngineLimits lim;  // chunks of 16 rows: the GEMV's largest m, several rows of one sequence
   lim.max_batch_tokens = 16;
   lim.logits_rows = 16;
@@ -212,8 +216,8 @@ TEST(EngineGpu, FusedQkvRopeEqualsTheUnfusedKernels) {
   const auto sa = test::score_positions(*fused_chunked, ids, 70), sb = test::score_positions(*plain_chunked, ids, 70);
   const size_t chunked_differ = test::differing_rows(sa, sb);
   EXPECT_EQ(chunked_differ, 0u) << "of " << sa.size() << " scored positions (chunked prompt, score mode)";
-  std::printf("[engine-gpu] qkv_rope 2 vs 1 in graphs: %zu of %zu positions differ, %zu of %zu chunked\n", differ,
-              b.size(), chunked_differ, sa.size());
+  std::printf("[engine-gpu] qkv_rope 2 (3) vs 1 in graphs: %zu (%zu) of %zu positions differ, %zu of %zu chunked\n",
+              differ, small_differ, b.size(), chunked_differ, sa.size());
 }
 
 // gemm.6 (cuBLASLt with per-shape measured algorithms above m = 16) against
@@ -241,8 +245,8 @@ TEST(EngineGpu, PlannedGemmMatchesCublasAndRecordsItsPlans) {
   ASSERT_TRUE(d.contains("gemm_plans"));
   // gemm.1 plans nothing, but the fused families' GEMMs (gate_up, o, down) run
   // planned cuBLASLt above the GEMV whatever `gemm` is: the seed engine records
-  // those and no qkv plan (decode steps' qkv_rope.1 launches the engine's gemm
-  // variant, gemm.1 here, and runs its prepare hook: none).
+  // those and no qkv plan (decode steps' qkv_rope.3 launches the engine's gemm
+  // variant above 8 rows, gemm.1 here, and runs its prepare hook: none).
   const ModelConfig& sc = seed->config();
   for (const auto& p : seed->describe().value("gemm_plans", nlohmann::json::array()))
     EXPECT_FALSE(p["n"] == sc.q_dim() + 2 * sc.kv_dim() && p["k"] == sc.hidden_size) << p.dump();
