@@ -3,6 +3,9 @@
 round's decode step and prefill (ms) of side A and side B, and the median difference
 B - A (negative: B faster). Reads OUT/ab-A-<round>.json and OUT/ab-B-<round>.json
 (`lantern bench --json`); a missing or unreadable file is reported, not fatal.
+A point whose decode step is a median over partial batches in any run (the bench's
+`decode_whole_batch` false: no step decoded the whole batch, too few --decode-steps
+for its prefill) is marked `*` after its B-A, with a footnote.
 
   python3 scripts/ab_table.py OUT [LABEL_A LABEL_B]
 """
@@ -41,6 +44,7 @@ def main():
     print(f"A = {labels[0]}   B = {labels[1]}   ({len(a)} / {len(b)} rounds; ms)")
     print(f"{'batch':>5} {'prompt':>6} | {'decode step A':<24} {'decode step B':<24} {'B-A':>7} | "
           f"{'prefill A':<24} {'prefill B':<24} {'B-A':>7}")
+    partial = []
     for key in sorted(set().union(*a, *b)):
         def col(runs, field):
             return [r[key][field] for r in runs if key in r and field in r[key]]
@@ -50,8 +54,14 @@ def main():
             return f"{statistics.median(y) - statistics.median(x):+.3f}" if x and y else "-"
         da, db = col(a, "decode_step_ms"), col(b, "decode_step_ms")
         pa, pb = col(a, "prefill_ms"), col(b, "prefill_ms")
-        print(f"{key[0]:>5} {key[1]:>6} | {fmt(da):<24} {fmt(db):<24} {diff(da, db):>7} | "
+        mark = "*" if False in col(a, "decode_whole_batch") + col(b, "decode_whole_batch") else " "
+        if mark == "*":
+            partial.append(f"batch {key[0]} prompt {key[1]}")
+        print(f"{key[0]:>5} {key[1]:>6} | {fmt(da):<24} {fmt(db):<24} {diff(da, db):>7}{mark}| "
               f"{fmt(pa):<24} {fmt(pb):<24} {diff(pa, pb):>7}")
+    if partial:
+        print(f"* no step decoded the whole batch ({', '.join(partial)}): the decode step is a median over "
+              "partial batches; raise --decode-steps")
     return 0
 
 

@@ -10,7 +10,7 @@
 #          and 256, where qkv_rope.1 launches rope_kv_write after cuBLASLt (58 us of the batch-256
 #          step's critical path in session 27; only batch 1 was A/B'd, in session 7)
 #   kbench: bench_kernels' qkv_rope rows beside gemm.6's qkv GEMV and rope_kv_write.1 alone
-#   where: a recorded batch-1 run of each with `lantern inspect --gaps` (the wall-time share of
+#   where: a recorded batch-1 run (WHERE_BATCH=N: N sequences) of each with `lantern inspect --gaps` (the wall-time share of
 #          qkv_rope and attention_decode)
 #   ab3:   the default (qkv_rope.3) vs qkv_rope.1 at batch 1, 4, 8, 16
 #   order: qkv_rope.2 with attention_decode's grid before session 31 (LANTERN_TMA_SPLIT_SLOWEST=0) vs now
@@ -56,7 +56,8 @@ for s in "${STAGES[@]}"; do
     where)
       for v in 1 2; do
         rm -rf "$LOGS/run$v"
-        $L generate --model "$M" --device cuda --quiet --prompt-ids "$(seq -s, 100 227)" --max-new-tokens 64 --ignore-eos --max-seqs 1 \
+        $L generate --model "$M" --device cuda --quiet --prompt-ids "$(seq -s, 100 227)" --max-new-tokens 64 --ignore-eos \
+          --repeat "${WHERE_BATCH:-1}" --max-seqs "${WHERE_BATCH:-1}" \
           --kernels qkv_rope=$v --record "$LOGS/run$v" --cupti-all-steps > "$LOGS/gen$v.log" 2>&1
         echo "-- qkv_rope=$v (generate rc=$?)"
         $L inspect "$LOGS/run$v" --phase decode --gaps > "$LOGS/insp$v.txt" 2>&1
