@@ -63,7 +63,8 @@ void qkv_rope_gemv(const QkvRopeArgs& a, const LaunchCtx& ctx) {
 }
 
 // Variant 3's crossover: variant 2 up to this many rows (H200, session 31, three interleaved
-// rounds: batch 1 -16 us and batch 4 -8 us per decode step against variant 1, batch 16 +17 us).
+// rounds in each of two calls: batch 1 -8...-16 us, batch 4 -6...-8 us, batch 8 -4 us per decode
+// step against variant 1; variant 2 at batch 16 +14...+17 us).
 constexpr int kRopeEpilogueMaxRows = 8;
 
 void qkv_rope_gemv_small(const QkvRopeArgs& a, const LaunchCtx& ctx) {
@@ -95,8 +96,8 @@ void register_qkv_rope_cuda(Registry& r) {
       kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));  // H200 tests pass (session 31)
   r.add(with_traits(make_entry<QkvRopeArgs, qkv_rope_gemv_small, qkv_rope_cost<2>>(
       3, "gemv_rope_small", Backend::cuda,
-      "the default since session 31: variant 2 up to 8 rows, variant 1 above (H200: batch 1 -16 us, "
-      "batch 4 -8 us per decode step; variant 2 lost 17 us at batch 16)",
+      "the default since session 31: variant 2 up to 8 rows, variant 1 above (H200: batch 1 -8...-16 "
+      "us, batch 4 -6...-8 us per decode step; variant 2 lost 14-17 us at batch 16)",
       kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
   for (int v : {1, 2, 3}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
 }
