@@ -62,9 +62,6 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
-// SwiGLU's fp32 formula, silu(g) * u = g / (1 + e^-g) * u (the CPU reference's;
-// finite at both ends). Shared by swiglu.* and gate_up_swiglu's fused epilogue,
-// so the two round the same values the same way.
 // The paged KV cache's row of a token: the element offset of its K row in
 // units of one row's `row_units` (its V row follows block_size rows later), or
 // -1 when its position, slot or block-table entry is out of range (no cache
@@ -77,6 +74,9 @@ __device__ __forceinline__ long long kv_cache_row(int pos, int slot, const int32
   return (static_cast<long long>(block) * 2 * block_size + pos % block_size) * row_units;
 }
 
+// SwiGLU's fp32 formula, silu(g) * u = g / (1 + e^-g) * u (the CPU reference's;
+// finite at both ends). Shared by swiglu.* and gate_up_swiglu's fused epilogue,
+// so the two round the same values the same way.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 // Eight bf16 in one 16-byte word.
