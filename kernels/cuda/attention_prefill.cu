@@ -24,6 +24,9 @@
 //   Hopper's warpgroup MMA -- Q and a K/V ring filled by the copy engine, S = Q
 //   K^T and O += P V as wgmma, the key tiles split between two warpgroups and
 //   merged in a fixed order; head_dim 64 on an sm_90 GPU, else variant 2.
+// Variant 5 (wg_flash_pipe, same file): variant 4 with each warpgroup's key
+//   tiles pipelined (S of tile i issued with P V of tile i - 1, the softmax of
+//   tile i under it); bit-identical to variant 4.
 #include <algorithm>
 #include <vector>
 
@@ -279,6 +282,14 @@ void prefill_wg(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
   if (!attention_prefill_wg_launch(a, ctx)) prefill_flash(a, ctx);
 }
 
+void prefill_wg_pipe(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
+  check_prefill(a, "attention_prefill.wg_flash_pipe");
+  if (a.num_seqs == 0 || a.max_seq_len == 0) return;
+  LANTERN_CHECK(a.num_seqs <= 65535 && a.n_q_heads <= 65535,
+                "attention_prefill.wg_flash_pipe: %d sequences x %d heads exceed the grid", a.num_seqs, a.n_q_heads);
+  if (!attention_prefill_wg_launch(a, ctx, /*pipelined=*/true)) prefill_flash(a, ctx);
+}
+
 }  // namespace
 
 void attention_prefill_check(const AttentionPrefillArgs& a, const char* who) {
@@ -309,6 +320,11 @@ void register_attention_prefill_wg_cuda(Registry& r) {
       "variant 2's blocks on wgmma: TMA-filled Q and K/V ring, S = QK^T and O += PV as warpgroup MMAs, key tiles "
       "split over two warpgroups (head_dim 64, sm_90; else variant 2)",
       kPreferred, prefill_flash_workspace));  // the default since session 22
+  r.add(make_entry<AttentionPrefillArgs, prefill_wg_pipe, attention_prefill_cost<2>>(
+      5, "wg_flash_pipe", Backend::cuda,
+      "variant 4 with the key tiles pipelined in each warpgroup: S = QK^T of tile i issued with O += PV of tile "
+      "i - 1, tile i's softmax under that PV (FA3's intra-warpgroup overlap); bit-identical to variant 4",
+      kTestedOnly, prefill_flash_workspace));  // level with 4 on the H200 (session 32)
 }
 
 }  // namespace lantern::kernels

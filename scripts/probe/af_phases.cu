@@ -13,6 +13,7 @@
 //          the last one's stamps: its blocks wait on the previous launch)
 //   build: bash scripts/probe/build-probe.sh af_phases; run: build/probe/af_phases [len/mode ...]
 //   e.g.   build/probe/af_phases 512/warm 512/chain 2048/warm
+//   LANTERN_AF_PIPE=1 in the environment probes variant 5's pipelined kernel instead.
 #define LANTERN_AF_PROBE 1
 #include "kernels/cuda/sm90a/attention_prefill_wgmma.cu"
 #include "scripts/probe/probe_common.cuh"
@@ -98,8 +99,9 @@ void run(int len, const std::string& mode, void* flush, size_t flush_bytes, cuda
   ctx.stream = st;
   AttentionPrefillArgs a{qkv,         qkv + kQ * kHd, qkv + (kQ + kKv) * kHd, out, starts, host_starts, 1, len,
                          kQ,          kKv,            kHd,                    kStride, kStride, 0.125f};
+  static const bool pipelined = std::getenv("LANTERN_AF_PIPE") && std::getenv("LANTERN_AF_PIPE")[0] == '1';
   auto launch = [&] {
-    if (!attention_prefill_wg_launch(a, ctx)) {
+    if (!attention_prefill_wg_launch(a, ctx, pipelined)) {
       std::fprintf(stderr, "wg_flash does not fit\n");
       std::exit(1);
     }

@@ -289,7 +289,7 @@ void register_all() {
     }
   });
   for_cuda(Family::attention_prefill, [](const KernelEntry& e) {
-    for (int len : {128, 512, 2048})
+    for (int len : {128, 512, 2048, 8192})
       add(vname(e) + "/len=" + std::to_string(len), [&e, len](benchmark::State& st) {
         Dev q = bf16_random(size_t(len) * kQ * kHd, 2.f), out(size_t(len) * kQ * kHd * 2);
         Dev k = bf16_random(size_t(len) * kKv * kHd), v = bf16_random(size_t(len) * kKv * kHd);

@@ -8,7 +8,8 @@
 // scores; a 2048-token prompt; head_dim 96 (flash falls back to the seed);
 // for variant 3's 16-row tile pairs and key parts: lengths around 16, 64, 128
 // and 256, several prompts per call, group 8 (two head chunks) at head_dim
-// 128. Variants from 3 up are also compared with variant 2 (the old default).
+// 128. Variants from 3 up are also compared with variant 2 (the old default),
+// variant 5 bit for bit with variant 4.
 // LANTERN_PREFILL_SPLITS=4 in the environment runs variant 3 with 4 key parts.
 // Only head columns are compared (the padding of a row is nobody's output).
 #include <algorithm>
@@ -60,6 +61,7 @@ void check_prefill(const PrefillCase& c) {
   shape.n_q_heads = c.n_q, shape.n_kv_heads = c.n_kv, shape.head_dim = c.hd;
   GpuEnv env;
   std::vector<float> flash_mma;  // variant 2's output, for the later variants
+  std::vector<float> wg_flash;   // variant 4's, for variant 5 (the same operations on O in another issue order)
   for (const KernelEntry* e : cuda_variants(Family::attention_prefill)) {
     std::string lens;
     for (int len : c.lens) lens += std::to_string(len) + ",";
@@ -83,6 +85,13 @@ void check_prefill(const PrefillCase& c) {
     if (e->variant == 2) flash_mma = got_heads;
     if (e->variant > 2 && !flash_mma.empty())  // same rounding of P per key: close to the old default
       EXPECT_TRUE(matches(got_heads, flash_mma, 4e-3, 1e-2, 1e-2)) << "against variant 2";
+    if (e->variant == 4) wg_flash = got_heads;
+    if (e->variant == 5 && !wg_flash.empty()) {
+      size_t differ = 0;
+      for (size_t i = 0; i < got_heads.size(); ++i) differ += got_heads[i] != wg_flash[i];
+      EXPECT_EQ(differ, 0u) << "variant 5 differs from variant 4 in " << differ << " of " << got_heads.size()
+                            << " outputs (bit-identical expected)";
+    }
   }
 }
 

@@ -28,6 +28,20 @@
 //  - PDL: the loads wait for the previous kernel (griddepcontrol.wait).
 // Same arithmetic as variant 2 up to the order of the MMAs' sums and the
 // merge (tested against the CPU reference and against variant 2).
+//
+// attention_prefill variant 5 (wg_flash_pipe; tested only): the same kernel
+// with each warpgroup's key tiles pipelined as FA3 does within a warpgroup --
+// S of tile i is issued together with O += P V of tile i - 1, tile i's softmax
+// runs while that P V is in flight, and O takes tile i's correction once it
+// has completed (skipped when no row of the warp moved its max). The
+// operations on O are variant 4's in the same order: bit-identical (tested).
+// P is packed after the P V that reads the previous P has completed, so no
+// register an in-flight wgmma reads is redefined (ptxas would serialise the
+// MMAs otherwise, C7513). On the H200 it is level with variant 4 (13.1 vs 13.0
+// us at 512 tokens, 68.3-68.9 vs 69.1 at 2048, 716-721 vs 736 at 8192;
+// prefill steps level): at these lengths the tile chain is bounded by the
+// SM's shared issue, MUFU and tensor throughput across its four warpgroups,
+// not by one warpgroup's latency (docs/performance.md, session 32).
 // Fits: head_dim 64, q/kv strides multiples of 8, 16-byte aligned q, k, v,
 // out, host_seq_starts (the maps' row count), an sm_90 GPU; else variant 2.
 #include "kernels/base/env_knob.h"
@@ -100,18 +114,23 @@ struct AfRows {
   float m[2], l[2];
 };
 
-// One tile of 64 keys at key index kv0: S = Q K^T, mask, online softmax, O += P V.
-__device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at, unsigned v_at, int kv0, int row_a,
-                                        int len, bool needs_mask, float scale_log2, int lane) {
-  float s[32];
+// The pieces of one tile of 64 keys at key index kv0 (S = Q K^T, mask, online
+// softmax, O += P V), so that variant 5 can issue them in another order.
+// S = Q K^T as one committed wgmma group (not waited for).
+__device__ __forceinline__ void af_issue_s(float (&s)[32], unsigned q_at, unsigned k_at) {
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = 0.0f;
   wg_fence();
 #pragma unroll
   for (int kk = 0; kk < kAfHd / 16; ++kk) wgmma_bf16<64>(s, sw128_desc(q_at + kk * 32), sw128_desc(k_at + kk * 32));
   wg_commit();
-  wg_wait_all();
-  fence_operands(s);
+}
+
+// The causal / length mask and the online softmax on a finished S: the row
+// state's max and sum move on, s becomes the unnormalised probabilities and
+// corr the factor O must take before this tile's P V is added. O is not touched.
+__device__ __forceinline__ void af_softmax(AfRows& st, float (&s)[32], float (&corr)[2], int kv0, int row_a,
+                                           int len, bool needs_mask, float scale_log2, int lane) {
   const int t = lane % 4;
   if (needs_mask) {
 #pragma unroll
@@ -122,7 +141,6 @@ __device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at
         if (key > row || key >= len) s[4 * n + e] = -INFINITY;
       }
   }
-  float corr[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // a row's 64 keys: 16 per thread, the 4 threads of a quad
     float mx = -INFINITY;
@@ -144,16 +162,27 @@ __device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at
       }
     st.l[h] = st.l[h] * corr[h] + sum;
   }
+}
+
+// O *= corr. kSkip (variant 5): skipped when no row of the warp moved its max
+// (corr is exactly 1 then, as exp2(0) is: the product would change nothing) --
+// the common case once a row has met its largest score; a warp vote per tile
+// otherwise.
+template <bool kSkip>
+__device__ __forceinline__ void af_rescale(float (&o)[32], const float (&corr)[2]) {
+  if (kSkip && __all_sync(kFullMask, corr[0] == 1.0f && corr[1] == 1.0f)) return;
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
-    st.o[4 * n] *= corr[0];
-    st.o[4 * n + 1] *= corr[0];
-    st.o[4 * n + 2] *= corr[1];
-    st.o[4 * n + 3] *= corr[1];
+    o[4 * n] *= corr[0];
+    o[4 * n + 1] *= corr[0];
+    o[4 * n + 2] *= corr[1];
+    o[4 * n + 3] *= corr[1];
   }
-  // P as the A fragments of the k16 steps: keys 16 kk .. 16 kk + 15 are the
-  // accumulators of n-tiles 2 kk and 2 kk + 1.
-  uint32_t p[4][4];
+}
+
+// P as the A fragments of the k16 steps: keys 16 kk .. 16 kk + 15 are the
+// accumulators of n-tiles 2 kk and 2 kk + 1.
+__device__ __forceinline__ void af_pack(uint32_t (&p)[4][4], const float (&s)[32]) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     p[kk][0] = pack_bf16x2(s[8 * kk], s[8 * kk + 1]);
@@ -161,10 +190,36 @@ __device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at
     p[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
     p[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
   }
+}
+
+// O += P V issued (no fence of its own: the caller's wg_fence covers it).
+__device__ __forceinline__ void af_issue_pv(float (&o)[32], const uint32_t (&p)[4][4], unsigned v_at) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_bf16_rs_nmajor64(o, p[kk], sw128_desc(v_at + kk * 16 * 128));
+}
+
+template <int R>
+__device__ __forceinline__ void fence_fragments(uint32_t (&p)[R][4]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(p[i][j])::"memory");
+}
+
+// Variant 4's tile: every piece waited for before the next.
+__device__ __forceinline__ void af_step(AfRows& st, unsigned q_at, unsigned k_at, unsigned v_at, int kv0, int row_a,
+                                        int len, bool needs_mask, float scale_log2, int lane) {
+  float s[32], corr[2];
+  af_issue_s(s, q_at, k_at);
+  wg_wait_all();
+  fence_operands(s);
+  af_softmax(st, s, corr, kv0, row_a, len, needs_mask, scale_log2, lane);
+  af_rescale<false>(st.o, corr);
+  uint32_t p[4][4];
+  af_pack(p, s);
   fence_operands(st.o);
   wg_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_bf16_rs_nmajor64(st.o, p[kk], sw128_desc(v_at + kk * 16 * 128));
+  af_issue_pv(st.o, p, v_at);
   wg_commit();
   wg_wait_all();
   fence_operands(st.o);
@@ -225,7 +280,7 @@ __device__ __forceinline__ void af_merge_store(const AfRows& st, const unsigned 
   }
 }
 
-template <int NW>
+template <int NW, bool kPipe>
 __global__ void __launch_bounds__(NW * 128, 4 / NW)
     attention_prefill_wg_kernel(const __grid_constant__ CUtensorMap q_map,  // [rows, q heads x 64], 64 x 64 boxes
                                 const __grid_constant__ CUtensorMap k_map,  // [rows, kv heads x 64]
@@ -281,17 +336,61 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
   if (mine > 0) mbar_wait(q_full, 0);
   if (threadIdx.x == 0) AF_STAMP(3);
   const unsigned q_at = smem_u32(smem), ring_at = smem_u32(ring);
-  for (int i = 0; i < mine; ++i) {
-    const int slot = i % kAfStages, kv0 = (wg + i * NW) * kAfKeys;
-    mbar_wait(&my_full[slot], unsigned((i / kAfStages) & 1));
+  auto k_at = [&](int i) { return ring_at + unsigned(i % kAfStages) * kAfStageBytes; };
+  auto kv0_of = [&](int i) { return (wg + i * NW) * kAfKeys; };
+  auto masked = [&](int i) { return kv0_of(i) + kAfKeys > q0 || kv0_of(i) + kAfKeys > len; };
+  auto wait_tile = [&](int i) {
+    mbar_wait(&my_full[i % kAfStages], unsigned((i / kAfStages) & 1));
     if (threadIdx.x == 0 && i == 0) AF_STAMP(4);
-    const unsigned k_at = ring_at + unsigned(slot) * kAfStageBytes;
-    const bool needs_mask = kv0 + kAfKeys > q0 || kv0 + kAfKeys > len;
-    af_step(st, q_at, k_at, k_at + kAfTileBytes, kv0, row_a, len, needs_mask, scale_log2, lane);
+  };
+  auto refill = [&](int i) {  // tile i's stage is drained (every warp's MMAs on it completed)
     if (i + kAfStages < mine) {
-      wg_bar_sync(wg);  // every warp's MMAs on this stage completed: refill it
+      wg_bar_sync(wg);
       if (wtid == 0) load_tile(i + kAfStages);
     }
+  };
+  if constexpr (!kPipe) {
+    for (int i = 0; i < mine; ++i) {
+      wait_tile(i);
+      af_step(st, q_at, k_at(i), k_at(i) + kAfTileBytes, kv0_of(i), row_a, len, masked(i), scale_log2, lane);
+      refill(i);
+    }
+  } else if (mine > 0) {
+    // Variant 5: S of tile i is issued with P V of tile i - 1, and tile i's
+    // softmax runs while that P V is in flight; O takes tile i's correction
+    // once it has completed -- the same operations on O as variant 4.
+    float s[32], corr[2];
+    uint32_t p[4][4];
+    wait_tile(0);
+    af_issue_s(s, q_at, k_at(0));
+    wg_wait_all();
+    fence_operands(s);
+    af_softmax(st, s, corr, kv0_of(0), row_a, len, masked(0), scale_log2, lane);
+    af_rescale<true>(st.o, corr);
+    af_pack(p, s);
+    for (int i = 1; i < mine; ++i) {
+      wait_tile(i);
+      fence_operands(st.o);
+      af_issue_s(s, q_at, k_at(i));  // its wg_fence covers O's and P's registers too
+      wg_commit();
+      af_issue_pv(st.o, p, k_at(i - 1) + kAfTileBytes);
+      wg_commit();
+      wg_wait_prev();  // S of tile i is done; P V of tile i - 1 may still run
+      fence_operands(s);
+      af_softmax(st, s, corr, kv0_of(i), row_a, len, masked(i), scale_log2, lane);
+      wg_wait_all();
+      fence_operands(st.o);
+      fence_fragments(p);  // read by the P V just completed: live until here
+      af_rescale<true>(st.o, corr);
+      af_pack(p, s);  // after the wait: P's registers are not redefined under the MMA reading them
+      refill(i - 1);
+    }
+    fence_operands(st.o);
+    wg_fence();
+    af_issue_pv(st.o, p, k_at(mine - 1) + kAfTileBytes);
+    wg_commit();
+    wg_wait_all();
+    fence_operands(st.o);
   }
 
   if (wtid == 0 && wg < 2) AF_STAMP(5 + wg);
@@ -323,18 +422,18 @@ int af_forced_wgs() {
   return v;
 }
 
-template <int NW>
+template <int NW, bool kPipe>
 void launch_af(const AttentionPrefillArgs& a, const LaunchCtx& ctx, const CUtensorMap& q_map,
                const CUtensorMap& k_map, const CUtensorMap& v_map) {
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wg_kernel<NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wg_kernel<NW, kPipe>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(AfShape<NW>::kSmemBytes)));
     return true;
   }();
   (void)attr_set;
   const dim3 grid(unsigned(ceil_div(a.max_seq_len, kAfRows)), unsigned(a.n_q_heads), unsigned(a.num_seqs));
   const float log2e = 1.4426950408889634f;
-  launch_kernel(true, attention_prefill_wg_kernel<NW>, grid, dim3(AfShape<NW>::kThreads), AfShape<NW>::kSmemBytes,
+  launch_kernel(true, attention_prefill_wg_kernel<NW, kPipe>, grid, dim3(AfShape<NW>::kThreads), AfShape<NW>::kSmemBytes,
                 ctx.stream, q_map, k_map, v_map, static_cast<bf16*>(a.out), a.seq_starts, a.q_stride,
                 a.n_q_heads / a.n_kv_heads, a.scale * log2e);
   CUDA_CHECK_LAST("attention_prefill_wg_kernel");
@@ -342,24 +441,25 @@ void launch_af(const AttentionPrefillArgs& a, const LaunchCtx& ctx, const CUtens
 
 }  // namespace
 
-bool attention_prefill_wg_launch(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
+bool attention_prefill_wg_launch(const AttentionPrefillArgs& a, const LaunchCtx& ctx, bool pipelined) {
   if (a.head_dim != kAfHd || a.host_seq_starts == nullptr || a.q_stride % 8 != 0 || a.kv_stride % 8 != 0 ||
       !aligned(a.q, 16) || !aligned(a.k, 16) || !aligned(a.v, 16) || !aligned(a.out, 16) || !sm90a_device())
     return false;
   if (a.num_seqs == 0 || a.max_seq_len == 0) return true;
   const int rows = a.host_seq_starts[a.num_seqs];
   if (rows <= 0) return true;
-  constexpr const char* kWho = "attention_prefill.wg_flash";
+  const char* who = pipelined ? "attention_prefill.wg_flash_pipe" : "attention_prefill.wg_flash";
   const CUtensorMap q_map =
-      bf16_rows_map_sw128(a.q, rows, a.n_q_heads * kAfHd, size_t(a.q_stride) * sizeof(bf16), kAfRows, kWho);
+      bf16_rows_map_sw128(a.q, rows, a.n_q_heads * kAfHd, size_t(a.q_stride) * sizeof(bf16), kAfRows, who);
   const CUtensorMap k_map =
-      bf16_rows_map_sw128(a.k, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
+      bf16_rows_map_sw128(a.k, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, who);
   const CUtensorMap v_map =
-      bf16_rows_map_sw128(a.v, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, kWho);
-  if (af_forced_wgs() == 4)
-    launch_af<4>(a, ctx, q_map, k_map, v_map);
+      bf16_rows_map_sw128(a.v, rows, a.n_kv_heads * kAfHd, size_t(a.kv_stride) * sizeof(bf16), kAfKeys, who);
+  const bool four = af_forced_wgs() == 4;
+  if (pipelined)
+    four ? launch_af<4, true>(a, ctx, q_map, k_map, v_map) : launch_af<2, true>(a, ctx, q_map, k_map, v_map);
   else
-    launch_af<2>(a, ctx, q_map, k_map, v_map);
+    four ? launch_af<4, false>(a, ctx, q_map, k_map, v_map) : launch_af<2, false>(a, ctx, q_map, k_map, v_map);
   return true;
 }
 

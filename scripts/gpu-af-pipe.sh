@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# attention_prefill.5 (wg_flash_pipe: variant 4 with each warpgroup's key tiles pipelined, S of
+# tile i issued with P V of tile i - 1 and tile i's softmax under it; session 32, written without
+# a GPU) on the H200 in one call of the device tool, building there from this tree:
+#   tests:  AttentionPrefillGpu.* (every variant vs the CPU reference; variant 5 bit for bit vs 4)
+#   kbench: bench_kernels' attention_prefill.4 and .5 at 128 / 512 / 2048 / 8192 tokens
+#   probe:  scripts/probe/af_phases.cu (per-block phase stamps) for both, 512 and 2048 tokens
+#   ab:     an interleaved `lantern bench` A/B, attention_prefill=4 vs 5, one prompt of 512, 2048
+#           and 8192 tokens (scripts/gpu-ab.sh: 3 rounds, pinned GEMM plans)
+#   suite:  the whole GPU suite
+#   paths:  where a decode step's time goes now, batch 1 and 16 (scripts/gpu-batch-profile.sh:
+#           CUPTI-recorded steps, scripts/critical_path.py), and a recorded batch-16 run per qkv_rope
+#           variant 1 / 2 (`WHERE_BATCH=16 scripts/gpu-qkv-rope.sh where`: which kernel's wall share
+#           grows with qkv_rope.2 at 16 rows)
+#   OUT=DIR bash scripts/gpu-af-pipe.sh [tests] [kbench] [probe] [ab] [suite] [paths]   (default: tests
+#   kbench probe ab); logs in $OUT
+set -u
+cd "$(dirname "$0")/.."
+STAGES=("$@"); [[ ${#STAGES[@]} -eq 0 ]] && STAGES=(tests kbench probe ab)
+LOGS=/tmp/af-pipe-logs; TARGETS="lantern lantern_gpu_tests bench_kernels"; source scripts/lib/device-built.sh
+for s in "${STAGES[@]}"; do
+  echo "==== $s $(date +%T)"
+  case $s in
+    tests)
+      timeout 240 $T --gtest_filter='AttentionPrefillGpu.*' > "$OUT/af_tests.log" 2>&1
+      echo "prefill attention tests rc=$?"
+      grep -E "^\[  (PASSED|FAILED|SKIPPED)|Failure|differs|Which is|rel-L2" "$OUT/af_tests.log" | head -30 ;;
+    kbench)
+      timeout 180 $KB --benchmark_filter='^attention_prefill\.[45]\.' > "$OUT/af_kbench.txt" 2>&1
+      echo "kbench rc=$?"; grep -vE "^-+$" "$OUT/af_kbench.txt" | tail -12 ;;
+    probe)
+      B=build/gpu-machine bash scripts/probe/build-probe.sh af_phases > "$LOGS/probe-build.log" 2>&1 \
+        || { echo "probe build failed"; tail -20 "$LOGS/probe-build.log"; continue; }
+      for pipe in 0 1; do
+        echo "-- LANTERN_AF_PIPE=$pipe"
+        LANTERN_AF_PIPE=$pipe timeout 120 build/probe/af_phases 512/warm 512/chain 2048/warm 2>&1
+      done > "$OUT/af_probe.txt"
+      cat "$OUT/af_probe.txt" | head -90 ;;
+    ab)
+      LANTERN=$L MODEL=$M OUT=$LOGS/ab bash scripts/gpu-ab.sh -r 3 attention_prefill=4 attention_prefill=5 \
+        --batch 1 --prompt-len 512,2048,8192 --decode-steps 2 > "$OUT/af_ab.txt" 2>&1
+      echo "ab rc=$?"; tail -12 "$OUT/af_ab.txt" ;;
+    paths)
+      LANTERN=$L MODEL=$M BATCHES="1 16" bash scripts/gpu-batch-profile.sh "$LOGS/paths" > "$OUT/paths.txt" 2>&1
+      echo "paths rc=$?"; grep -A40 "^== batch" "$OUT/paths.txt" | head -90
+      WHERE_BATCH=16 OUT=$LOGS/where16 bash scripts/gpu-qkv-rope.sh where > "$OUT/where16.txt" 2>&1
+      echo "where16 rc=$?"; tail -52 "$OUT/where16.txt" ;;
+    suite)
+      timeout 300 $T > "$LOGS/gputests.log" 2>&1
+      echo "gpu suite rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|tests ran" "$LOGS/gputests.log" | tail -8 ;;
+  esac
+done
