@@ -13,7 +13,8 @@
 //          the last one's stamps: its blocks wait on the previous launch)
 //   build: bash scripts/probe/build-probe.sh af_phases; run: build/probe/af_phases [len/mode ...]
 //   e.g.   build/probe/af_phases 512/warm 512/chain 2048/warm
-//   LANTERN_AF_PIPE=1 in the environment probes variant 5's pipelined kernel instead.
+//   LANTERN_AF_PIPE=1 in the environment probes variant 5's pipelined kernel instead;
+//   LANTERN_PREFILL_BALANCE=1 the balanced block order (session 32).
 #define LANTERN_AF_PROBE 1
 #include "kernels/cuda/sm90a/attention_prefill_wgmma.cu"
 #include "scripts/probe/probe_common.cuh"
@@ -37,7 +38,7 @@ const char* const kNames[kTimeSlots] = {"entry",      "pdl+bounds", "bar_init", 
 // The stamps of the launches of one case: per launch, quantiles over blocks of
 // each stamp and the last block's stamps (µs after the first block's entry).
 struct Phases {
-  std::vector<double> ev, spans, last_tiles;
+  std::vector<double> ev, spans, last_tiles, sm_tiles_max, sm_tiles_mean;  // key tiles of an SM's blocks
   std::vector<std::vector<double>> q10{kTimeSlots}, q50{kTimeSlots}, q90{kTimeSlots}, qmax{kTimeSlots};
   std::vector<std::vector<double>> last{kTimeSlots};  // the last block to exit, per stamp
   int blocks = 0, per_sm_max = 0, sms_used = 0;
@@ -64,17 +65,24 @@ struct Phases {
       if (last_b >= 0) last[s].push_back(pr[last_b][s] ? (double(pr[last_b][s]) - double(t0)) / 1000.0 : -1.0);
     }
     if (last_b >= 0) last_tiles.push_back(double(pr[last_b][10]));
-    std::vector<int> per(256, 0);
+    std::vector<int> per(256, 0), tiles(256, 0);
     for (int b = 0; b < grid && b < 4096; ++b)
-      if (pr[b][0] != 0) per[pr[b][9] & 255]++;
+      if (pr[b][0] != 0) per[pr[b][9] & 255]++, tiles[pr[b][9] & 255] += int(pr[b][10]);
     per_sm_max = 0, sms_used = 0;
-    for (int x : per) per_sm_max = std::max(per_sm_max, x), sms_used += x > 0;
+    int tiles_max = 0, tiles_sum = 0;
+    for (int sm = 0; sm < 256; ++sm) {
+      per_sm_max = std::max(per_sm_max, per[sm]), sms_used += per[sm] > 0;
+      tiles_max = std::max(tiles_max, tiles[sm]), tiles_sum += tiles[sm];
+    }
+    sm_tiles_max.push_back(tiles_max);
+    sm_tiles_mean.push_back(sms_used ? double(tiles_sum) / sms_used : 0.0);
   }
 
   void print(int len, const std::string& mode) const {
-    std::printf("== %d tokens, %s: %d blocks on %d SMs (<= %d per SM); event %.2f us per launch, block span %.2f us "
-                "(medians of %zu)\n",
-                len, mode.c_str(), blocks, sms_used, per_sm_max, quantile(ev, 0.5), quantile(spans, 0.5), ev.size());
+    std::printf("== %d tokens, %s: %d blocks on %d SMs (<= %d per SM; key tiles per SM: max %.0f, mean %.1f); "
+                "event %.2f us per launch, block span %.2f us (medians of %zu)\n",
+                len, mode.c_str(), blocks, sms_used, per_sm_max, quantile(sm_tiles_max, 0.5),
+                quantile(sm_tiles_mean, 0.5), quantile(ev, 0.5), quantile(spans, 0.5), ev.size());
     std::printf("   %-11s %8s %8s %8s %8s %10s   (us after the first block's entry; quantiles over blocks; last: "
                 "the block that exits last, %.0f key tiles)\n",
                 "stamp", "p10", "p50", "p90", "max", "last", quantile(last_tiles, 0.5));

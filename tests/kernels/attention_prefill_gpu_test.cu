@@ -98,6 +98,7 @@ void check_prefill(const PrefillCase& c) {
 TEST(AttentionPrefillGpu, ModelShapes) {
   LANTERN_REQUIRE_GPU();
   check_prefill({{512, 37}, 32, 8, 64, false, 0, 1.0f});
+  check_prefill({{512}, 32, 8, 64, false, 0, 1.0f});  // one sequence in one wave (LANTERN_PREFILL_BALANCE's case)
 }
 
 TEST(AttentionPrefillGpu, EdgeBoundariesAliasAndGroups) {

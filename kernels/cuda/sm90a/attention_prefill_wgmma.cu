@@ -286,18 +286,31 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
                                 const __grid_constant__ CUtensorMap k_map,  // [rows, kv heads x 64]
                                 const __grid_constant__ CUtensorMap v_map,  // [rows, kv heads x 64]
                                 bf16* out, const int32_t* __restrict__ seq_starts, int q_stride, int group,
-                                float scale_log2) {
+                                float scale_log2, int balance_sms) {
   extern __shared__ unsigned char af_smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(af_smem_raw) + 1023) &
                                                          ~uintptr_t(1023));
   uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + AfShape<NW>::kBarOffset);
   uint64_t* full = q_full + 1;  // [warpgroup][stage]
-  const int seq = blockIdx.z, head = blockIdx.y, kv_head = head / group;
+  const int seq = blockIdx.z;
+  // The block's query tile (counted from the last: heaviest first) and q head.
+  // balance_sms (one sequence, one wave): linear blocks L < balance_sms take
+  // the heaviest tiles in order, the others the lightest from L = balance_sms
+  // on, so blocks L and L + balance_sms -- on one SM when the scheduler
+  // places a wave's second blocks as it placed its first -- carry about equal
+  // key tiles together; else tile x from the last, head y.
+  int from_last = blockIdx.x, head = blockIdx.y;
+  if (balance_sms > 0) {
+    const int heads = gridDim.y, blocks = gridDim.x * heads, lin = blockIdx.x + gridDim.x * blockIdx.y;
+    const int rank = lin < balance_sms ? lin : blocks - 1 - (lin - balance_sms);
+    from_last = rank / heads, head = rank % heads;
+  }
+  const int kv_head = head / group;
   if (threadIdx.x == 0) AF_STAMP(0);
   grid_dependency_wait();  // seq_starts, q, k and v come from earlier kernels
   trigger_dependents();
   const int first = seq_starts[seq], len = seq_starts[seq + 1] - first;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * kAfRows;  // heaviest (last) tiles start first
+  const int q0 = (gridDim.x - 1 - from_last) * kAfRows;  // heaviest (last) tiles start first
   if (threadIdx.x == 0) AF_STAMP(1);
   if (q0 >= len) return;
   const int wg = threadIdx.x / 128, wtid = threadIdx.x % 128, lane = threadIdx.x % kWarp;
@@ -412,6 +425,15 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
 #endif
 }
 
+// LANTERN_PREFILL_BALANCE=1 (read once; an experiment knob, session 32): the
+// balanced block order above for one sequence in one wave of two blocks per SM.
+int af_balance_sms(const AttentionPrefillArgs& a, int nw) {
+  static const bool on = env_int("LANTERN_PREFILL_BALANCE", 0) != 0;
+  if (!on || nw != 2 || a.num_seqs != 1) return 0;
+  const long blocks = long(ceil_div(a.max_seq_len, kAfRows)) * a.n_q_heads;
+  return blocks <= 2L * sm_count() && blocks > sm_count() ? sm_count() : 0;
+}
+
 // LANTERN_PREFILL_WGS=2|4 forces the warpgroups per block (read once; an
 // experiment knob for docs/performance.md); 0 or unset: the length rule.
 int af_forced_wgs() {
@@ -435,7 +457,7 @@ void launch_af(const AttentionPrefillArgs& a, const LaunchCtx& ctx, const CUtens
   const float log2e = 1.4426950408889634f;
   launch_kernel(true, attention_prefill_wg_kernel<NW, kPipe>, grid, dim3(AfShape<NW>::kThreads), AfShape<NW>::kSmemBytes,
                 ctx.stream, q_map, k_map, v_map, static_cast<bf16*>(a.out), a.seq_starts, a.q_stride,
-                a.n_q_heads / a.n_kv_heads, a.scale * log2e);
+                a.n_q_heads / a.n_kv_heads, a.scale * log2e, af_balance_sms(a, NW));
   CUDA_CHECK_LAST("attention_prefill_wg_kernel");
 }
 
