@@ -23,63 +23,82 @@
 #   (default: tests kbench probe ab); logs in $OUT
 set -u
 cd "$(dirname "$0")/.."
-STAGES=("$@"); [[ ${#STAGES[@]} -eq 0 ]] && STAGES=(tests kbench probe ab)
+
+stage_tests() {
+  timeout 240 $T --gtest_filter='AttentionPrefillGpu.*' > "$OUT/af_tests.log" 2>&1
+  echo "prefill attention tests rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED)|Failure|differs|Which is|rel-L2" "$OUT/af_tests.log" | head -30
+}
+
+stage_kbench() {
+  timeout 180 $KB --benchmark_filter='^attention_prefill\.[45]\.' > "$OUT/af_kbench.txt" 2>&1
+  echo "kbench rc=$?"; grep -vE "^-+$" "$OUT/af_kbench.txt" | tail -12
+}
+
+stage_probe() {
+  B=build/gpu-machine bash scripts/probe/build-probe.sh af_phases > "$LOGS/probe-build.log" 2>&1 \
+    || { echo "probe build failed"; tail -20 "$LOGS/probe-build.log"; return; }
+  for pipe in 0 1; do
+    echo "-- LANTERN_AF_PIPE=$pipe"
+    LANTERN_AF_PIPE=$pipe timeout 120 build/probe/af_phases 512/warm 512/chain 2048/warm 2>&1
+  done > "$OUT/af_probe.txt"
+  cat "$OUT/af_probe.txt" | head -90
+}
+
+stage_ab() {
+  LANTERN=$L MODEL=$M OUT=$LOGS/ab bash scripts/gpu-ab.sh -r 3 attention_prefill=4 attention_prefill=5 \
+    --batch 1 --prompt-len 512,2048,8192 --decode-steps 2 > "$OUT/af_ab.txt" 2>&1
+  echo "ab rc=$?"; tail -12 "$OUT/af_ab.txt"
+}
+
+stage_paths() {
+  LANTERN=$L MODEL=$M BATCHES="1 16" bash scripts/gpu-batch-profile.sh "$LOGS/paths" > "$OUT/paths.txt" 2>&1
+  echo "paths rc=$?"; grep -A40 "^== batch" "$OUT/paths.txt" | head -90
+  WHERE_BATCH=16 OUT=$LOGS/where16 bash scripts/gpu-qkv-rope.sh where > "$OUT/where16.txt" 2>&1
+  echo "where16 rc=$?"; tail -52 "$OUT/where16.txt"
+}
+
+stage_balance() {
+  LANTERN_PREFILL_BALANCE=1 timeout 240 $T --gtest_filter='AttentionPrefillGpu.*' > "$OUT/bal_tests.log" 2>&1
+  echo "prefill attention tests (balanced) rc=$?"
+  grep -E "^\[  (PASSED|FAILED)|Failure|differs" "$OUT/bal_tests.log" | head -10
+  B=build/gpu-machine bash scripts/probe/build-probe.sh af_phases > "$LOGS/probe-build.log" 2>&1 || echo "probe build failed"
+  for bal in 0 1; do for pipe in 0 1; do
+    echo "-- LANTERN_PREFILL_BALANCE=$bal LANTERN_AF_PIPE=$pipe"
+    LANTERN_PREFILL_BALANCE=$bal LANTERN_AF_PIPE=$pipe timeout 60 build/probe/af_phases 512/warm 512/chain 2>&1 \
+      | grep -E "^==|wg0_done|wg1_done|exit"
+  done; done > "$OUT/bal_probe.txt"
+  cat "$OUT/bal_probe.txt"
+  LANTERN_PREFILL_BALANCE=1 timeout 120 $KB --benchmark_filter='^attention_prefill\.[45]\..*len=(512|2048)' \
+    > "$OUT/bal_kbench.txt" 2>&1
+  echo "kbench (balanced) rc=$?"; grep -E "^attention_prefill.*len" "$OUT/bal_kbench.txt" | tail -4
+  LANTERN=$L MODEL=$M OUT=$LOGS/bal bash scripts/gpu-ab.sh -r 4 LANTERN_PREFILL_BALANCE=0 - \
+    --batch 1 --prompt-len 512 --decode-steps 2 > "$OUT/bal_ab.txt" 2>&1
+  echo "ab rc=$?"; tail -3 "$OUT/bal_ab.txt"
+}
+
+stage_record() {
+  for bal in 0 1; do
+    rm -rf "$LOGS/rec$bal"
+    LANTERN_PREFILL_BALANCE=$bal $L generate --model "$M" --device cuda --quiet --prompt-ids "$(seq -s, 100 611)" \
+      --max-new-tokens 2 --ignore-eos --repeat 3 --max-seqs 1 --max-batch-tokens 512 --record "$LOGS/rec$bal" \
+      --cupti-all-steps --ids --out /dev/null > "$LOGS/rec$bal.log" 2>&1
+    echo "-- LANTERN_PREFILL_BALANCE=$bal (generate rc=$?)"
+    $L inspect "$LOGS/rec$bal" --phase prefill --by op --top 20 2>&1 | grep -E "name|attention|rope|qkv|o_proj"
+  done | tee "$OUT/bal_record.txt"
+}
+
+stage_suite() {
+  timeout 300 $T > "$LOGS/gputests.log" 2>&1
+  echo "gpu suite rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|tests ran" "$LOGS/gputests.log" | tail -8
+}
+
+[[ $# -eq 0 ]] && set -- tests kbench probe ab
+for s in "$@"; do
+  declare -F "stage_$s" > /dev/null || { echo "gpu-af-pipe: no stage '$s' (see the header)" >&2; exit 2; }
+done
 LOGS=/tmp/af-pipe-logs; TARGETS="lantern lantern_gpu_tests bench_kernels"; source scripts/lib/device-built.sh
-for s in "${STAGES[@]}"; do
+for s in "$@"; do
   echo "==== $s $(date +%T)"
-  case $s in
-    tests)
-      timeout 240 $T --gtest_filter='AttentionPrefillGpu.*' > "$OUT/af_tests.log" 2>&1
-      echo "prefill attention tests rc=$?"
-      grep -E "^\[  (PASSED|FAILED|SKIPPED)|Failure|differs|Which is|rel-L2" "$OUT/af_tests.log" | head -30 ;;
-    kbench)
-      timeout 180 $KB --benchmark_filter='^attention_prefill\.[45]\.' > "$OUT/af_kbench.txt" 2>&1
-      echo "kbench rc=$?"; grep -vE "^-+$" "$OUT/af_kbench.txt" | tail -12 ;;
-    probe)
-      B=build/gpu-machine bash scripts/probe/build-probe.sh af_phases > "$LOGS/probe-build.log" 2>&1 \
-        || { echo "probe build failed"; tail -20 "$LOGS/probe-build.log"; continue; }
-      for pipe in 0 1; do
-        echo "-- LANTERN_AF_PIPE=$pipe"
-        LANTERN_AF_PIPE=$pipe timeout 120 build/probe/af_phases 512/warm 512/chain 2048/warm 2>&1
-      done > "$OUT/af_probe.txt"
-      cat "$OUT/af_probe.txt" | head -90 ;;
-    ab)
-      LANTERN=$L MODEL=$M OUT=$LOGS/ab bash scripts/gpu-ab.sh -r 3 attention_prefill=4 attention_prefill=5 \
-        --batch 1 --prompt-len 512,2048,8192 --decode-steps 2 > "$OUT/af_ab.txt" 2>&1
-      echo "ab rc=$?"; tail -12 "$OUT/af_ab.txt" ;;
-    paths)
-      LANTERN=$L MODEL=$M BATCHES="1 16" bash scripts/gpu-batch-profile.sh "$LOGS/paths" > "$OUT/paths.txt" 2>&1
-      echo "paths rc=$?"; grep -A40 "^== batch" "$OUT/paths.txt" | head -90
-      WHERE_BATCH=16 OUT=$LOGS/where16 bash scripts/gpu-qkv-rope.sh where > "$OUT/where16.txt" 2>&1
-      echo "where16 rc=$?"; tail -52 "$OUT/where16.txt" ;;
-    balance)
-      LANTERN_PREFILL_BALANCE=1 timeout 240 $T --gtest_filter='AttentionPrefillGpu.*' > "$OUT/bal_tests.log" 2>&1
-      echo "prefill attention tests (balanced) rc=$?"
-      grep -E "^\[  (PASSED|FAILED)|Failure|differs" "$OUT/bal_tests.log" | head -10
-      B=build/gpu-machine bash scripts/probe/build-probe.sh af_phases > "$LOGS/probe-build.log" 2>&1 || echo "probe build failed"
-      for bal in 0 1; do for pipe in 0 1; do
-        echo "-- LANTERN_PREFILL_BALANCE=$bal LANTERN_AF_PIPE=$pipe"
-        LANTERN_PREFILL_BALANCE=$bal LANTERN_AF_PIPE=$pipe timeout 60 build/probe/af_phases 512/warm 512/chain 2>&1 \
-          | grep -E "^==|wg0_done|wg1_done|exit"
-      done; done > "$OUT/bal_probe.txt"
-      cat "$OUT/bal_probe.txt"
-      LANTERN_PREFILL_BALANCE=1 timeout 120 $KB --benchmark_filter='^attention_prefill\.[45]\..*len=(512|2048)' \
-        > "$OUT/bal_kbench.txt" 2>&1
-      echo "kbench (balanced) rc=$?"; grep -E "^attention_prefill.*len" "$OUT/bal_kbench.txt" | tail -4
-      LANTERN=$L MODEL=$M OUT=$LOGS/bal bash scripts/gpu-ab.sh -r 4 LANTERN_PREFILL_BALANCE=0 - \
-        --batch 1 --prompt-len 512 --decode-steps 2 > "$OUT/bal_ab.txt" 2>&1
-      echo "ab rc=$?"; tail -3 "$OUT/bal_ab.txt" ;;
-    record)
-      for bal in 0 1; do
-        rm -rf "$LOGS/rec$bal"
-        LANTERN_PREFILL_BALANCE=$bal $L generate --model "$M" --device cuda --quiet --prompt-ids "$(seq -s, 100 611)" \
-          --max-new-tokens 2 --ignore-eos --repeat 3 --max-seqs 1 --max-batch-tokens 512 --record "$LOGS/rec$bal" \
-          --cupti-all-steps --ids --out /dev/null > "$LOGS/rec$bal.log" 2>&1
-        echo "-- LANTERN_PREFILL_BALANCE=$bal (generate rc=$?)"
-        $L inspect "$LOGS/rec$bal" --phase prefill --by op --top 20 2>&1 | grep -E "name|attention|rope|qkv|o_proj"
-      done | tee "$OUT/bal_record.txt" ;;
-    suite)
-      timeout 300 $T > "$LOGS/gputests.log" 2>&1
-      echo "gpu suite rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|tests ran" "$LOGS/gputests.log" | tail -8 ;;
-  esac
+  "stage_$s"
 done
