@@ -8,9 +8,8 @@
 #   ab:     an interleaved `lantern bench` A/B, attention_prefill=4 vs 5, one prompt of 512, 2048
 #           and 8192 tokens (scripts/gpu-ab.sh: 3 rounds, pinned GEMM plans)
 #   balance: LANTERN_PREFILL_BALANCE=1 (one sequence in one wave: blocks L and L + #SMs carry a heavy
-#           and a light query tile; the default since session 32) -- the tests, the probe (key tiles
-#           per SM) and bench_kernels with it, and a `lantern bench` A/B of the default against it at
-#           512 tokens (A: LANTERN_PREFILL_BALANCE=0, B: the default)
+#           and a light query tile; a knob, off by default) -- the tests, the probe (key tiles per SM)
+#           and bench_kernels with it, and a `lantern bench` A/B, =0 against =1, at 512 tokens
 #   record: a 512-token prompt recorded with CUPTI (three prefills) with LANTERN_PREFILL_BALANCE=0 and
 #           =1, `lantern inspect --phase prefill --by op`: the attention's kernel time in the engine,
 #           where the PDL launch behind rope_kv_write decides the blocks' placement
@@ -72,7 +71,7 @@ stage_balance() {
   LANTERN_PREFILL_BALANCE=1 timeout 120 $KB --benchmark_filter='^attention_prefill\.[45]\..*len=(512|2048)' \
     > "$OUT/bal_kbench.txt" 2>&1
   echo "kbench (balanced) rc=$?"; grep -E "^attention_prefill.*len" "$OUT/bal_kbench.txt" | tail -4
-  LANTERN=$L MODEL=$M OUT=$LOGS/bal bash scripts/gpu-ab.sh -r 4 LANTERN_PREFILL_BALANCE=0 - \
+  LANTERN=$L MODEL=$M OUT=$LOGS/bal bash scripts/gpu-ab.sh -r 4 LANTERN_PREFILL_BALANCE=0 LANTERN_PREFILL_BALANCE=1 \
     --batch 1 --prompt-len 512 --decode-steps 2 > "$OUT/bal_ab.txt" 2>&1
   echo "ab rc=$?"; tail -3 "$OUT/bal_ab.txt"
 }

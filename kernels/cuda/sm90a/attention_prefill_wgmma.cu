@@ -425,14 +425,17 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
 #endif
 }
 
-// The balanced block order above, for one sequence in one wave of two blocks
+// LANTERN_PREFILL_BALANCE=1 (read once; an experiment knob, off by default):
+// the balanced block order above, for one sequence in one wave of two blocks
 // per SM (257-528 tokens at 32 q heads on the H200). Session 32: an SM's key
 // tiles max 16 -> 9 (mean 8.7), the 512-token kernel 13.0-13.5 -> 12.0 us in
 // bench_kernels and its blocks' span 8.6 -> 7.0 us in the probe; the same
-// blocks compute the same tiles (bit-identical). LANTERN_PREFILL_BALANCE=0
-// (read once) gives the plain order.
+// blocks compute the same tiles (bit-identical). Not the default yet: behind
+// another kernel the pairing holds only where the scheduler places the blocks
+// as it would on idle SMs, and the engine A/B (-0.027 ms per 512-token
+// prefill) was inside the spread (docs/performance.md, session 32).
 int af_balance_sms(const AttentionPrefillArgs& a, int nw) {
-  static const bool on = env_int("LANTERN_PREFILL_BALANCE", 1) != 0;
+  static const bool on = env_int("LANTERN_PREFILL_BALANCE", 0) != 0;
   if (!on || nw != 2 || a.num_seqs != 1) return 0;
   const long blocks = long(ceil_div(a.max_seq_len, kAfRows)) * a.n_q_heads;
   return blocks <= 2L * sm_count() && blocks > sm_count() ? sm_count() : 0;
