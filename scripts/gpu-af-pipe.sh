@@ -1,20 +1,17 @@
 #!/usr/bin/env bash
 # attention_prefill.5 (wg_flash_pipe: variant 4 with each warpgroup's key tiles pipelined, S of
-# tile i issued with P V of tile i - 1 and tile i's softmax under it) and the balanced block orders
-# of the prefill attention (session 32) on the H200 in one call of the device tool, building there
-# from this tree:
+# tile i issued with P V of tile i - 1 and tile i's softmax under it; session 32, written without
+# a GPU) on the H200 in one call of the device tool, building there from this tree:
 #   tests:  AttentionPrefillGpu.* (every variant vs the CPU reference; variant 5 bit for bit vs 4)
 #   kbench: bench_kernels' attention_prefill.4 and .5 at 128 / 512 / 2048 / 8192 tokens
 #   probe:  scripts/probe/af_phases.cu (per-block phase stamps) for both, 512 and 2048 tokens
 #   ab:     an interleaved `lantern bench` A/B, attention_prefill=4 vs 5, one prompt of 512, 2048
 #           and 8192 tokens (scripts/gpu-ab.sh: 3 rounds, pinned GEMM plans)
 #   balance: LANTERN_PREFILL_BALANCE=1 (one sequence in one wave: blocks L and L + #SMs carry a heavy
-#           and a light query tile) and =2 (the dynamic form: the first block on an SM takes the next
-#           heaviest tile, the second the next lightest; knobs, off by default) -- the tests, the probe
-#           (key tiles per SM) and bench_kernels with each, and a `lantern bench` A/B at 512 tokens,
-#           =0 against =AB_BALANCE (default 2)
-#   record: a 512-token prompt recorded with CUPTI (three prefills) with LANTERN_PREFILL_BALANCE=0, 1
-#           and 2, `lantern inspect --phase prefill --by op`: the attention's kernel time in the engine,
+#           and a light query tile; a knob, off by default) -- the tests, the probe (key tiles per SM)
+#           and bench_kernels with it, and a `lantern bench` A/B, =0 against =1, at 512 tokens
+#   record: a 512-token prompt recorded with CUPTI (three prefills) with LANTERN_PREFILL_BALANCE=0 and
+#           =1, `lantern inspect --phase prefill --by op`: the attention's kernel time in the engine,
 #           where the PDL launch behind rope_kv_write decides the blocks' placement
 #   suite:  the whole GPU suite
 #   paths:  where a decode step's time goes now, batch 1 and 16 (scripts/gpu-batch-profile.sh:
@@ -61,29 +58,26 @@ stage_paths() {
 }
 
 stage_balance() {
-  for bal in 1 2; do
-    LANTERN_PREFILL_BALANCE=$bal timeout 240 $T --gtest_filter='AttentionPrefillGpu.*' > "$OUT/bal${bal}_tests.log" 2>&1
-    echo "prefill attention tests (LANTERN_PREFILL_BALANCE=$bal) rc=$?"
-    grep -E "^\[  (PASSED|FAILED)|Failure|differs" "$OUT/bal${bal}_tests.log" | head -10
-  done
+  LANTERN_PREFILL_BALANCE=1 timeout 240 $T --gtest_filter='AttentionPrefillGpu.*' > "$OUT/bal_tests.log" 2>&1
+  echo "prefill attention tests (balanced) rc=$?"
+  grep -E "^\[  (PASSED|FAILED)|Failure|differs" "$OUT/bal_tests.log" | head -10
   B=build/gpu-machine bash scripts/probe/build-probe.sh af_phases > "$LOGS/probe-build.log" 2>&1 || echo "probe build failed"
-  for bal in 0 1 2; do
-    echo "-- LANTERN_PREFILL_BALANCE=$bal"
-    LANTERN_PREFILL_BALANCE=$bal timeout 60 build/probe/af_phases 512/warm 512/chain 2>&1 \
+  for bal in 0 1; do for pipe in 0 1; do
+    echo "-- LANTERN_PREFILL_BALANCE=$bal LANTERN_AF_PIPE=$pipe"
+    LANTERN_PREFILL_BALANCE=$bal LANTERN_AF_PIPE=$pipe timeout 60 build/probe/af_phases 512/warm 512/chain 2>&1 \
       | grep -E "^==|wg0_done|wg1_done|exit"
-  done > "$OUT/bal_probe.txt"
+  done; done > "$OUT/bal_probe.txt"
   cat "$OUT/bal_probe.txt"
-  for bal in 1 2; do
-    LANTERN_PREFILL_BALANCE=$bal timeout 120 $KB --benchmark_filter='^attention_prefill\.[45]\..*len=(512|2048)' \
-      > "$OUT/bal${bal}_kbench.txt" 2>&1
-    echo "kbench (LANTERN_PREFILL_BALANCE=$bal) rc=$?"; grep -E "^attention_prefill.*len" "$OUT/bal${bal}_kbench.txt" | tail -4
-  done
-  LANTERN=$L MODEL=$M OUT=$LOGS/bal bash scripts/gpu-ab.sh -r 4 LANTERN_PREFILL_BALANCE=0 "LANTERN_PREFILL_BALANCE=${AB_BALANCE:-2}" \
+  LANTERN_PREFILL_BALANCE=1 timeout 120 $KB --benchmark_filter='^attention_prefill\.[45]\..*len=(512|2048)' \
+    > "$OUT/bal_kbench.txt" 2>&1
+  echo "kbench (balanced) rc=$?"; grep -E "^attention_prefill.*len" "$OUT/bal_kbench.txt" | tail -4
+  LANTERN=$L MODEL=$M OUT=$LOGS/bal bash scripts/gpu-ab.sh -r 4 LANTERN_PREFILL_BALANCE=0 LANTERN_PREFILL_BALANCE=1 \
     --batch 1 --prompt-len 512 --decode-steps 2 > "$OUT/bal_ab.txt" 2>&1
   echo "ab rc=$?"; tail -3 "$OUT/bal_ab.txt"
 }
+
 stage_record() {
-  for bal in 0 1 2; do
+  for bal in 0 1; do
     rm -rf "$LOGS/rec$bal"
     LANTERN_PREFILL_BALANCE=$bal $L generate --model "$M" --device cuda --quiet --prompt-ids "$(seq -s, 100 611)" \
       --max-new-tokens 2 --ignore-eos --repeat 3 --max-seqs 1 --max-batch-tokens 512 --record "$LOGS/rec$bal" \

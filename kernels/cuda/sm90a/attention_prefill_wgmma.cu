@@ -280,47 +280,7 @@ __device__ __forceinline__ void af_merge_store(const AfRows& st, const unsigned 
   }
 }
 
-// The dynamic order's counters: the heavy and light ends of the work list,
-// each SM's arrivals, the blocks that took their item. The block that takes
-// the last item resets them for the next launch, which reads them only after
-// its griddepcontrol.wait (so after this launch completed). One launch of the
-// kernel at a time per device, as the engine's stream orders them (the
-// decode kernels' counters assume the same).
-__device__ unsigned g_af_front, g_af_back, g_af_taken, g_af_per_sm[256];
-
-// A block's rank in the heaviest-first order of the grid's (query tile, head)
-// items, for one sequence in one wave of two blocks per SM.
-// Static (balance_sms > 0): linear blocks L < balance_sms take the heaviest
-// items in order, the others the lightest from L = balance_sms on, so blocks L
-// and L + balance_sms -- on one SM when the scheduler places a wave's second
-// blocks as it placed its first -- carry about equal key tiles together.
-__device__ __forceinline__ int af_static_rank(int balance_sms) {
-  const int blocks = gridDim.x * gridDim.y, lin = blockIdx.x + gridDim.x * blockIdx.y;
-  return lin < balance_sms ? lin : blocks - 1 - (lin - balance_sms);
-}
-// Dynamic: a block that is the first (third, ...) to arrive on its SM takes the
-// next heaviest item, the others the next lightest, from the two ends of one
-// list: the pairing holds wherever the blocks land. Called after the PDL wait
-// by every thread of the block.
-__device__ __forceinline__ int af_dynamic_rank() {
-  const int blocks = gridDim.x * gridDim.y;
-  __shared__ int rank_s;
-  if (threadIdx.x == 0) {
-    unsigned smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    const bool heavy = atomicAdd(&g_af_per_sm[smid & 255], 1u) % 2 == 0;
-    rank_s = heavy ? int(atomicAdd(&g_af_front, 1u)) : blocks - 1 - int(atomicAdd(&g_af_back, 1u));
-    __threadfence();  // this block's counter updates before its arrival below
-    if (atomicAdd(&g_af_taken, 1u) == unsigned(blocks - 1)) {  // every item is taken: reset for the next launch
-      g_af_front = g_af_back = g_af_taken = 0;
-      for (int i = 0; i < 256; ++i) g_af_per_sm[i] = 0;
-    }
-  }
-  __syncthreads();
-  return rank_s;
-}
-
-template <int NW, bool kPipe, bool kDynamic>
+template <int NW, bool kPipe>
 __global__ void __launch_bounds__(NW * 128, 4 / NW)
     attention_prefill_wg_kernel(const __grid_constant__ CUtensorMap q_map,  // [rows, q heads x 64], 64 x 64 boxes
                                 const __grid_constant__ CUtensorMap k_map,  // [rows, kv heads x 64]
@@ -333,22 +293,22 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
   uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + AfShape<NW>::kBarOffset);
   uint64_t* full = q_full + 1;  // [warpgroup][stage]
   const int seq = blockIdx.z;
-  // The block's query tile (counted from the last: heaviest first) and q head:
-  // tile x from the last, head y; or, for one sequence in one wave, a
-  // balanced order (af_static_rank; kDynamic: af_dynamic_rank, after the wait).
+  // The block's query tile (counted from the last: heaviest first) and q head.
+  // balance_sms (one sequence, one wave): linear blocks L < balance_sms take
+  // the heaviest tiles in order, the others the lightest from L = balance_sms
+  // on, so blocks L and L + balance_sms -- on one SM when the scheduler
+  // places a wave's second blocks as it placed its first -- carry about equal
+  // key tiles together; else tile x from the last, head y.
   int from_last = blockIdx.x, head = blockIdx.y;
-  if (!kDynamic && balance_sms > 0) {
-    const int rank = af_static_rank(balance_sms);
-    from_last = rank / gridDim.y, head = rank % gridDim.y;
+  if (balance_sms > 0) {
+    const int heads = gridDim.y, blocks = gridDim.x * heads, lin = blockIdx.x + gridDim.x * blockIdx.y;
+    const int rank = lin < balance_sms ? lin : blocks - 1 - (lin - balance_sms);
+    from_last = rank / heads, head = rank % heads;
   }
+  const int kv_head = head / group;
   if (threadIdx.x == 0) AF_STAMP(0);
   grid_dependency_wait();  // seq_starts, q, k and v come from earlier kernels
   trigger_dependents();
-  if constexpr (kDynamic) {
-    const int rank = af_dynamic_rank();
-    from_last = rank / gridDim.y, head = rank % gridDim.y;
-  }
-  const int kv_head = head / group;
   const int first = seq_starts[seq], len = seq_starts[seq + 1] - first;
   const int q0 = (gridDim.x - 1 - from_last) * kAfRows;  // heaviest (last) tiles start first
   if (threadIdx.x == 0) AF_STAMP(1);
@@ -466,10 +426,8 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
 }
 
 // LANTERN_PREFILL_BALANCE=1 (read once; an experiment knob, off by default):
-// the static balanced block order above, for one sequence in one wave of two
-// blocks per SM (257-528 tokens at 32 q heads on the H200); =2 the dynamic
-// one (written in session 32 after the device stopped lending: not yet run on
-// a GPU). Session 32: an SM's key
+// the balanced block order above, for one sequence in one wave of two blocks
+// per SM (257-528 tokens at 32 q heads on the H200). Session 32: an SM's key
 // tiles max 16 -> 9 (mean 8.7), the 512-token kernel 13.0-13.5 -> 12.0 us in
 // bench_kernels and its blocks' span 8.6 -> 7.0 us in the probe; the same
 // blocks compute the same tiles (bit-identical). Not the default yet: behind
@@ -477,11 +435,10 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
 // as it would on idle SMs, and the engine A/B (-0.027 ms per 512-token
 // prefill) was inside the spread (docs/performance.md, session 32).
 int af_balance_sms(const AttentionPrefillArgs& a, int nw) {
-  static const int mode = env_int("LANTERN_PREFILL_BALANCE", 0);
-  if ((mode != 1 && mode != 2) || nw != 2 || a.num_seqs != 1) return 0;
+  static const bool on = env_int("LANTERN_PREFILL_BALANCE", 0) != 0;
+  if (!on || nw != 2 || a.num_seqs != 1) return 0;
   const long blocks = long(ceil_div(a.max_seq_len, kAfRows)) * a.n_q_heads;
-  if (blocks > 2L * sm_count() || blocks <= sm_count()) return 0;
-  return mode == 1 ? sm_count() : -1;
+  return blocks <= 2L * sm_count() && blocks > sm_count() ? sm_count() : 0;
 }
 
 // LANTERN_PREFILL_WGS=2|4 forces the warpgroups per block (read once; an
@@ -494,30 +451,21 @@ int af_forced_wgs() {
   return v;
 }
 
-template <int NW, bool kPipe, bool kDynamic>
-void launch_af_kernel(const AttentionPrefillArgs& a, const LaunchCtx& ctx, const CUtensorMap& q_map,
-                      const CUtensorMap& k_map, const CUtensorMap& v_map, int balance) {
-  auto* kernel = attention_prefill_wg_kernel<NW, kPipe, kDynamic>;
-  static const bool attr_set = [kernel] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(AfShape<NW>::kSmemBytes)));
+template <int NW, bool kPipe>
+void launch_af(const AttentionPrefillArgs& a, const LaunchCtx& ctx, const CUtensorMap& q_map,
+               const CUtensorMap& k_map, const CUtensorMap& v_map) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wg_kernel<NW, kPipe>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(AfShape<NW>::kSmemBytes)));
     return true;
   }();
   (void)attr_set;
   const dim3 grid(unsigned(ceil_div(a.max_seq_len, kAfRows)), unsigned(a.n_q_heads), unsigned(a.num_seqs));
   const float log2e = 1.4426950408889634f;
-  launch_kernel(true, kernel, grid, dim3(AfShape<NW>::kThreads), AfShape<NW>::kSmemBytes, ctx.stream, q_map, k_map,
-                v_map, static_cast<bf16*>(a.out), a.seq_starts, a.q_stride, a.n_q_heads / a.n_kv_heads,
-                a.scale * log2e, balance);
+  launch_kernel(true, attention_prefill_wg_kernel<NW, kPipe>, grid, dim3(AfShape<NW>::kThreads), AfShape<NW>::kSmemBytes,
+                ctx.stream, q_map, k_map, v_map, static_cast<bf16*>(a.out), a.seq_starts, a.q_stride,
+                a.n_q_heads / a.n_kv_heads, a.scale * log2e, af_balance_sms(a, NW));
   CUDA_CHECK_LAST("attention_prefill_wg_kernel");
-}
-
-template <int NW, bool kPipe>
-void launch_af(const AttentionPrefillArgs& a, const LaunchCtx& ctx, const CUtensorMap& q_map,
-               const CUtensorMap& k_map, const CUtensorMap& v_map) {
-  const int balance = af_balance_sms(a, NW);
-  if constexpr (NW == 2)
-    if (balance < 0) return launch_af_kernel<NW, kPipe, true>(a, ctx, q_map, k_map, v_map, balance);
-  launch_af_kernel<NW, kPipe, false>(a, ctx, q_map, k_map, v_map, balance);
 }
 
 }  // namespace
