@@ -47,6 +47,7 @@
 #include "kernels/base/env_knob.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/flash_prefill_tile.cuh"
+#include "kernels/cuda/prefill_order.h"
 #include "kernels/cuda/sm90a/sm90a.h"
 #include "kernels/cuda/sm90a/wgmma.cuh"
 #include "kernels/cuda/tma_common.cuh"
@@ -300,9 +301,9 @@ __global__ void __launch_bounds__(NW * 128, 4 / NW)
   // places a wave's second blocks as it placed its first -- carry about equal
   // key tiles together; else tile x from the last, head y.
   int from_last = blockIdx.x, head = blockIdx.y;
-  if (balance_sms > 0) {
-    const int heads = gridDim.y, blocks = gridDim.x * heads, lin = blockIdx.x + gridDim.x * blockIdx.y;
-    const int rank = lin < balance_sms ? lin : blocks - 1 - (lin - balance_sms);
+  if (balance_sms > 0) {  // kernels/cuda/prefill_order.h
+    const int heads = gridDim.y;
+    const int rank = prefill_order::balanced_rank(blockIdx.x + gridDim.x * blockIdx.y, gridDim.x * heads, balance_sms);
     from_last = rank / heads, head = rank % heads;
   }
   const int kv_head = head / group;
@@ -438,7 +439,7 @@ int af_balance_sms(const AttentionPrefillArgs& a, int nw) {
   static const bool on = env_int("LANTERN_PREFILL_BALANCE", 0) != 0;
   if (!on || nw != 2 || a.num_seqs != 1) return 0;
   const long blocks = long(ceil_div(a.max_seq_len, kAfRows)) * a.n_q_heads;
-  return blocks <= 2L * sm_count() && blocks > sm_count() ? sm_count() : 0;
+  return prefill_order::balanced_fits(blocks, sm_count()) ? sm_count() : 0;
 }
 
 // LANTERN_PREFILL_WGS=2|4 forces the warpgroups per block (read once; an
