@@ -42,11 +42,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define LANTERN_HD __host__ __device__ __forceinline__
-#else
-#define LANTERN_HD inline
-#endif
+#include "kernels/base/host_device.h"
 
 namespace lantern::kernels::sampling {
 

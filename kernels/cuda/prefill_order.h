@@ -13,11 +13,7 @@
 // idle, carry a heavy and a light item (the H200 probe: an SM's key tiles max
 // 16 -> 9 at 512 tokens, mean 8.7). The plain order (balance off) is rank
 // = from-last tile x, head y.
-#if defined(__CUDACC__)
-#define LANTERN_HD __host__ __device__ __forceinline__
-#else
-#define LANTERN_HD inline
-#endif
+#include "kernels/base/host_device.h"
 
 namespace lantern::kernels::prefill_order {
 
@@ -32,5 +28,3 @@ LANTERN_HD bool balanced_fits(long blocks, int sms) {
 }
 
 }  // namespace lantern::kernels::prefill_order
-
-#undef LANTERN_HD

@@ -12,11 +12,7 @@
 // cross-warp sum, as the swiglu epilogue pairs gate and up. The remaining
 // tiles are v's rows row0 .. row0 + 15 in order (head = -1). Needs head_dim
 // % 16 == 0 and kv_dim % 16 == 0 (qkv_rope_skinny_launch checks).
-#if defined(__CUDACC__)
-#define LANTERN_HD __host__ __device__ __forceinline__
-#else
-#define LANTERN_HD inline
-#endif
+#include "kernels/base/host_device.h"
 
 namespace lantern::kernels::skinny_detail {
 
@@ -36,5 +32,3 @@ LANTERN_HD RopeTile rope_tile(int n_q_heads, int n_kv_heads, int head_dim, int t
 }
 
 }  // namespace lantern::kernels::skinny_detail
-
-#undef LANTERN_HD
