@@ -14,11 +14,14 @@
 #           =1, `lantern inspect --phase prefill --by op`: the attention's kernel time in the engine,
 #           where the PDL launch behind rope_kv_write decides the blocks' placement
 #   suite:  the whole GPU suite
+#   hf:     the HF fp32 / bf16 comparisons and the batch-consistency check (scripts/gpu-verify.sh's
+#           hf_fp32 hf_bf16 batch, on this build): with suite, the verification of a tree whose
+#           default changes; LANTERN_PREFILL_BALANCE etc. in the environment apply
 #   paths:  where a decode step's time goes now, batch 1 and 16 (scripts/gpu-batch-profile.sh:
 #           CUPTI-recorded steps, scripts/critical_path.py), and a recorded batch-16 run per qkv_rope
 #           variant 1 / 2 (`WHERE_BATCH=16 scripts/gpu-qkv-rope.sh where`: which kernel's wall share
 #           grows with qkv_rope.2 at 16 rows)
-#   OUT=DIR bash scripts/gpu-af-pipe.sh [tests] [kbench] [probe] [ab] [balance] [record] [suite] [paths]
+#   OUT=DIR bash scripts/gpu-af-pipe.sh [tests] [kbench] [probe] [ab] [balance] [record] [suite] [hf] [paths]
 #   (default: tests kbench probe ab); logs in $OUT
 set -u
 cd "$(dirname "$0")/.."
@@ -48,6 +51,11 @@ stage_ab() {
   LANTERN=$L MODEL=$M OUT=$LOGS/ab bash scripts/gpu-ab.sh -r 3 attention_prefill=4 attention_prefill=5 \
     --batch 1 --prompt-len 512,2048,8192 --decode-steps 2 > "$OUT/af_ab.txt" 2>&1
   echo "ab rc=$?"; tail -12 "$OUT/af_ab.txt"
+}
+
+stage_hf() {
+  bash scripts/gpu-verify.sh hf_fp32 hf_bf16 batch > "$OUT/hf.txt" 2>&1
+  echo "hf rc=$?"; grep -E "^[a-z_0-9]+: rc=|PASS|FAIL|ratio|top-1|agreement" "$OUT/hf.txt" | head -20
 }
 
 stage_paths() {
