@@ -44,7 +44,7 @@ stage_probe() {
     echo "-- LANTERN_AF_PIPE=$pipe"
     LANTERN_AF_PIPE=$pipe timeout 120 build/probe/af_phases 512/warm 512/chain 2048/warm 2>&1
   done > "$OUT/af_probe.txt"
-  cat "$OUT/af_probe.txt" | head -90
+  head -90 "$OUT/af_probe.txt"
 }
 
 stage_ab() {

@@ -274,20 +274,15 @@ void prefill_flash(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
   }
 }
 
+// Variants 4 and 5: the wgmma kernel where it fits, else variant 2.
+template <bool kPipelined>
 void prefill_wg(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
-  check_prefill(a, "attention_prefill.wg_flash");
+  const char* who = kPipelined ? "attention_prefill.wg_flash_pipe" : "attention_prefill.wg_flash";
+  check_prefill(a, who);
   if (a.num_seqs == 0 || a.max_seq_len == 0) return;
-  LANTERN_CHECK(a.num_seqs <= 65535 && a.n_q_heads <= 65535,
-                "attention_prefill.wg_flash: %d sequences x %d heads exceed the grid", a.num_seqs, a.n_q_heads);
-  if (!attention_prefill_wg_launch(a, ctx)) prefill_flash(a, ctx);
-}
-
-void prefill_wg_pipe(const AttentionPrefillArgs& a, const LaunchCtx& ctx) {
-  check_prefill(a, "attention_prefill.wg_flash_pipe");
-  if (a.num_seqs == 0 || a.max_seq_len == 0) return;
-  LANTERN_CHECK(a.num_seqs <= 65535 && a.n_q_heads <= 65535,
-                "attention_prefill.wg_flash_pipe: %d sequences x %d heads exceed the grid", a.num_seqs, a.n_q_heads);
-  if (!attention_prefill_wg_launch(a, ctx, /*pipelined=*/true)) prefill_flash(a, ctx);
+  LANTERN_CHECK(a.num_seqs <= 65535 && a.n_q_heads <= 65535, "%s: %d sequences x %d heads exceed the grid", who,
+                a.num_seqs, a.n_q_heads);
+  if (!attention_prefill_wg_launch(a, ctx, kPipelined)) prefill_flash(a, ctx);
 }
 
 }  // namespace
@@ -315,12 +310,12 @@ void register_attention_prefill_cuda(Registry& r) {
 
 // After variant 3 (attention_prefill_pair.cu), so the family lists in order.
 void register_attention_prefill_wg_cuda(Registry& r) {
-  r.add(make_entry<AttentionPrefillArgs, prefill_wg, attention_prefill_cost<2>>(
+  r.add(make_entry<AttentionPrefillArgs, prefill_wg<false>, attention_prefill_cost<2>>(
       4, "wg_flash", Backend::cuda,
       "variant 2's blocks on wgmma: TMA-filled Q and K/V ring, S = QK^T and O += PV as warpgroup MMAs, key tiles "
       "split over two warpgroups (head_dim 64, sm_90; else variant 2)",
       kPreferred, prefill_flash_workspace));  // the default since session 22
-  r.add(make_entry<AttentionPrefillArgs, prefill_wg_pipe, attention_prefill_cost<2>>(
+  r.add(make_entry<AttentionPrefillArgs, prefill_wg<true>, attention_prefill_cost<2>>(
       5, "wg_flash_pipe", Backend::cuda,
       "variant 4 with the key tiles pipelined in each warpgroup: S = QK^T of tile i issued with O += PV of tile "
       "i - 1, tile i's softmax under that PV (FA3's intra-warpgroup overlap); bit-identical to variant 4",

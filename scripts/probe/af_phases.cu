@@ -30,6 +30,7 @@ using probe::fill_bf16;
 using probe::quantile;
 using namespace lantern;
 using namespace lantern::kernels;
+using lantern::kernels::af_detail::g_af_probe;
 
 constexpr int kSlots = 12, kTimeSlots = 9;
 const char* const kNames[kTimeSlots] = {"entry",      "pdl+bounds", "bar_init",   "q_full", "tile0_full",
@@ -107,7 +108,7 @@ void run(int len, const std::string& mode, void* flush, size_t flush_bytes, cuda
   ctx.stream = st;
   AttentionPrefillArgs a{qkv,         qkv + kQ * kHd, qkv + (kQ + kKv) * kHd, out, starts, host_starts, 1, len,
                          kQ,          kKv,            kHd,                    kStride, kStride, 0.125f};
-  static const bool pipelined = std::getenv("LANTERN_AF_PIPE") && std::getenv("LANTERN_AF_PIPE")[0] == '1';
+  static const bool pipelined = env_int("LANTERN_AF_PIPE", 0) != 0;
   auto launch = [&] {
     if (!attention_prefill_wg_launch(a, ctx, pipelined)) {
       std::fprintf(stderr, "wg_flash does not fit\n");

@@ -35,6 +35,15 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for A fragments in registers (R k16 steps of four bf16x2): an
+// in-flight wgmma reads them, so they must stay live until its wait.
+template <int R>
+__device__ __forceinline__ void fence_operands(uint32_t (&a)[R][4]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
 
 // The accumulator operands of the inline assembly below: the "{%0, ...}"
 // register list of an m64nNk16 (N / 2 fp32 per thread) and the matching "+f"
