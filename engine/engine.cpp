@@ -148,6 +148,7 @@ class EngineImpl {
     kernels_ = kernels::KernelSet::defaults(opt.backend);
     bool fused = opt.fused, prefill_graphs = opt.prefill_graphs, overlap = opt.overlap,
          prune_last = opt.prune_last_layer;
+    std::string fold = opt.fold_attention;
     // Pseudo-families (engine switches, not registry families): "on" / "off".
     auto on_off = [](const std::string& family, const std::string& variant) {
       LANTERN_CHECK(variant == "on" || variant == "off", "kernels: %s must be 'on' or 'off', got '%s'",
@@ -163,6 +164,8 @@ class EngineImpl {
         overlap = on_off(family, variant);
       else if (family == "prune_last")
         prune_last = on_off(family, variant);
+      else if (family == "fold_attention")
+        fold = variant;
       else
         kernels_.select(kernels::family_from_name(family), variant, opt.backend);
     }
@@ -171,8 +174,14 @@ class EngineImpl {
                    weights_.bytes(), opt.backend, false};
       opt.observer->on_alloc(e);
     }
+    LANTERN_CHECK(fold == "auto" || fold == "on" || fold == "off",
+                  "kernels: fold_attention must be 'auto', 'on' or 'off', got '%s'", fold.c_str());
+    LANTERN_CHECK(opt.fold_max_context >= 0, "fold_max_context must be >= 0, got %d", opt.fold_max_context);
+    const bool folding =
+        fold == "on" || (fold == "auto" && kernels_.entry(kernels::Family::qkv_rope).folds_attention);
     model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
-                                     opt.use_cuda_graphs, fused, comm_, prefill_graphs, lm_head, prune_last);
+                                     opt.use_cuda_graphs, fused, comm_, prefill_graphs, lm_head, prune_last,
+                                     folding ? opt.fold_max_context : 0);
     if (fused && !model_->fused())
       std::fprintf(stderr,
                    "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
@@ -584,6 +593,8 @@ nlohmann::json Engine::describe() const {
                         {"prefill_graphs", impl_->model_->prefill_graphs() ? "on" : "off"},
                         {"overlap", impl_->overlap_ ? "on" : "off"},
                         {"prune_last", impl_->model_->prunes_last_layer() ? "on" : "off"},
+                        {"fold_attention", impl_->model_->fold_max_context() > 0 ? "on" : "off"},
+                        {"fold_max_context", impl_->model_->fold_max_context()},
                         {"memory", memory_budget().to_json()}};
   const std::vector<kernels::GemmPlan> plans = gemm_plans();
   if (!plans.empty()) {

@@ -118,6 +118,16 @@ struct EngineOptions {
   // on the logit rows only. The pseudo-family
   // "prune_last" ("on" / "off") in `kernels` sets it (--kernels prune_last=off).
   bool prune_last_layer = true;
+  // The folded decode attention (docs/engine.md, "The folded decode
+  // attention"): decode steps whose contexts are all at most
+  // fold_max_context tokens run each layer's qkv_rope and attention_decode as
+  // one op, qkv_attention. "auto" folds when the qkv_rope variant is made for
+  // it (qkv_rope.4: the attention in the q/k/v GEMV's launch), "on" folds with
+  // any variant (the composed ones launch the attention after the GEMV: the
+  // same kernels as the separate ops), "off" never. The pseudo-family
+  // "fold_attention" in `kernels` sets it (--kernels fold_attention=on).
+  std::string fold_attention = "auto";
+  int fold_max_context = 512;
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
   int profile_last_step = -1;    // cudaProfilerStop after this step
   // The engine clock (seconds); empty: steady_clock since construction. Tests

@@ -20,9 +20,10 @@ using kernels::Family;
 Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
              const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer,
              bool use_cuda_graphs, bool fused, Communicator* comm, bool prefill_graphs, TpLmHead lm_head,
-             bool prune_last_layer)
+             bool prune_last_layer, int fold_max_context)
     : cfg_(cfg), w_(weights), dev_(device), limits_(limits), kernels_(kernels), obs_(observer),
-      comm_(comm), lm_head_(lm_head), prefill_requested_(prefill_graphs), prune_last_(prune_last_layer) {
+      comm_(comm), lm_head_(lm_head), prefill_requested_(prefill_graphs), prune_last_(prune_last_layer),
+      fold_max_context_(fold_max_context) {
   LANTERN_CHECK(lm_head != TpLmHead::split || comm, "a split LM head needs a tensor-parallel group");
   fuse_ = fused && weights.fusable();
   // Graphs replay decode steps; the seed's host argmax (argmax variant 1)
@@ -72,6 +73,7 @@ void Model::declare_arena() {
                           kernels_.entry(Family::proj_residual_norm).defers_norm;
   op_table_ = std::make_unique<OpTable>(cfg_.num_layers, v_, comm_ != nullptr, defer_norm);
   prune_last_ = prune_last_ && op_table_->can_prune();
+  if (!op_table_->can_fold()) fold_max_context_ = 0;
   arena_.allocate(dev_.backend());
   AllocEvent e{"arena", "activation arena", reinterpret_cast<uint64_t>(arena_.base()),
                arena_.total_bytes(), dev_.backend(), false};
@@ -193,6 +195,8 @@ Model::ForwardShape Model::shape_of(const StepInput& in) {
       if (t >= 0 && t < s.n && static_cast<size_t>(t) < in.slots.size()) heads.push_back(in.slots[t]);
     s.head_one_row_per_seq = distinct(std::move(heads));
   }
+  for (size_t i = std::min<size_t>(s.nf, in.positions.size()); i < in.positions.size(); ++i)
+    s.max_context = std::max(s.max_context, in.positions[i] + 1);
   const bool sampling =
       std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
   s.kind.head = s.r == 0 ? StepKind::none : (sampling ? StepKind::sample : StepKind::argmax);
@@ -203,6 +207,10 @@ void Model::choose_pruning(ForwardShape& s) const {
   s.kind.prune = prune_last_ && s.r < s.n;
 }
 
+void Model::choose_folding(ForwardShape& s) const {
+  s.kind.fold = s.kind.attention == StepKind::decode && s.max_context > 0 && s.max_context <= fold_max_context_;
+}
+
 StepOutput Model::run(const StepInput& in) {
   launch(in);
   return wait();
@@ -211,6 +219,7 @@ StepOutput Model::run(const StepInput& in) {
 void Model::launch(const StepInput& in) {
   ForwardShape s = shape_of(in);
   choose_pruning(s);
+  choose_folding(s);
   LANTERN_ASSERT(s.n > 0 && s.n <= limits_.max_batch_tokens, "step rows %d outside (0, %d]", s.n,
                  limits_.max_batch_tokens);
   LANTERN_ASSERT(s.r <= limits_.logits_rows, "logit rows %d > %d", s.r, limits_.logits_rows);

@@ -95,7 +95,7 @@ class Model {
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
         const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs,
         bool fused = false, Communicator* comm = nullptr, bool prefill_graphs = false,
-        TpLmHead lm_head = TpLmHead::replicated, bool prune_last_layer = false);
+        TpLmHead lm_head = TpLmHead::replicated, bool prune_last_layer = false, int fold_max_context = 0);
   ~Model();
 
   // run = launch + wait. launch enqueues the step on the device and returns;
@@ -124,6 +124,10 @@ class Model {
   // Steps with fewer logit rows than rows prune their last layer to the logit
   // rows (StepKind::prune): requested and the op table can (can_prune_last_layer).
   bool prunes_last_layer() const { return prune_last_; }
+  // Decode steps whose contexts are all at most this many tokens fold their
+  // attention into qkv_rope (StepKind::fold; 0: never): requested and the op
+  // table can (can_fold_attention).
+  int fold_max_context() const { return fold_max_context_; }
   // gemm.6's measured cuBLASLt plans for this model's GEMM shapes on its GPU
   // (empty when the chosen gemm variant makes none).
   std::vector<kernels::GemmPlan> gemm_plans() const;
@@ -191,6 +195,7 @@ class Model {
     bool one_row_per_seq = false;
     // The same for the logit rows (the pruned last layer's attention_head).
     bool head_one_row_per_seq = false;
+    int max_context = 0;  // the paged rows' longest context (position + 1)
     const int32_t* host_fresh_starts = nullptr;
     StepKind kind;
   };
@@ -198,6 +203,8 @@ class Model {
   // Sets s.kind.prune: steps whose logit rows are fewer than their rows, when
   // prune_last_ (pure decode steps, score mode and decode graphs never prune).
   void choose_pruning(ForwardShape& s) const;
+  // Sets s.kind.fold: pure decode steps whose contexts are at most fold_max_context_.
+  void choose_folding(ForwardShape& s) const;
   void upload_meta(const StepInput& in, const MetaPad& pad);
   void gather_tokens(int n);  // ids[i] = out_tokens[token_src[i]], i < n (overlapped decode)
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
@@ -231,9 +238,11 @@ class Model {
   };
   bool graphs_enabled_ = false;
   std::vector<int> buckets_;              // ascending
-  std::vector<Graph> graphs_;             // decode: 2 * bucket index + sampling; then prefill
+  std::vector<Graph> graphs_;             // decode: decode_kinds_ * bucket index + 2 * fold + sampling; then prefill
+  int decode_kinds_ = 2;                  // decode graphs per bucket: argmax / sample (x folded / not)
   bool prefill_requested_ = false;
   bool prune_last_ = false;  // requested, and the op table can
+  int fold_max_context_ = 0;  // requested (and the op table can): StepKind::fold's bound
   std::vector<int> prefill_buckets_;      // ascending (empty: no prefill graphs)
   std::vector<int> prefill_seqs_;         // fresh-sequence classes: {1} or {1, many}
   int prefill_base_ = 0;                  // graphs_ index of the first prefill graph

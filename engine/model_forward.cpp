@@ -277,13 +277,24 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
       if (o.defer_norm) g.norm = kernels::PrologueNorm{lw->attn_norm, out(1), eps};
       return op(o, g);
     }
-    case OpKind::qkv_rope: {  // writes qkv, q (deferred norm: reads x, normalises with attn_norm; xn the scratch)
+    case OpKind::qkv_rope:        // writes qkv, q (deferred norm: reads x, normalises with attn_norm; xn the scratch)
+    case OpKind::qkv_attention: {  // ... and attn_out: the folded decode attention (a pure decode step's rows)
       kernels::QkvRopeArgs a{in(0), lw->wqkv, out(0), out(1), M(meta_.positions), M(meta_.slots),
                              static_cast<const float*>(arena_.ptr(v_.inv_freq)), kv_cache(o.layer), n, H,
                              cfg_.num_q_heads};
       if (o.defer_norm) a.norm = kernels::PrologueNorm{lw->attn_norm, out(2), eps};
       a.gemm_variant = &kernels_.entry(Family::gemm);  // the unfused path's kernels: the separate ops' choices
       a.rope_variant = &kernels_.entry(Family::rope_kv_write);
+      if (o.kind == OpKind::qkv_attention) {
+        kernels::QkvAttention& at = a.attention;
+        at.out = out(2);
+        at.context_lens = M(meta_.ctx_lens);
+        at.host_context_lens = host_ctx_lens();
+        at.max_context = limits_.max_context;
+        at.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));  // launch_attention's
+        at.one_row_per_seq = s.one_row_per_seq;
+        at.variant = &kernels_.entry(Family::attention_decode);
+      }
       return op(o, a);
     }
     case OpKind::rope_kv_write:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <unordered_map>
 
 #include "kernels/base/cuda_check.h"
@@ -72,8 +73,10 @@ void Model::capture_graphs() {
   const int largest = std::min(limits_.max_seqs, limits_.logits_rows);
   for (int b = 1; b < largest; b *= 2) buckets_.push_back(b);
   buckets_.push_back(largest);
+  // With folding, each bucket also has the folded tables' graphs (short contexts).
+  decode_kinds_ = fold_max_context_ > 0 ? 4 : 2;
   for (int b : buckets_)
-    for (int sampling = 0; sampling < 2; ++sampling) {
+    for (int kind = 0; kind < decode_kinds_; ++kind) {
       Graph g;
       g.shape = MetaPad{b, b, 0};
       graphs_.push_back(std::move(g));
@@ -134,9 +137,11 @@ void Model::capture_set(int first, int count) {
     ForwardShape s;
     s.n = g.shape.rows;
     s.r = g.shape.logit_rows;
-    if (g.shape.fresh_seqs == 0) {  // decode: graphs_ index 2 * bucket + sampling
+    if (g.shape.fresh_seqs == 0) {  // decode: graphs_ index decode_kinds_ * bucket + 2 * fold + sampling
       s.kind = StepKind{StepKind::decode, index % 2 ? StepKind::sample : StepKind::argmax};
+      s.kind.fold = (index % decode_kinds_) / 2 == 1;
       s.one_row_per_seq = true;  // replayed only for such steps (graph_index)
+      s.max_context = s.kind.fold ? fold_max_context_ : limits_.max_context;  // host checks only: kernels read step_meta
     } else {
       // One sequence of every row, the others empty: what the launch checks on
       // the host; replays read the real bounds from step_meta.
@@ -195,7 +200,7 @@ int Model::graph_index(const ForwardShape& s) const {
       !s.one_row_per_seq)
     return -1;
   const auto bucket = std::lower_bound(buckets_.begin(), buckets_.end(), s.n) - buckets_.begin();
-  return static_cast<int>(2 * bucket) + (s.kind.head == StepKind::sample ? 1 : 0);
+  return static_cast<int>(decode_kinds_ * bucket) + (s.kind.fold ? 2 : 0) + (s.kind.head == StepKind::sample ? 1 : 0);
 }
 
 // Pure prefill steps with one logit row per prompt (or none: a first chunk)
@@ -249,8 +254,21 @@ void Model::refresh_decode_costs(Graph& g) const {
   a.n_q_heads = cfg_.num_q_heads;
   a.q_stride = cfg_.q_dim();
   const kernels::Cost cost = e.cost(&a);
-  for (OpInfo& op : g.ops)
+  // The folded table's qkv_attention (qkv_rope with the attention): its cost too.
+  const kernels::KernelEntry& qe = kernels_.entry(kernels::Family::qkv_rope);
+  kernels::QkvRopeArgs q{};
+  q.m = g.shape.rows;
+  q.k = cfg_.hidden_size;
+  q.n_q_heads = cfg_.num_q_heads;
+  q.cache = a.cache;
+  q.attention.out = &q;  // any non-null: the folded form's cost
+  q.attention.context_lens = q.attention.host_context_lens = a.context_lens;
+  q.attention.max_context = a.max_context;
+  const kernels::Cost folded = qe.cost(&q);
+  for (OpInfo& op : g.ops) {
     if (op.kernel == &e) op.cost = cost;
+    if (op.kernel == &qe && std::strcmp(op.op, "qkv_attention") == 0) op.cost = folded;
+  }
 }
 
 void Model::destroy_graphs() {

@@ -200,7 +200,11 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
   const StepKind::Attention attention = kind.attention;
   if (l == 0) ops.push_back(spec(K::attn_norm, "attn_norm", F::rmsnorm, l, {v.x}, {v.xn}));
   const bool qkv_rope = attention == StepKind::decode && !tensor_parallel;  // op_table.h: one op for the three
-  if (qkv_rope) {
+  // op_table.h, StepKind::fold: not in a pruned last layer (its attention is attention_head's)
+  const bool fold = qkv_rope && kind.fold && !defer && !(kind.prune && l + 1 == num_layers);
+  if (fold) {
+    ops.push_back(spec(K::qkv_attention, "qkv_attention", F::qkv_rope, l, {v.xn}, {v.qkv, v.q, v.attn_out}));
+  } else if (qkv_rope) {
     if (defer && l > 0)
       ops.push_back(deferred(spec(K::qkv_rope, "qkv_rope", F::qkv_rope, l, {v.x}, {v.qkv, v.q, v.xn})));
     else
@@ -220,8 +224,9 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
                          {v.q, v.qkv}, {v.attn_out}));
       break;
     case StepKind::decode:
-      ops.push_back(spec(K::attention_decode, "attention_decode", F::attention_decode, l, {v.q},
-                         {v.attn_out}));
+      if (!fold)
+        ops.push_back(spec(K::attention_decode, "attention_decode", F::attention_decode, l, {v.q},
+                           {v.attn_out}));
       break;
     case StepKind::mixed:
       ops.push_back(spec(K::attention_mixed, "attention", F::attention_prefill, l, {v.q, v.qkv},
@@ -273,6 +278,8 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
                 "the deferred-norm op table needs the fused layout and no tensor parallelism");
   using F = kernels::Family;
   using K = OpKind;
+  LANTERN_CHECK(!kind.fold || can_fold_attention(v, tensor_parallel, defer_norm),
+                "the folded decode attention needs the fused layout, no tensor parallelism and no deferred norm");
   LANTERN_CHECK(!kind.prune || can_prune_last_layer(v, tensor_parallel, defer_norm),
                 "the pruned last layer needs the fused layout, no tensor parallelism and no deferred norm");
   std::vector<OpSpec> ops;
@@ -302,18 +309,25 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
 }
 
 OpTable::OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel, bool defer_norm)
-    : defer_norm_(defer_norm), can_prune_(can_prune_last_layer(v, tensor_parallel, defer_norm)) {
+    : defer_norm_(defer_norm),
+      can_prune_(can_prune_last_layer(v, tensor_parallel, defer_norm)),
+      can_fold_(can_fold_attention(v, tensor_parallel, defer_norm)) {
   for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
-    for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
-      StepKind k{a, h};
-      tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
-      k.prune = true;
-      if (can_prune_) tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
-    }
+    for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample})
+      for (bool prune : {false, true})
+        for (bool fold : {false, true}) {
+          if ((prune && !can_prune_) || (fold && !can_fold_)) continue;
+          const StepKind k{a, h, prune, fold};
+          tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
+        }
 }
 
 bool can_prune_last_layer(const ActivationViews& v, bool tensor_parallel, bool defer_norm) {
   return v.fused() && v.head_x >= 0 && !tensor_parallel && !defer_norm;
+}
+
+bool can_fold_attention(const ActivationViews& v, bool tensor_parallel, bool defer_norm) {
+  return v.fused() && !tensor_parallel && !defer_norm;
 }
 
 }  // namespace lantern

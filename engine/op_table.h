@@ -83,6 +83,9 @@ enum class OpKind : uint8_t {
   // Decode steps of the fused table without tensor parallelism: qkv_proj and
   // rope_kv_write as one op (family qkv_rope; since session 30).
   qkv_rope,
+  // ... and with the decode attention folded in (StepKind::fold; family
+  // qkv_rope with QkvAttention set; since session 33).
+  qkv_attention,
 };
 
 // One op of the forward pass: one registry launch (attention_mixed: the
@@ -123,6 +126,15 @@ struct StepKind {
   // head, so the logits are the same up to the kernels' rounding at the
   // smaller row count (docs/engine.md, "The pruned last layer").
   bool prune = false;
+  // Decode steps of the fused table without tensor parallelism or the
+  // deferred norm (can_fold_attention) whose contexts are short
+  // (Model::choose_folding): each layer's qkv_rope and attention_decode are
+  // one op, qkv_attention (reads xn; writes qkv, q, attn_out), whose variant
+  // runs the attention in the same launch (qkv_rope.4) or after it (the
+  // composed variants, the CPU reference). A pruned last layer (a decode-kind
+  // chunk with fewer logit rows than rows) keeps qkv_rope: its attention is
+  // attention_head's.
+  bool fold = false;
 };
 
 // The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
@@ -174,6 +186,9 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
 // Whether the op table can prune its last layer (StepKind::prune): the fused
 // layout (it declares head_x / head_q), no tensor parallelism, no deferred norm.
 bool can_prune_last_layer(const ActivationViews& v, bool tensor_parallel, bool defer_norm);
+// Whether it can fold the decode attention into qkv_rope (StepKind::fold):
+// the fused layout, no tensor parallelism, no deferred norm.
+bool can_fold_attention(const ActivationViews& v, bool tensor_parallel, bool defer_norm);
 
 // step_ops for every kind, built once: the table Model::forward walks.
 class OpTable {
@@ -183,13 +198,18 @@ class OpTable {
   bool defer_norm() const { return defer_norm_; }
   // Whether ops({.., prune = true}) differs from the full table (can_prune_last_layer).
   bool can_prune() const { return can_prune_; }
+  // Whether ops({decode, .., fold = true}) differs from the full table (can_fold_attention).
+  bool can_fold() const { return can_fold_; }
 
  private:
-  // A table that cannot prune serves the pruned kinds with its full ops.
-  int index(StepKind k) const { return 2 * (3 * k.attention + k.head) + (k.prune && can_prune_ ? 1 : 0); }
-  std::array<std::vector<OpSpec>, 18> tables_;
+  // A table that cannot prune (fold) serves the pruned (folded) kinds with its full ops.
+  int index(StepKind k) const {
+    return 4 * (3 * k.attention + k.head) + (k.prune && can_prune_ ? 1 : 0) + (k.fold && can_fold_ ? 2 : 0);
+  }
+  std::array<std::vector<OpSpec>, 36> tables_;
   bool defer_norm_ = false;
   bool can_prune_ = false;
+  bool can_fold_ = false;
 };
 
 }  // namespace lantern

@@ -182,7 +182,13 @@ Cost qkv_rope_cost(const QkvRopeArgs& a) {
   const double bytes = double(a.m) * a.k * ActBytes + double(a.cols()) * a.k * kBf16 + (q + 4 * kv) * ActBytes +
                        a.m * kI32 * 3 + (hd / 2) * kF32;
   const NormExtra e(a.norm, a.m, a.k);
-  return {bytes + e.bytes, 2.0 * a.m * a.cols() * a.k + (q + kv) * 3 + double(a.m) * (hd / 2) * 3 + e.flops};
+  Cost c{bytes + e.bytes, 2.0 * a.m * a.cols() * a.k + (q + kv) * 3 + double(a.m) * (hd / 2) * 3 + e.flops};
+  if (a.attention.out) {  // the folded attention: attention_decode's traffic and FLOPs (q read back from q_out)
+    const Cost at = attention_decode_cost<ActBytes>(a.attention_args());
+    c.bytes += at.bytes;
+    c.flops += at.flops;
+  }
+  return c;
 }
 
 // projection + residual add + RMSNorm: a and the [hidden, k] weight read

@@ -246,6 +246,23 @@ struct KernelEntry;
 // intermediate (rope_kv_write reads them, every later reader takes q from
 // q_out): a fused variant leaves them unwritten. Its k and v columns and the
 // cache rows are what rope_kv_write leaves.
+// The decode attention folded into the qkv_rope op (the engine's
+// qkv_attention op in short-context decode steps; op_table.h): set (out !=
+// nullptr), the op's definition continues with attention_decode over q_out
+// and the paged cache (the rows' context_lens include the token this op
+// writes) into out. The CPU reference runs exactly that.
+struct QkvAttention {
+  void* out = nullptr;                          // act [m, q_dim]
+  const int32_t* context_lens = nullptr;        // [m]
+  const int32_t* host_context_lens = nullptr;   // AttentionDecodeArgs::host_context_lens
+  int max_context = 0;
+  float scale = 0.0f;
+  bool one_row_per_seq = false;
+  // The attention_decode variant a composed path launches (the engine's
+  // choice for that family); nullptr: the backend's default.
+  const KernelEntry* variant = nullptr;
+};
+
 struct QkvRopeArgs {
   const void* a;             // act [m, k]
   const void* w;             // bf16 [q_dim + 2 kv_dim, k]
@@ -263,6 +280,7 @@ struct QkvRopeArgs {
   // backend's defaults.
   const KernelEntry* gemm_variant = nullptr;
   const KernelEntry* rope_variant = nullptr;
+  QkvAttention attention = {};  // out set: the folded decode attention
   int q_dim() const { return n_q_heads * cache.head_dim; }
   int kv_dim() const { return cache.n_kv_heads * cache.head_dim; }
   int cols() const { return q_dim() + 2 * kv_dim(); }  // qkv's row stride
@@ -274,6 +292,13 @@ struct QkvRopeArgs {
   }
   RopeKvWriteArgs rope() const {
     return RopeKvWriteArgs{qkv, q_out, positions, seq_slots, inv_freq, cache, m, n_q_heads, cols()};
+  }
+  // The folded attention's call (attention.out set).
+  AttentionDecodeArgs attention_args() const {
+    AttentionDecodeArgs d{q_out, attention.out, seq_slots, attention.context_lens, cache, m, attention.max_context,
+                          n_q_heads, q_dim(), attention.scale, attention.host_context_lens};
+    d.one_row_per_seq = attention.one_row_per_seq;
+    return d;
   }
 };
 
@@ -406,12 +431,18 @@ struct KernelEntry {
   // proj_residual_norm: the variant is meant to run with out == nullptr -- the
   // engine then builds the deferred-norm op table (op_table.h) around it.
   bool defers_norm = false;
+  // qkv_rope: the variant is meant to run with the decode attention folded in
+  // (QkvAttention) -- the engine then builds the folded op table
+  // (qkv_attention) for decode steps whose contexts are short (op_table.h).
+  bool folds_attention = false;
 };
 
 // The entry with its trait flags set (registration: r.add(with_traits(make_entry<...>(...), ...))).
-inline KernelEntry with_traits(KernelEntry e, bool norm_prologue, bool defers_norm = false) {
+inline KernelEntry with_traits(KernelEntry e, bool norm_prologue, bool defers_norm = false,
+                               bool folds_attention = false) {
   e.norm_prologue = norm_prologue;
   e.defers_norm = defers_norm;
+  e.folds_attention = folds_attention;
   return e;
 }
 

@@ -287,7 +287,8 @@ nlohmann::json bench_json(const BenchRun& run, const std::vector<Point>& points)
                       {"sampling", {{"temperature", run.sampling.temperature}, {"top_k", run.sampling.top_k},
                                     {"top_p", run.sampling.top_p}}},
                       {"fusion", d["fusion"]}, {"prefill_graphs", d["prefill_graphs"]}, {"overlap", d["overlap"]},
-                      {"prune_last", d["prune_last"]}, {"kernels", d["kernels"]}, {"roofline", run.roof.to_json()}};
+                      {"prune_last", d["prune_last"]}, {"fold_attention", d["fold_attention"]},
+                      {"kernels", d["kernels"]}, {"roofline", run.roof.to_json()}};
   if (d.contains("gemm_plans")) j["gemm_plans"] = d["gemm_plans"];
   if (pt.clocks) j["gpu_clocks"] = pt.clocks->to_json();
   if (run.sweep) {

@@ -273,12 +273,14 @@ ModelFacts model_facts_from(const json& variants, int max_position_embeddings) {
     }
   }
   // EngineOptions::kernels' pseudo-families (fused or unfused op table;
-  // prefill steps replayed from graphs or eager; overlapped decode steps; the pruned last layer): not in the registry, so not
+  // prefill steps replayed from graphs or eager; overlapped decode steps; the pruned last layer; the
+  // folded decode attention): not in the registry, so not
   // in the recorded list, valid on every backend.
   f.kernel_variants["fusion"] = {"on", "off"};
   f.kernel_variants["prefill_graphs"] = {"on", "off"};
   f.kernel_variants["overlap"] = {"on", "off"};
   f.kernel_variants["prune_last"] = {"on", "off"};
+  f.kernel_variants["fold_attention"] = {"auto", "on", "off"};
   return f;
 }
 

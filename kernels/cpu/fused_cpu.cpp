@@ -7,7 +7,8 @@
 //   gate_up_swiglu = gemm (a @ [w_gate; w_up]^T into gate_up), swiglu (stride 2 inter)
 //   proj_residual_norm = gemm (a @ w^T into y), add_rmsnorm (x += y, out = rmsnorm(x));
 //                        with out == nullptr gemm, residual (x += y)
-//   qkv_rope = gemm (a @ w_qkv^T into qkv), rope_kv_write (its own reference above)
+//   qkv_rope = gemm (a @ w_qkv^T into qkv), rope_kv_write (its own reference above);
+//              with the attention folded in (QkvAttention), then attention_decode over q_out
 // A GEMM's prologue norm (PrologueNorm) reaches these already applied:
 // kernels::launch runs rmsnorm ahead of variant 0 (it has no norm_prologue).
 #include <cstring>
@@ -63,6 +64,8 @@ void proj_residual_norm_cpu(const ProjResidualNormArgs& a, const LaunchCtx& ctx)
 void qkv_rope_cpu(const QkvRopeArgs& a, const LaunchCtx& ctx) {
   launch(reference(Family::gemm), a.gemm(), ctx);
   rope_kv_write_cpu(a.rope(), ctx);
+  if (a.attention.out)  // the folded decode attention (QkvAttention)
+    launch(reference(Family::attention_decode), a.attention_args(), ctx);
 }
 
 }  // namespace
@@ -81,7 +84,8 @@ void register_fused_cpu(Registry& r) {
       "CPU fp32 reference: the gemm reference into y, then the add_rmsnorm reference (residual, rmsnorm)"));
   r.add(make_entry<QkvRopeArgs, qkv_rope_cpu, qkv_rope_cost<4>>(
       0, "cpu_ref", Backend::cpu,
-      "CPU fp32 reference: the gemm reference into qkv, then the rope_kv_write reference"));
+      "CPU fp32 reference: the gemm reference into qkv, then the rope_kv_write reference (and, with "
+      "the attention folded in, the attention_decode reference over q_out)"));
 }
 
 }  // namespace lantern::kernels

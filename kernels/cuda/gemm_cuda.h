@@ -85,6 +85,14 @@ bool gate_up_swiglu_skinny_launch(const GateUpSwigluArgs& a, const LaunchCtx& ct
 // w); the caller then runs the unfused path. a.m must be > 0.
 bool qkv_rope_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx);
 
+// qkv_rope.4 (gemm_skinny.cu, qkv_attn_tail.cuh): qkv_rope.2's launch with
+// the folded decode attention (a.attention) in the last stored block of each
+// kv head's group of tiles. Returns false (launches nothing) where qkv_rope.2
+// would, and when the attention does not fit the tail (attention.out unset,
+// head_dim != 64, more than 4 q heads per kv head or 32 kv heads, m > 8);
+// the caller then runs a composed path. a.m must be > 0.
+bool qkv_rope_attention_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx);
+
 // proj_residual_norm.2 (gemm_skinny.cu): variant 5's GEMV into y with the
 // residual + RMSNorm tail in its last block, PDL-launched. Returns false
 // (launches nothing) when the GEMV or the tail does not fit (m > 16,

@@ -58,6 +58,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/cuda/gemm_skinny_parts.cuh"
+#include "kernels/cuda/qkv_attn_tail.cuh"
 
 namespace lantern::kernels {
 namespace {
@@ -66,6 +67,7 @@ using namespace skinny_detail;
 namespace cg = cooperative_groups;
 
 __device__ unsigned int g_tail_arrivals;  // storing blocks of the running launch that are done
+__device__ unsigned int g_attn_arrivals[kAttnMaxKvHeads];  // rope_attn: a group's stored tiles (qkv_attn_tail.cuh)
 
 // Called by every thread of a block that stored rows of y: the last of the
 // `storers` such blocks runs the tail over all m rows (one warp per row).
@@ -100,7 +102,8 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   const int g = lane / 4, t = lane % 4;
   const int tile = blockIdx.x / splits, split = blockIdx.x % splits;
   const int k_len = k / splits, k0 = split * k_len;
-  constexpr bool kSwiglu = kOut == SkOut::swiglu, kRope = kOut == SkOut::rope;
+  constexpr bool kSwiglu = kOut == SkOut::swiglu, kAttn = kOut == SkOut::rope_attn;
+  constexpr bool kRope = kOut == SkOut::rope || kAttn;
   // Output rows of this tile: 16, or 8 (gate row j, up row n + j) for swiglu;
   // rope: rope_tile's rotation pairs or 16 v rows.
   const RopeTile rt = kRope ? rope_tile(rope.n_q_heads, rope.n_kv_heads, rope.head_dim, tile) : RopeTile{-1, 0, 0, 0};
@@ -183,12 +186,20 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   auto rope_meta = [&] {
     if constexpr (kRope) rope_prepare(rope, rt, m, rope_cs, rope_sn, rope_dst);
   };
+  // rope_attn: the tile's kv head group; its blocks prefetch the context's older K/V into L2.
+  const AttnGroupTile gt =
+      kAttn ? attn_group_tile(rope.n_q_heads, rope.n_kv_heads, rope.head_dim, tile) : AttnGroupTile{0, 0, 1};
+  auto after_wait = [&] {
+    if (!kAttn || (rope.attn_flags & kAttnEarlyTrigger)) trigger_dependents();  // rope_attn: late (attn_tail)
+    if constexpr (kAttn)
+      if (rope.attn_flags & kAttnPrefetch) attn_prefetch(rope, gt.group, gt.index * splits + split, gt.tiles * splits, m);
+  };
   // Weights do not depend on the previous kernel: start streaming them first.
   if constexpr (kSingle) {
     if (groups > 0) load_w(0, 0);
     copy_norm_weight();
     grid_dependency_wait();  // a (the activations) is written by the previous kernel
-    trigger_dependents();
+    after_wait();
     rope_meta();
     if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
     if (groups > 0) {
@@ -200,7 +211,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     if (groups > 1) load_w(1, 1);
     copy_norm_weight();
     grid_dependency_wait();
-    trigger_dependents();
+    after_wait();
     rope_meta();
     if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
     if (groups > 0) load_a(0, 0);
@@ -262,9 +273,12 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     }
   };
   constexpr bool kTail = kOut == SkOut::residual_norm;
+  // rope_attn: the tail's shared memory, after the prologue norm's rows.
+  AttnSmem& attn_s = *reinterpret_cast<AttnSmem*>(sk_dyn + (kNorm ? (size_t(m) * k * sizeof(bf16) + 15) / 16 * 16 : 0));
   if (splits == 1) {
     if (has_item) store(sum);
     if constexpr (kTail) residual_norm_tail(tail, static_cast<const bf16*>(c), m, n, gridDim.x);
+    if constexpr (kAttn) attn_tail(rope, gt, m, g_attn_arrivals, attn_s);
     return;
   }
   // Split-k: rank 0 of the cluster adds the other blocks' tiles (in rank order:
@@ -283,6 +297,9 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
       residual_norm_tail(tail, static_cast<const bf16*>(c), m, n, gridDim.x / splits);
   }
   cluster.sync();  // no block exits while rank 0 may still read its shared memory
+  if constexpr (kAttn) {
+    if (cluster.block_rank() == 0) attn_tail(rope, gt, m, g_attn_arrivals, attn_s);
+  }
 }
 
 // One skinny-GEMV launch: c = a @ w^T, or the swiglu epilogue (w: 2n rows).
@@ -299,8 +316,9 @@ struct SkinnyCall {
 
 template <int NT, int U, bool kSingle, SkOut kOut>
 void launch_skinny_out(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
-  // kNorm: x's m rows in dynamic shared memory.
-  const size_t dyn = s.norm.weight ? size_t(s.m) * s.k * sizeof(bf16) : 0;
+  // kNorm: x's m rows in dynamic shared memory; rope_attn: then the tail's (16-byte aligned).
+  size_t dyn = s.norm.weight ? size_t(s.m) * s.k * sizeof(bf16) : 0;
+  if (kOut == SkOut::rope_attn) dyn = (dyn + 15) / 16 * 16 + sizeof(AttnSmem);
   auto go = [&](auto kernel) {
     if (dyn > 48 * 1024)
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dyn)));
@@ -327,6 +345,7 @@ void launch_skinny(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int spl
       launch_skinny_out<NT, U, kSingle, SkOut::residual_add>(s, ctx, tiles, splits, pdl);
       break;
     case SkOut::rope: launch_skinny_out<NT, U, kSingle, SkOut::rope>(s, ctx, tiles, splits, pdl); break;
+    case SkOut::rope_attn: launch_skinny_out<NT, U, kSingle, SkOut::rope_attn>(s, ctx, tiles, splits, pdl); break;
   }
   CUDA_CHECK_LAST("gemv_skinny_kernel");
 }
@@ -434,18 +453,64 @@ bool proj_residual_norm_skinny_launch(const ProjResidualNormArgs& a, const Launc
   return true;
 }
 
-bool qkv_rope_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+namespace {
+
+// The rope epilogue's call for a (false: the shape or pointers do not fit).
+bool qkv_rope_call(const QkvRopeArgs& a, SkOut out, SkinnyCall& s) {
   const KvCacheRef& kv = a.cache;
   const int hd = kv.head_dim, rows = a.cols();
   const bool shape_fits = hd > 0 && hd % 16 == 0 && a.n_q_heads > 0 && kv.n_kv_heads > 0 && kv.block_size > 0 &&
                           kv.max_blocks_per_seq > 0 && (kv.n_kv_heads * hd) % kSkRows == 0;
-  SkinnyCall s{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.qkv, a.m, rows, a.k, SkOut::rope};
+  s = SkinnyCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.qkv, a.m, rows, a.k, out};
   if (!shape_fits || !skinny_fits(a.a, a.w, a.m, a.k) || !skinny_norm(a.norm, rows, a.m, a.k, s.norm)) return false;
   s.rope = SkRope{static_cast<bf16*>(a.q_out), a.positions, a.seq_slots, a.inv_freq, static_cast<bf16*>(kv.pool),
                   kv.block_tables, kv.block_size, kv.max_blocks_per_seq, a.n_q_heads, kv.n_kv_heads, hd};
-  skinny_dispatch(s, rows, ctx, /*pdl=*/true);
   return true;
 }
+
+// rope_attn's flags: LANTERN_QKV_ATTN_PREFETCH=0 drops the L2 prefetch of the
+// context's K/V, LANTERN_QKV_ATTN_EARLY_TRIGGER=1 lets the next kernel launch
+// right after the dependency wait (as the other epilogues do) -- experiment
+// knobs for docs/performance.md's A/Bs, read once.
+int attn_flags() {
+  static const int flags = (env_int("LANTERN_QKV_ATTN_PREFETCH", 1) ? kAttnPrefetch : 0) |
+                           (env_int("LANTERN_QKV_ATTN_EARLY_TRIGGER", 0) ? kAttnEarlyTrigger : 0);
+  return flags;
+}
+// The most rows the tail takes (it runs them one after another in one block
+// per kv head): LANTERN_QKV_ATTN_MAX_ROWS=1..8 (default 8), read once; more
+// rows run the composed form.
+int attn_max_rows() {
+  static const int rows = std::clamp(env_int("LANTERN_QKV_ATTN_MAX_ROWS", kAttnMaxRows), 1, kAttnMaxRows);
+  return rows;
+}
+
+}  // namespace
+
+bool qkv_rope_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  SkinnyCall s;
+  if (!qkv_rope_call(a, SkOut::rope, s)) return false;
+  skinny_dispatch(s, a.cols(), ctx, /*pdl=*/true);
+  return true;
+}
+
+bool qkv_rope_attention_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  const QkvAttention& at = a.attention;
+  const KvCacheRef& kv = a.cache;
+  const bool attn_fits = at.out != nullptr && at.context_lens != nullptr && kv.head_dim == kAttnHd &&
+                         kv.n_kv_heads > 0 && kv.n_kv_heads <= kAttnMaxKvHeads && a.n_q_heads % kv.n_kv_heads == 0 &&
+                         a.n_q_heads / kv.n_kv_heads <= kAttnMaxPerKv && a.m <= attn_max_rows() &&
+                         aligned(kv.pool, 16);
+  SkinnyCall s;
+  if (!attn_fits || !qkv_rope_call(a, SkOut::rope_attn, s)) return false;
+  s.rope.attn_out = static_cast<bf16*>(at.out);
+  s.rope.context_lens = at.context_lens;
+  s.rope.attn_scale = at.scale;
+  s.rope.attn_flags = attn_flags();
+  skinny_dispatch(s, a.cols(), ctx, /*pdl=*/true);
+  return true;
+}
+
 
 bool proj_residual_add_skinny_launch(const ProjResidualNormArgs& a, const LaunchCtx& ctx) {
   if (a.out != nullptr || !skinny_fits(a.a, a.w, a.m, a.k)) return false;

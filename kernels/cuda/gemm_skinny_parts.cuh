@@ -27,7 +27,9 @@ constexpr size_t kSkNormMaxRowBytes = size_t(160) << 10;  // kNorm: x's m rows i
 // (rope, qkv_rope.2) the fused q/k/v projection's rows with RoPE and the KV
 // write: rotated q into q_out, rotated k and v into c (qkv) and the paged
 // cache (SkRope, rope_tile).
-enum class SkOut { bf16, f32, swiglu, residual_norm, residual_add, rope };
+// (rope_attn, qkv_rope.4) rope's stores, then the decode attention of each kv
+// head group in the group's last stored block (qkv_attn_tail.cuh).
+enum class SkOut { bf16, f32, swiglu, residual_norm, residual_add, rope, rope_attn };
 
 // The prologue norm (PrologueNorm, kNorm): a is the residual stream x and the
 // A operand is bf16(x * inv_rms(row) * weight), rmsnorm's rounding. Every
@@ -56,6 +58,11 @@ struct SkRope {
   bf16* pool;
   const int32_t* block_tables;
   int block_size, max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim;
+  // rope_attn only (qkv_attn_tail.cuh): the folded decode attention.
+  bf16* attn_out;               // [m, n_q_heads * head_dim]
+  const int32_t* context_lens;  // [m], including the token this launch writes
+  float attn_scale;
+  int attn_flags;               // kAttnPrefetch | kAttnEarlyTrigger
 };
 
 // rope_tile (kernels/cuda/rope_tile.h): which weight rows a tile multiplies.

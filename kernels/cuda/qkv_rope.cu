@@ -30,6 +30,18 @@
 //   there too: the same kernel prologue).
 // Variant 3 (gemv_rope_small, the default since session 31): variant 2 up to
 //   8 rows, variant 1 above -- where the H200 measured variant 2 faster.
+// Variant 4 (gemv_rope_attn, tested only until the H200 has measured it):
+//   variant 2's launch with the decode attention folded in
+//   (QkvRopeArgs::attention; the engine's qkv_attention op): the last stored
+//   block of each kv head's group of tiles runs that head's attention
+//   (gemm_skinny.cu SkOut::rope_attn, qkv_attn_tail.cuh), so decode steps
+//   launch no attention kernel. Its entry carries the folds_attention trait:
+//   the engine then builds the folded op table for decode steps whose
+//   contexts are short (op_table.h). Without attention, or where the tail
+//   does not fit: variant 3.
+// Every variant runs the folded attention when QkvRopeArgs::attention is set:
+//   1-3 launch the attention_decode variant after their path (the composed
+//   definition; attention.variant, else the CUDA default).
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -48,18 +60,31 @@ const KernelEntry& gemm_of(const QkvRopeArgs& a) {
   return a.gemm_variant ? *a.gemm_variant : Registry::global().best(Family::gemm, Backend::cuda);
 }
 
-void qkv_rope_unfused(const QkvRopeArgs& a, const LaunchCtx& ctx) {
-  check_shape(a, "qkv_rope.unfused");
-  if (a.m == 0) return;
+// The folded attention of the composed paths (after q_out and the cache are written).
+void folded_attention(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  if (!a.attention.out) return;
+  launch(a.attention.variant ? *a.attention.variant : Registry::global().best(Family::attention_decode, Backend::cuda),
+         a.attention_args(), ctx);
+}
+
+void rope_unfused(const QkvRopeArgs& a, const LaunchCtx& ctx) {
   launch(gemm_of(a), a.gemm(), ctx);  // a prologue norm: the gemm variant's, or run ahead of it
   launch(a.rope_variant ? *a.rope_variant : Registry::global().best(Family::rope_kv_write, Backend::cuda), a.rope(),
          ctx);
 }
 
+void qkv_rope_unfused(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "qkv_rope.unfused");
+  if (a.m == 0) return;
+  rope_unfused(a, ctx);
+  folded_attention(a, ctx);
+}
+
 void qkv_rope_gemv(const QkvRopeArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "qkv_rope.gemv_rope");
   if (a.m == 0) return;
-  if (!qkv_rope_skinny_launch(a, ctx)) qkv_rope_unfused(a, ctx);
+  if (!qkv_rope_skinny_launch(a, ctx)) rope_unfused(a, ctx);
+  folded_attention(a, ctx);
 }
 
 // Variant 3's crossover: variant 2 up to this many rows (H200, session 31, three interleaved
@@ -67,10 +92,23 @@ void qkv_rope_gemv(const QkvRopeArgs& a, const LaunchCtx& ctx) {
 // step against variant 1; variant 2 at batch 16 +14...+17 us).
 constexpr int kRopeEpilogueMaxRows = 8;
 
+void rope_small(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  if (a.m > kRopeEpilogueMaxRows || !qkv_rope_skinny_launch(a, ctx)) rope_unfused(a, ctx);
+}
+
 void qkv_rope_gemv_small(const QkvRopeArgs& a, const LaunchCtx& ctx) {
   check_shape(a, "qkv_rope.gemv_rope_small");
   if (a.m == 0) return;
-  if (a.m > kRopeEpilogueMaxRows || !qkv_rope_skinny_launch(a, ctx)) qkv_rope_unfused(a, ctx);
+  rope_small(a, ctx);
+  folded_attention(a, ctx);
+}
+
+void qkv_rope_gemv_attn(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "qkv_rope.gemv_rope_attn");
+  if (a.m == 0) return;
+  if (a.attention.out && qkv_rope_attention_skinny_launch(a, ctx)) return;
+  rope_small(a, ctx);
+  folded_attention(a, ctx);
 }
 
 // The unfused path's GEMM: its variant's prepare hook (gemm.6 plans cuBLASLt
@@ -99,7 +137,14 @@ void register_qkv_rope_cuda(Registry& r) {
       "the default since session 31: variant 2 up to 8 rows, variant 1 above (H200: batch 1 -8...-16 "
       "us, batch 4 -6...-8 us per decode step; variant 2 lost 14-17 us at batch 16)",
       kPreferred, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
-  for (int v : {1, 2, 3}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
+  r.add(with_traits(make_entry<QkvRopeArgs, qkv_rope_gemv_attn, qkv_rope_cost<2>>(
+      4, "gemv_rope_attn", Backend::cuda,
+      "variant 2 with the decode attention folded in: each kv head's last stored block of tiles runs "
+      "that head's attention (the engine's qkv_attention op in short-context decode steps: no attention "
+      "launch); else variant 3",
+      kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true, /*defers_norm=*/false,
+      /*folds_attention=*/true));
+  for (int v : {1, 2, 3, 4}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
 }
 
 }  // namespace lantern::kernels

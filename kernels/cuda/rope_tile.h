@@ -31,4 +31,26 @@ LANTERN_HD RopeTile rope_tile(int n_q_heads, int n_kv_heads, int head_dim, int t
   return {-1, 0, (n_q_heads + n_kv_heads) * head_dim + (tile - rot_tiles) * kRows, head_dim / 2};
 }
 
+// qkv_rope.4 (the attention folded in, qkv_attn_tail.cuh): which kv head's
+// group a tile serves -- q tiles of the group's q heads (head / (n_q / n_kv)),
+// the head's k tiles, its v tiles -- and its index among the group's `tiles`
+// tiles (q first, then k, then v). The group's last tile to be stored runs
+// the group's attention.
+struct AttnGroupTile {
+  int group, index, tiles;
+};
+
+LANTERN_HD AttnGroupTile attn_group_tile(int n_q_heads, int n_kv_heads, int head_dim, int tile) {
+  const int per_head = head_dim / 16, per_kv = n_q_heads / n_kv_heads;
+  const int q_tiles = n_q_heads * per_head, rot_tiles = (n_q_heads + n_kv_heads) * per_head;
+  const int tiles = (per_kv + 2) * per_head;
+  if (tile < q_tiles) {
+    const int head = tile / per_head;
+    return {head / per_kv, (head % per_kv) * per_head + tile % per_head, tiles};
+  }
+  if (tile < rot_tiles) return {tile / per_head - n_q_heads, per_kv * per_head + tile % per_head, tiles};
+  const int v_tile = tile - rot_tiles;  // 16 v rows: head_dim / 16 tiles per kv head
+  return {v_tile / per_head, (per_kv + 1) * per_head + v_tile % per_head, tiles};
+}
+
 }  // namespace lantern::kernels::skinny_detail

@@ -126,6 +126,69 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
     }
 }
 
+// The folded decode attention (StepKind::fold): a decode table's layers are 4
+// ops, qkv_attention (family qkv_rope; reads xn, writes qkv, q and attn_out)
+// instead of qkv_rope + attention_decode, every read still after a write;
+// the other kinds' tables are their full ones; a pruned last layer keeps
+// qkv_rope (its attention is attention_head's); tables that cannot fold
+// (tensor parallelism, the deferred norm, the unfused layout) serve the
+// folded kinds with their full ops.
+TEST(OpTable, FoldedDecodeTableRunsQkvAttentionInPlaceOfQkvRopeAndAttention) {
+  Arena arena;
+  ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 2, 512, true));
+  OpTable table(3, v);
+  ASSERT_TRUE(table.can_fold());
+  for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
+    for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample}) {
+      SCOPED_TRACE(testing::Message() << "attention " << int(a) << " head " << int(h));
+      const auto& full = table.ops(StepKind{a, h});
+      const auto& folded = table.ops(StepKind{a, h, false, true});
+      if (a != StepKind::decode) {
+        ASSERT_EQ(folded.size(), full.size());
+        for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(folded[i].kind, full[i].kind);
+        continue;
+      }
+      EXPECT_EQ(folded.size(), full.size() - 3) << "one op fewer per layer";
+      std::set<ViewId> written;
+      std::map<std::string, int> count;
+      for (const OpSpec& o : folded) {
+        ++count[o.name];
+        for (int i = 0; i < o.num_reads; ++i)
+          EXPECT_TRUE(written.count(o.reads[i])) << o.name << " (layer " << o.layer << ") reads "
+                                                 << arena.views()[o.reads[i]].name << " before any write";
+        for (int i = 0; i < o.num_writes; ++i) written.insert(o.writes[i]);
+        if (o.kind == OpKind::qkv_attention) {
+          EXPECT_EQ(o.family, kernels::Family::qkv_rope);
+          ASSERT_EQ(o.num_reads, 1);
+          EXPECT_EQ(o.reads[0], v.xn);
+          ASSERT_EQ(o.num_writes, 3);
+          EXPECT_EQ(o.writes[0], v.qkv);
+          EXPECT_EQ(o.writes[1], v.q);
+          EXPECT_EQ(o.writes[2], v.attn_out) << "o_proj_residual_norm reads the attention it writes";
+        }
+      }
+      EXPECT_EQ(count["qkv_attention"], 3);
+      EXPECT_EQ(count["qkv_rope"] + count["attention_decode"], 0);
+      EXPECT_EQ(count["o_proj_residual_norm"], 3);
+    }
+  // A decode-kind chunk that prunes its last layer: layers 0-1 fold, the pruned last keeps qkv_rope.
+  std::map<std::string, int> both;
+  for (const OpSpec& o : table.ops(StepKind{StepKind::decode, StepKind::argmax, true, true})) ++both[o.name];
+  EXPECT_EQ(both["qkv_attention"], 2);
+  EXPECT_EQ(both["qkv_rope"], 1);
+  EXPECT_EQ(both["attention_head"], 1);
+  EXPECT_EQ(both["attention_decode"], 0);
+  OpTable tp(3, v, /*tensor_parallel=*/true), deferred(3, v, false, /*defer_norm=*/true);
+  Arena unfused_arena;
+  OpTable unfused(3, declare_activations(unfused_arena, activation_layout(small_config(), 8, 4, 2, 512, false)));
+  for (const OpTable* t : {&tp, &deferred, &unfused}) {
+    EXPECT_FALSE(t->can_fold());
+    const auto& folded = t->ops(StepKind{StepKind::decode, StepKind::argmax, false, true});
+    const auto& full = t->ops(StepKind{StepKind::decode, StepKind::argmax});
+    EXPECT_EQ(folded.size(), full.size());
+  }
+}
+
 // The pruned last layer (StepKind::prune): every kind keeps every
 // layer but the last as they are; the last one runs qkv_proj and
 // rope_kv_write (decode kinds: qkv_rope) on every row, then -- with a head -- head_gather, the logit
