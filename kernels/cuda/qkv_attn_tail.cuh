@@ -44,15 +44,21 @@ constexpr int kAttnPrefetch = 1, kAttnEarlyTrigger = 2;  // SkRope::attn_flags
 static_assert(kSkWarps * kWarp == kAttnChunk, "one key per thread");
 static_assert(kAttnMaxPerKv * kAttnHd == kSkWarps * kWarp, "one output element per thread");
 
-// The tail's shared memory (dynamic, after the prologue norm's rows).
+// The tail's shared memory (dynamic, after the prologue norm's rows): ~38 KB,
+// so two blocks (with the GEMV's ~6 KB of static shared memory each) fit the
+// 100 KB a one-row step's 50 % carveout may leave an SM -- at one block per SM
+// the 192-tile GEMV would run in two waves.
 struct alignas(16) AttnSmem {
-  bf16 v[kAttnChunk][kAttnHd];                 // the chunk's V rows
-  float q[kAttnMaxPerKv][kAttnHd];             // the group's rotated q heads
-  float4 p[kAttnChunk];                        // per key, the heads' softmax weights
-  float red[2][kSkWarps][kAttnMaxPerKv];       // warp maxima, warp sums
-  float pv[kSkWarps][kAttnMaxPerKv * kAttnHd]; // warp partials of P V
+  union {
+    uint16_t v[kAttnChunk][kAttnHd];              // the chunk's V rows (bf16 bits)
+    float pv[kSkWarps][kAttnMaxPerKv * kAttnHd];  // after the last chunk: the warps' partials of P V
+  };
+  float q[kAttnMaxPerKv][kAttnHd];        // the group's rotated q heads
+  float4 p[kAttnChunk];                   // per key, the heads' softmax weights
+  float red[2][kSkWarps][kAttnMaxPerKv];  // warp maxima, warp sums
   int last;
 };
+static_assert(sizeof(AttnSmem) <= 40 * 1024, "two blocks per SM under a 100 KB carveout");
 
 // The K row of key j of a sequence's paged cache at the group's head (V:
 // + block_size * kv_dim); nullptr when the table has no block there.
@@ -192,6 +198,7 @@ __device__ __forceinline__ void attend_row(const SkRope& p, int group, int b, At
       acc[3][0] += pj.w * v.x, acc[3][1] += pj.w * v.y;
     }
   }
+  __syncthreads();  // the last chunk's reads of s.v are done: s.pv overlays it
 #pragma unroll
   for (int h = 0; h < kAttnMaxPerKv; ++h) {
     s.pv[warp][h * kAttnHd + 2 * lane] = acc[h][0];

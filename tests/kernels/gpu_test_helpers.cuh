@@ -6,9 +6,11 @@
 // them to bf16 on the host so the reference and the GPU see the same values,
 // poisons outputs with NaN before a launch (0xFF bytes: NaN in bf16 and fp32)
 // so an unwritten element fails, and compares with documented tolerances.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -157,6 +159,19 @@ inline double bf16_ulp(float v) {
   int e = 0;
   std::frexp(v == 0.f ? 1e-30f : v, &e);
   return std::ldexp(1.0, e - 8);
+}
+
+// Paged-cache inputs for m decode rows: block tables of m + 1 slots x
+// max_blocks (every block once, shuffled) and m distinct random slots.
+inline void random_paging(int m, int max_blocks, std::vector<int32_t>& tables, std::vector<int32_t>& slots) {
+  const int max_seqs = m + 1;
+  tables.resize(size_t(max_seqs) * max_blocks);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), rng());
+  slots.resize(max_seqs);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng());
+  slots.resize(m);  // distinct: one row per sequence
 }
 
 // RoPE inverse frequencies for head_dim (theta 500000, no llama3 scaling): test inputs.

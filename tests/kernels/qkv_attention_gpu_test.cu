@@ -52,15 +52,8 @@ struct Setup {
 
   explicit Setup(const Case& cc) : c(cc), m(int(cc.positions.size())) {
     q_dim = c.n_q * c.hd, kv_dim = c.n_kv * c.hd, cols = q_dim + 2 * kv_dim;
-    const int max_seqs = m + 1;
-    num_blocks = max_seqs * max_blocks;
-    tables.resize(size_t(max_seqs) * max_blocks);
-    std::iota(tables.begin(), tables.end(), 0);
-    std::shuffle(tables.begin(), tables.end(), rng());
-    slots.resize(max_seqs);
-    std::iota(slots.begin(), slots.end(), 0);
-    std::shuffle(slots.begin(), slots.end(), rng());
-    slots.resize(m);
+    num_blocks = (m + 1) * max_blocks;
+    random_paging(m, max_blocks, tables, slots);
     for (int p : c.positions) ctx_lens.push_back(p + 1);
     a = random_bf16(size_t(m) * c.k, -1.f, 1.f);
     w = random_bf16(size_t(cols) * c.k, -0.1f, 0.1f);

@@ -82,13 +82,7 @@ struct Setup {
     const int m = c.m, max_seqs = m + 1;
     q_dim = c.n_q * c.hd, kv_dim = c.n_kv * c.hd, cols = q_dim + 2 * kv_dim;
     num_blocks = max_seqs * max_blocks + 1;
-    tables.resize(size_t(max_seqs) * max_blocks);
-    std::iota(tables.begin(), tables.end(), 0);
-    std::shuffle(tables.begin(), tables.end(), rng());
-    slots.resize(max_seqs);
-    std::iota(slots.begin(), slots.end(), 0);
-    std::shuffle(slots.begin(), slots.end(), rng());
-    slots.resize(m);  // distinct: one row per sequence
+    random_paging(m, max_blocks, tables, slots);
     const std::vector<int> picks = {15, 16, max_blocks * block_size - 1};
     std::uniform_int_distribution<int> any_pos(0, max_blocks * block_size - 1);
     for (int t = 0; t < m; ++t) positions.push_back(t < int(picks.size()) ? picks[t] : any_pos(rng()));
