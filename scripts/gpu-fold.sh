@@ -16,9 +16,11 @@
 #            take the composed form) at batch 2, 4, 8: whether the tail's rows in turn lose
 #   paths:   the batch-1 critical path with qkv_rope=4 (scripts/gpu-batch-profile.sh, CUPTI on every
 #            step; scripts/critical_path.py): where the folded step's time goes
+#   argmax:  argmax.3 gpu_1pass (session 33 too: variant 2's chunk pass PDL-launched, the last chunk
+#            block of each row finishing it) vs the default argmax.2, batch 1, 64 and 256 (greedy steps)
 #   suite:   the whole GPU suite
-#   OUT=DIR bash scripts/gpu-fold.sh [tests] [race] [ab] [knobs] [paths] [suite]
-#   (default: tests ab, ~8 minutes with the build; then `tests race knobs` and `tests paths suite`
+#   OUT=DIR bash scripts/gpu-fold.sh [tests] [race] [ab] [knobs] [paths] [argmax] [suite]
+#   (default: tests ab, ~8 minutes with the build; then `tests race knobs` and `tests argmax paths suite`
 #   in later calls: each call is at most 10 minutes); logs in $OUT. ab, knobs and paths run only
 #   when this call's tests passed (FORCE=1: anyway).
 set -u
@@ -26,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 TESTS_RC=0
 stage_tests() {
-  timeout 300 $T --gtest_filter='QkvAttentionGpu.*:QkvRopeGpu.*:FoldAttentionGpu.*:EngineGpu.FusedQkvRope*' \
+  timeout 300 $T --gtest_filter='QkvAttentionGpu.*:QkvRopeGpu.*:FoldAttentionGpu.*:EngineGpu.FusedQkvRope*:ArgmaxGpu.*' \
     > "$OUT/fold_tests.log" 2>&1
   TESTS_RC=$?
   echo "fold tests rc=$TESTS_RC"
@@ -75,6 +77,13 @@ stage_paths() {
   LANTERN=$L MODEL=$M BATCHES="1" KERNELS=qkv_rope=4 bash scripts/gpu-batch-profile.sh "$LOGS/paths" \
     > "$OUT/fold_paths.txt" 2>&1
   echo "paths rc=$?"; grep -A40 "^== batch" "$OUT/fold_paths.txt" | head -50
+}
+
+stage_argmax() {
+  tests_passed || return
+  LANTERN=$L MODEL=$M OUT=$LOGS/argmax bash scripts/gpu-ab.sh -r 3 - argmax=3 \
+    --batch 1,64,256 --prompt-len 128 --decode-steps 64 > "$OUT/argmax_ab.txt" 2>&1
+  echo "argmax ab rc=$?"; tail -6 "$OUT/argmax_ab.txt"
 }
 
 stage_suite() {

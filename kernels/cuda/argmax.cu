@@ -7,6 +7,13 @@
 // Variant 2 (gpu_2pass): on the GPU in two launches: blocks of 256 threads
 //   reduce 4096-logit chunks of each row (float4 loads) to one (value, index)
 //   pair in the workspace, then one warp per row reduces the chunks.
+// Variant 3 (gpu_1pass, session 33; tested only until the H200 has run it):
+//   variant 2's chunk pass in one PDL-launched kernel whose blocks are
+//   scheduled while the LM head drains (griddepcontrol.wait before reading the
+//   logits); the last chunk block of each row (a fence and one counter per
+//   row) reduces the row's chunk pairs -- no second launch and no gap before
+//   it on the step's critical path (predicted −2…−3 µs per decode step).
+//   Rows beyond its counters (more than 1024): variant 2.
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -116,6 +123,60 @@ __global__ void argmax_final_kernel(const ArgBest* __restrict__ partial, int32_t
   if (threadIdx.x % kWarp == 0) out[row] = best.index;
 }
 
+// ------------------------------------------------------------------ variant 3
+constexpr int kOnePassRows = 1024;                // rows with a counter
+__device__ unsigned int g_argmax_done[kOnePassRows];  // a row's chunk blocks done (its last resets it)
+
+template <bool kVec>
+__global__ void __launch_bounds__(kChunkThreads)
+    argmax_1pass_kernel(const float* __restrict__ logits, ArgBest* __restrict__ partial, int32_t* __restrict__ out,
+                        int vocab, int chunks) {
+  __shared__ ArgBest warp_best[kChunkThreads / kWarp];
+  __shared__ bool last;
+  grid_dependency_wait();  // the logits are the previous kernel's
+  trigger_dependents();
+  const int row = blockIdx.y, chunk = blockIdx.x;
+  const float* x = logits + size_t(row) * vocab;
+  const int begin = chunk * kChunk, end = min(begin + kChunk, vocab);
+  ArgBest best = argmax_identity();
+  if constexpr (kVec) {
+    for (int i = begin + 4 * threadIdx.x; i < end; i += 4 * kChunkThreads) {
+      const float4 v = *reinterpret_cast<const float4*>(x + i);
+      take_better(best, v.x, i);
+      take_better(best, v.y, i + 1);
+      take_better(best, v.z, i + 2);
+      take_better(best, v.w, i + 3);
+    }
+  } else {
+    for (int i = begin + threadIdx.x; i < end; i += kChunkThreads) take_better(best, x[i], i);
+  }
+  best = warp_argmax(best);
+  if (threadIdx.x % kWarp == 0) warp_best[threadIdx.x / kWarp] = best;
+  __syncthreads();
+  if (threadIdx.x < kWarp) {
+    best = threadIdx.x < kChunkThreads / kWarp ? warp_best[threadIdx.x] : argmax_identity();
+    best = warp_argmax(best);
+    if (threadIdx.x == 0) {
+      partial[size_t(row) * chunks + chunk] = best;
+      __threadfence();  // the pair is visible device-wide before the block counts
+      last = atomicAdd(&g_argmax_done[row], 1u) == unsigned(chunks - 1);
+    }
+  }
+  __syncthreads();
+  if (!last || threadIdx.x >= kWarp) return;
+  __threadfence();  // order the reads after the other blocks' counted pairs
+  best = argmax_identity();
+  for (int c = threadIdx.x; c < chunks; c += kWarp) {  // through L2: other blocks wrote them
+    const int2 p = __ldcg(reinterpret_cast<const int2*>(partial + size_t(row) * chunks + c));
+    take_better(best, __int_as_float(p.x), p.y);
+  }
+  best = warp_argmax(best);
+  if (threadIdx.x == 0) {
+    out[row] = best.index;  // all NaN: index 0, as in variant 2
+    g_argmax_done[row] = 0;  // every chunk block of the row has counted
+  }
+}
+
 size_t argmax_2pass_workspace(const WorkspaceShape& s) {
   const size_t rows = std::max(s.max_seqs, s.max_batch_tokens);
   return rows * size_t(ceil_div(s.vocab, kChunk)) * sizeof(ArgBest);
@@ -143,6 +204,26 @@ void argmax_2pass(const ArgmaxArgs& a, const LaunchCtx& ctx) {
   CUDA_CHECK_LAST("argmax_final_kernel");
 }
 
+void argmax_1pass(const ArgmaxArgs& a, const LaunchCtx& ctx) {
+  check_argmax(a, "argmax.gpu_1pass");
+  if (a.b == 0) return;
+  if (a.b > kOnePassRows) return argmax_2pass(a, ctx);
+  const int chunks = ceil_div(a.vocab, kChunk);
+  const size_t need = size_t(a.b) * chunks * sizeof(ArgBest);
+  LANTERN_CHECK(ctx.workspace && ctx.workspace_bytes >= need,
+                "argmax.gpu_1pass: workspace of %zu bytes is smaller than the %zu it needs for "
+                "b=%d rows of %d", ctx.workspace_bytes, need, a.b, a.vocab);
+  auto* partial = static_cast<ArgBest*>(ctx.workspace);
+  const dim3 grid(chunks, a.b);
+  if (a.vocab % 4 == 0 && aligned(a.logits, 16))
+    launch_kernel(true, argmax_1pass_kernel<true>, grid, dim3(kChunkThreads), 0, ctx.stream, a.logits, partial, a.out,
+                  a.vocab, chunks);
+  else
+    launch_kernel(true, argmax_1pass_kernel<false>, grid, dim3(kChunkThreads), 0, ctx.stream, a.logits, partial,
+                  a.out, a.vocab, chunks);
+  CUDA_CHECK_LAST("argmax_1pass_kernel");
+}
+
 }  // namespace
 
 void register_argmax_cuda(Registry& r) {
@@ -154,6 +235,11 @@ void register_argmax_cuda(Registry& r) {
       2, "gpu_2pass", Backend::cuda,
       "GPU: 4096-logit chunks reduced per block (float4 loads), one warp per row finishes",
       kPreferred, argmax_2pass_workspace));
+  r.add(make_entry<ArgmaxArgs, argmax_1pass, argmax_cost<2>>(
+      3, "gpu_1pass", Backend::cuda,
+      "variant 2's chunk pass PDL-launched, the last chunk block of each row reducing the row: one "
+      "launch, no gap before a second (more than 1024 rows: variant 2)",
+      kTestedOnly, argmax_2pass_workspace));
 }
 
 }  // namespace lantern::kernels
