@@ -18,9 +18,14 @@
 #            step; scripts/critical_path.py): where the folded step's time goes
 #   argmax:  argmax.3 gpu_1pass (session 33 too: variant 2's chunk pass PDL-launched, the last chunk
 #            block of each row finishing it) vs the default argmax.2, batch 1, 64 and 256 (greedy steps)
+#   sample:  sample.9 grid_race_early (session 33 too: sample.7 PDL-launched, the Gumbel noise made
+#            before the dependency wait, under the LM head): SampleGpu.* (sample.9 against cpu_race and
+#            token for token against sample.7), then sampled decode (T 0.8, top-p 0.95) sample=7 vs
+#            sample=9 at batch 1 and 8
 #   suite:   the whole GPU suite
-#   OUT=DIR bash scripts/gpu-fold.sh [tests] [race] [ab] [knobs] [paths] [argmax] [suite]
-#   (default: tests ab, ~8 minutes with the build; then `tests race knobs` and `tests argmax paths suite`
+#   OUT=DIR bash scripts/gpu-fold.sh [tests] [race] [ab] [knobs] [paths] [argmax] [sample] [suite]
+#   (default: tests ab, ~8 minutes with the build; then `tests race knobs`, `tests argmax sample` and
+#   `tests paths suite`
 #   in later calls: each call is at most 10 minutes); logs in $OUT. ab, knobs and paths run only
 #   when this call's tests passed (FORCE=1: anyway).
 set -u
@@ -84,6 +89,16 @@ stage_argmax() {
   LANTERN=$L MODEL=$M OUT=$LOGS/argmax bash scripts/gpu-ab.sh -r 3 - argmax=3 \
     --batch 1,64,256 --prompt-len 128 --decode-steps 64 > "$OUT/argmax_ab.txt" 2>&1
   echo "argmax ab rc=$?"; tail -6 "$OUT/argmax_ab.txt"
+}
+
+stage_sample() {
+  timeout 300 $T --gtest_filter='SampleGpu.*' > "$OUT/sample_tests.log" 2>&1
+  local rc=$?
+  echo "sample tests rc=$rc"; grep -E "^\[  (PASSED|FAILED)|Failure|grid_race|chi2" "$OUT/sample_tests.log" | head -20
+  [[ $rc == 0 || ${FORCE:-0} == 1 ]] || { echo "skipped the sampled A/B: the sample tests failed"; return; }
+  LANTERN=$L MODEL=$M OUT=$LOGS/sample bash scripts/gpu-ab.sh -r 3 sample=7 sample=9 \
+    --batch 1,8 --prompt-len 128 --decode-steps 64 --temperature 0.8 --top-p 0.95 > "$OUT/sample_ab.txt" 2>&1
+  echo "sample ab rc=$?"; tail -5 "$OUT/sample_ab.txt"
 }
 
 stage_suite() {

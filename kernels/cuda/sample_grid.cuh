@@ -72,18 +72,28 @@ T* stream_slot(cudaStream_t stream, T (&symbol)[kSlots * kPerSlot]) {
 // cooperative attribute -- the driver then refuses a grid whose blocks cannot
 // all be resident at once (a shared GPU, MPS limits) instead of letting the row
 // barriers spin forever. Pinned in place: cfg points at attr.
+// `pdl`: also programmatic dependent launch (the kernel calls
+// griddepcontrol.wait before it reads what the previous kernel writes).
 struct GridLaunch {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr = {};
-  GridLaunch(int blocks, int rows, int threads, size_t smem, cudaStream_t stream, bool cooperative) {
+  cudaLaunchAttribute attr[2] = {};
+  GridLaunch(int blocks, int rows, int threads, size_t smem, cudaStream_t stream, bool cooperative,
+             bool pdl = false) {
     cfg.gridDim = dim3(unsigned(blocks), unsigned(rows));
     cfg.blockDim = dim3(unsigned(threads));
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = cooperative ? 1 : 0;
+    unsigned n = 0;
+    if (cooperative) {
+      attr[n].id = cudaLaunchAttributeCooperative;
+      attr[n++].val.cooperative = 1;
+    }
+    if (pdl) {
+      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    cfg.attrs = n ? attr : nullptr;
+    cfg.numAttrs = n;
   }
   GridLaunch(const GridLaunch&) = delete;
   GridLaunch& operator=(const GridLaunch&) = delete;

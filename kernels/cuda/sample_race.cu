@@ -196,7 +196,11 @@ __device__ void reset_row(Row& rw, bool with_k, int threads) {
   if (threadIdx.x == 0) rw.sync->bar = 0, rw.sync->done = 0;
 }
 
-template <bool kSmem, int kThreads>
+// kEarly (sample.9, kSmem only): launched with programmatic dependent launch,
+// the blocks make their slice's Gumbel noise before griddepcontrol.wait --
+// while the LM head still runs -- and the first pass after it only adds
+// l / T: the same keys, so the same tokens as sample.7.
+template <bool kSmem, int kThreads, bool kEarly>
 __global__ void __launch_bounds__(kThreads)
     sample_race_kernel(const float* __restrict__ logits, const float* __restrict__ temperature,
                        const int32_t* __restrict__ top_k, const float* __restrict__ top_p,
@@ -223,7 +227,13 @@ __global__ void __launch_bounds__(kThreads)
                                   seeds[row],
                                   steps[row],
                                   inv_t,
-                                  !greedy_t};
+                                  !greedy_t,
+                                  kEarly && kSmem && !greedy_t};
+  if constexpr (kEarly) {
+    if (sl.early) sl.make_noise();
+    grid_dependency_wait();  // the logits are the LM head's
+    trigger_dependents();
+  }
   const Rec r0 = race_r0(sl, rw, s, with_k, stamp);
   const float max_logit = logit_of_orderable(uint32_t(r0.amax >> 32));
   int32_t token = int32_t(~uint32_t(r0.amax));  // greedy: the argmax
@@ -266,40 +276,49 @@ void print_race_probe(const wide_probe::Probe& p, int G, int rows, cudaStream_t 
   std::fprintf(stderr, " end %.2f (%d rounds)\n", r.median_us(15), rounds);
 }
 
-template <bool kSmem, int kThreads>
+template <bool kSmem, int kThreads, bool kEarly>
 cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t stream) {
   RaceSlot* slot = sample_grid::stream_slot<kStreamSlots, 1>(stream, g_race);
   static size_t smem_allowed = 0;  // per instantiation
   const size_t smem = ((sizeof(Shared) + 15) & ~size_t(15)) + (kSmem ? size_t(2) * slice_len * sizeof(float) : 0);
-  sample_grid::allow_smem(sample_race_kernel<kSmem, kThreads>, smem, &smem_allowed);
+  sample_grid::allow_smem(sample_race_kernel<kSmem, kThreads, kEarly>, smem, &smem_allowed);
   // G > 1: a cooperative launch (row barriers); refused, the caller runs one block per row.
-  const sample_grid::GridLaunch l(G, a.b, kThreads, smem, stream, G > 1);
+  // kEarly: also programmatic dependent launch (cuda_common.cuh's pdl_allowed()).
+  const sample_grid::GridLaunch l(G, a.b, kThreads, smem, stream, G > 1, kEarly && pdl_allowed());
   static wide_probe::ProbeSwitch probe_switch("LANTERN_SAMPLE_RACE_PROBE");
   const wide_probe::Probe& probe = probe_switch.buffer(size_t(G) * a.b * wide_probe::kProbeSlots);
-  const cudaError_t err = cudaLaunchKernelEx(&l.cfg, sample_race_kernel<kSmem, kThreads>, a.logits, a.temperature,
+  const cudaError_t err = cudaLaunchKernelEx(&l.cfg, sample_race_kernel<kSmem, kThreads, kEarly>, a.logits, a.temperature,
                                              a.top_k, a.top_p, a.seeds, a.steps, a.out, a.vocab, slice_len, slot,
                                              probe.dev);
   if (err == cudaSuccess && probe.dev) print_race_probe(probe, G, a.b, stream);
   return err;
 }
 
+// kEarly: sample.9's early noise where the slice is in shared memory (re-read slices: sample.7's kernel).
+template <bool kEarly>
 cudaError_t launch_race_g(const SampleArgs& a, int G, cudaStream_t stream) {
   const int slice_len = ((a.vocab + G - 1) / G + 3) / 4 * 4;  // groups of 4 tokens never straddle blocks
-  return slice_len <= kSmemSlice ? launch_race<true, kSmallThreads>(a, G, slice_len, stream)
-                                 : launch_race<false, kWideThreads>(a, G, slice_len, stream);
+  return slice_len <= kSmemSlice ? launch_race<true, kSmallThreads, kEarly>(a, G, slice_len, stream)
+                                 : launch_race<false, kWideThreads, false>(a, G, slice_len, stream);
 }
 
-void sample_grid_race(const SampleArgs& a, const LaunchCtx& ctx) {
-  LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "sample.grid_race: bad shape b=%d vocab=%d", a.b, a.vocab);
+template <bool kEarly>
+void race_launch(const SampleArgs& a, const LaunchCtx& ctx, const char* who) {
+  LANTERN_CHECK(a.b >= 0 && a.vocab > 0, "%s: bad shape b=%d vocab=%d", who, a.b, a.vocab);
   if (a.b == 0) return;
   const int G = race_blocks(a.b);
-  cudaError_t err = launch_race_g(a, G, ctx.stream);
+  cudaError_t err = launch_race_g<kEarly>(a, G, ctx.stream);
   if (G > 1 && err == cudaErrorCooperativeLaunchTooLarge) {
     (void)cudaGetLastError();  // refused: one block per row instead
-    err = launch_race_g(a, 1, ctx.stream);
+    err = launch_race_g<kEarly>(a, 1, ctx.stream);
   }
-  if (err != cudaSuccess) ::lantern::throw_cuda_error(err, "sample.grid_race", __FILE__, __LINE__);
+  if (err != cudaSuccess) ::lantern::throw_cuda_error(err, who, __FILE__, __LINE__);
   CUDA_CHECK(cudaGetLastError());
+}
+
+void sample_grid_race(const SampleArgs& a, const LaunchCtx& ctx) { race_launch<false>(a, ctx, "sample.grid_race"); }
+void sample_grid_race_early(const SampleArgs& a, const LaunchCtx& ctx) {
+  race_launch<true>(a, ctx, "sample.grid_race_early");
 }
 
 }  // namespace
@@ -311,6 +330,12 @@ void register_sample_race_cuda(Registry& r) {
       "top-k / top-p set by rejection, on up to 128 blocks of 256 threads per row: one grid-wide "
       "reduction for the argmax and the best key, one for the count and mass ranked before it "
       "(top-k: three more for the k-th logit's radix digits); no sort, no histogram search",
+      kTestedOnly));
+  r.add(make_entry<SampleArgs, sample_grid_race_early, sample_cost<2>>(
+      9, "grid_race_early", Backend::cuda,
+      "sample.7 launched with programmatic dependent launch: each block makes its slice's Gumbel "
+      "noise before the dependency wait (under the LM head), the first pass adds l / T -- the same "
+      "keys and tokens as sample.7 (reference cpu_race)",
       kTestedOnly));
 }
 

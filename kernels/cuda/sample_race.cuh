@@ -225,6 +225,7 @@ struct Slice {
   int32_t step;
   float inv_t;
   bool racing;  // keys are needed (not greedy)
+  bool early;   // kSmem (sample.9): the keys' Gumbel noise is already in lg + cap (make_noise)
 
   __device__ __forceinline__ void load4(int j, float (&l)[4]) const {
     const int i = begin + 4 * j;
@@ -242,10 +243,29 @@ struct Slice {
       for (int q = 0; q < 4; ++q) key[q] = -INFINITY;
       return;
     }
+    if (kSmem && early) {  // the noise make_noise left in the key slots: the same floats, one FMA each
+      const float4 g = reinterpret_cast<const float4*>(lg + cap)[j];
+      key[0] = sampling::race_key(l[0], inv_t, g.x), key[1] = sampling::race_key(l[1], inv_t, g.y);
+      key[2] = sampling::race_key(l[2], inv_t, g.z), key[3] = sampling::race_key(l[3], inv_t, g.w);
+      return;
+    }
     // begin + 4 j is a multiple of 4: one Philox block serves the group.
     const sampling::Philox4 r = sampling::race_words(seed, step, begin + 4 * j);
 #pragma unroll
     for (int q = 0; q < 4; ++q) key[q] = sampling::race_key(l[q], inv_t, sampling::race_gumbel(r.v[q]));
+  }
+  // sample.9, before the dependency wait (the logits are not there yet; the
+  // seed and step are step metadata, written before the step's first kernel):
+  // every group's Gumbel noise into the key slots, with first()'s thread
+  // mapping, so each thread reads back only what it wrote.
+  __device__ __forceinline__ void make_noise() const {
+    const int groups = (n + 3) / 4;
+    for (int j = threadIdx.x; j < groups; j += kThreads) {
+      const sampling::Philox4 r = sampling::race_words(seed, step, begin + 4 * j);
+      reinterpret_cast<float4*>(lg + cap)[j] =
+          make_float4(sampling::race_gumbel(r.v[0]), sampling::race_gumbel(r.v[1]), sampling::race_gumbel(r.v[2]),
+                      sampling::race_gumbel(r.v[3]));
+    }
   }
   // The first pass: loads, makes keys, keeps both (kSmem).
   template <class F>

@@ -15,7 +15,8 @@
 // bisection path of bin_select); and a chi-square test of the empirical token
 // distribution over many seeds against the restricted softmax in double;
 // sample.4 against sample.3 token for token (the same decisions by design).
-// The race (sample.7 grid_race) is compared with its own reference, sample.8
+// The race (sample.7 grid_race, and sample.9 grid_race_early, the same keys
+// made in another order) is compared with its own reference, sample.8
 // cpu_race (sampling.h R1-R4), with near_tie_race's tolerance, over every layout
 // it has (grid rows in shared memory or re-read, one block per row, odd
 // vocabularies and unaligned rows), and goes through the same chi-square test.
@@ -460,10 +461,13 @@ TEST(SampleGpu, FrequenciesFollowTheRestrictedSoftmax) {
 // an odd vocabulary (unaligned rows: scalar loads, a partial group of 4) and a
 // small one. Rows: normal, bf16-rounded (ties), near-flat, peaked, and with NaN
 // and -inf logits; parameters over greedy, top-k 1 / 50 / 5000, top-p 0 / 0.6 /
-// 0.9 / 0.95 and both together. Then two launches must agree.
+// 0.9 / 0.95 and both together. Then two launches must agree, and sample.9
+// (grid_race_early: the noise made before the dependency wait) must draw
+// sample.7's tokens exactly.
 TEST(SampleGpu, RaceMatchesCpuRaceInEveryLayout) {
   LANTERN_REQUIRE_GPU();
   const KernelEntry& race = Registry::global().find(Family::sample, "grid_race");
+  const KernelEntry& early = Registry::global().find(Family::sample, "grid_race_early");
   const RowParams kinds[] = {{0.8f, 50, 0.9f}, {0.8f, 0, 0.95f}, {1.0f, 0, 1.0f},  {0.0f, 0, 1.0f},
                              {0.7f, 1, 1.0f},  {1.2f, 5000, 0.6f}, {0.5f, 0, 0.0f}, {1.5f, 50, 1.0f},
                              {0.8f, 2, 0.9f},  {2.0f, 700, 0.95f}};
@@ -480,11 +484,13 @@ TEST(SampleGpu, RaceMatchesCpuRaceInEveryLayout) {
         fill_row(in.logits.data() + size_t(r) * vocab, vocab, (r + rep) % 5, pick);
         in.add(kinds[(r + 3 * rep) % 10], rng()(), int32_t(pick(rng()) % 5000));
       }
-      expect_variants_match_reference(in, vocab, &ties, {&race});
+      expect_variants_match_reference(in, vocab, &ties, {&race, &early});
       rows_checked += b;
-      // Determinism: two more launches of the same rows.
+      // Determinism: two more launches of the same rows; sample.9 makes the same keys as sample.7.
       GpuEnv env;
-      EXPECT_EQ(draw(race, in, vocab, env), draw(race, in, vocab, env)) << "two launches drew different tokens";
+      const std::vector<int32_t> first = draw(race, in, vocab, env);
+      EXPECT_EQ(first, draw(race, in, vocab, env)) << "two launches drew different tokens";
+      EXPECT_EQ(draw(early, in, vocab, env), first) << "sample.9 (early noise) drew other tokens than sample.7";
     }
   }
   std::printf("[sample] grid_race == cpu_race on %d rows (%d accepted rounding ties)\n", rows_checked, ties);
