@@ -149,6 +149,7 @@ class EngineImpl {
     bool fused = opt.fused, prefill_graphs = opt.prefill_graphs, overlap = opt.overlap,
          prune_last = opt.prune_last_layer;
     std::string fold = opt.fold_attention;
+    bool fuse_final = opt.fuse_final_norm;
     // Pseudo-families (engine switches, not registry families): "on" / "off".
     auto on_off = [](const std::string& family, const std::string& variant) {
       LANTERN_CHECK(variant == "on" || variant == "off", "kernels: %s must be 'on' or 'off', got '%s'",
@@ -166,6 +167,8 @@ class EngineImpl {
         prune_last = on_off(family, variant);
       else if (family == "fold_attention")
         fold = variant;
+      else if (family == "final_fuse")
+        fuse_final = on_off(family, variant);
       else
         kernels_.select(kernels::family_from_name(family), variant, opt.backend);
     }
@@ -181,7 +184,7 @@ class EngineImpl {
         fold == "on" || (fold == "auto" && kernels_.entry(kernels::Family::qkv_rope).folds_attention);
     model_ = std::make_unique<Model>(local_cfg_, weights_, device_, limits_, kernels_, opt.observer,
                                      opt.use_cuda_graphs, fused, comm_, prefill_graphs, lm_head, prune_last,
-                                     folding ? opt.fold_max_context : 0);
+                                     folding ? opt.fold_max_context : 0, fuse_final);
     if (fused && !model_->fused())
       std::fprintf(stderr,
                    "note: the fused op table needs each layer's q/k/v and gate/up weights adjacent in the "
@@ -595,6 +598,7 @@ nlohmann::json Engine::describe() const {
                         {"prune_last", impl_->model_->prunes_last_layer() ? "on" : "off"},
                         {"fold_attention", impl_->model_->fold_max_context() > 0 ? "on" : "off"},
                         {"fold_max_context", impl_->model_->fold_max_context()},
+                        {"final_fuse", impl_->model_->fuses_final_norm() ? "on" : "off"},
                         {"memory", memory_budget().to_json()}};
   const std::vector<kernels::GemmPlan> plans = gemm_plans();
   if (!plans.empty()) {

@@ -128,6 +128,12 @@ struct EngineOptions {
   // "fold_attention" in `kernels` sets it (--kernels fold_attention=on).
   std::string fold_attention = "auto";
   int fold_max_context = 512;
+  // Steps whose rows are all logit rows, in order (pure decode steps, score
+  // mode), end the last layer with down_proj_residual_norm and the final norm
+  // (StepKind::fuse_final; docs/engine.md, Decode): down_proj, mlp_residual
+  // and final_norm as one op. Off until measured on the H200 (session 33).
+  // The pseudo-family "final_fuse" ("on" / "off") in `kernels` sets it.
+  bool fuse_final_norm = false;
   int profile_first_step = -1;   // cudaProfilerStart before this step (nsys), -1 off
   int profile_last_step = -1;    // cudaProfilerStop after this step
   // The engine clock (seconds); empty: steady_clock since construction. Tests

@@ -20,10 +20,10 @@ using kernels::Family;
 Model::Model(const ModelConfig& cfg, const Weights& weights, Device& device,
              const EngineLimits& limits, const kernels::KernelSet& kernels, Observer* observer,
              bool use_cuda_graphs, bool fused, Communicator* comm, bool prefill_graphs, TpLmHead lm_head,
-             bool prune_last_layer, int fold_max_context)
+             bool prune_last_layer, int fold_max_context, bool fuse_final)
     : cfg_(cfg), w_(weights), dev_(device), limits_(limits), kernels_(kernels), obs_(observer),
       comm_(comm), lm_head_(lm_head), prefill_requested_(prefill_graphs), prune_last_(prune_last_layer),
-      fold_max_context_(fold_max_context) {
+      fold_max_context_(fold_max_context), fuse_final_(fuse_final) {
   LANTERN_CHECK(lm_head != TpLmHead::split || comm, "a split LM head needs a tensor-parallel group");
   fuse_ = fused && weights.fusable();
   // Graphs replay decode steps; the seed's host argmax (argmax variant 1)
@@ -73,7 +73,7 @@ void Model::declare_arena() {
                           kernels_.entry(Family::proj_residual_norm).defers_norm;
   op_table_ = std::make_unique<OpTable>(cfg_.num_layers, v_, comm_ != nullptr, defer_norm);
   prune_last_ = prune_last_ && op_table_->can_prune();
-  if (!op_table_->can_fold()) fold_max_context_ = 0;
+  if (!op_table_->can_fold()) fold_max_context_ = 0, fuse_final_ = false;  // the same conditions
   arena_.allocate(dev_.backend());
   AllocEvent e{"arena", "activation arena", reinterpret_cast<uint64_t>(arena_.base()),
                arena_.total_bytes(), dev_.backend(), false};
@@ -197,6 +197,8 @@ Model::ForwardShape Model::shape_of(const StepInput& in) {
   }
   for (size_t i = std::min<size_t>(s.nf, in.positions.size()); i < in.positions.size(); ++i)
     s.max_context = std::max(s.max_context, in.positions[i] + 1);
+  s.logits_in_order = s.r == s.n && s.r > 0;
+  for (int i = 0; i < s.r && s.logits_in_order; ++i) s.logits_in_order = in.logit_rows[i] == i;
   const bool sampling =
       std::any_of(in.temperature.begin(), in.temperature.end(), [](float t) { return t > 0; });
   s.kind.head = s.r == 0 ? StepKind::none : (sampling ? StepKind::sample : StepKind::argmax);
@@ -205,6 +207,10 @@ Model::ForwardShape Model::shape_of(const StepInput& in) {
 
 void Model::choose_pruning(ForwardShape& s) const {
   s.kind.prune = prune_last_ && s.r < s.n;
+}
+
+void Model::choose_final(ForwardShape& s) const {
+  s.kind.fuse_final = fuse_final_ && !s.kind.prune && s.logits_in_order;
 }
 
 void Model::choose_folding(ForwardShape& s) const {
@@ -220,6 +226,7 @@ void Model::launch(const StepInput& in) {
   ForwardShape s = shape_of(in);
   choose_pruning(s);
   choose_folding(s);
+  choose_final(s);
   LANTERN_ASSERT(s.n > 0 && s.n <= limits_.max_batch_tokens, "step rows %d outside (0, %d]", s.n,
                  limits_.max_batch_tokens);
   LANTERN_ASSERT(s.r <= limits_.logits_rows, "logit rows %d > %d", s.r, limits_.logits_rows);

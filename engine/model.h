@@ -95,7 +95,8 @@ class Model {
   Model(const ModelConfig& cfg, const Weights& weights, Device& device, const EngineLimits& limits,
         const kernels::KernelSet& kernels, Observer* observer, bool use_cuda_graphs,
         bool fused = false, Communicator* comm = nullptr, bool prefill_graphs = false,
-        TpLmHead lm_head = TpLmHead::replicated, bool prune_last_layer = false, int fold_max_context = 0);
+        TpLmHead lm_head = TpLmHead::replicated, bool prune_last_layer = false, int fold_max_context = 0,
+        bool fuse_final = false);
   ~Model();
 
   // run = launch + wait. launch enqueues the step on the device and returns;
@@ -128,6 +129,9 @@ class Model {
   // attention into qkv_rope (StepKind::fold; 0: never): requested and the op
   // table can (can_fold_attention).
   int fold_max_context() const { return fold_max_context_; }
+  // Steps whose rows are all logit rows in order end the last layer with the
+  // final norm (StepKind::fuse_final): requested and the op table can.
+  bool fuses_final_norm() const { return fuse_final_; }
   // gemm.6's measured cuBLASLt plans for this model's GEMM shapes on its GPU
   // (empty when the chosen gemm variant makes none).
   std::vector<kernels::GemmPlan> gemm_plans() const;
@@ -196,6 +200,7 @@ class Model {
     // The same for the logit rows (the pruned last layer's attention_head).
     bool head_one_row_per_seq = false;
     int max_context = 0;  // the paged rows' longest context (position + 1)
+    bool logits_in_order = false;  // every row is a logit row, in row order (r == n)
     const int32_t* host_fresh_starts = nullptr;
     StepKind kind;
   };
@@ -205,6 +210,8 @@ class Model {
   void choose_pruning(ForwardShape& s) const;
   // Sets s.kind.fold: pure decode steps whose contexts are at most fold_max_context_.
   void choose_folding(ForwardShape& s) const;
+  // Sets s.kind.fuse_final: fuse_final_ and every row a logit row in order, no pruning.
+  void choose_final(ForwardShape& s) const;
   void upload_meta(const StepInput& in, const MetaPad& pad);
   void gather_tokens(int n);  // ids[i] = out_tokens[token_src[i]], i < n (overlapped decode)
   void apply_table_updates(const std::vector<KvTableUpdate>& updates);
@@ -243,6 +250,7 @@ class Model {
   bool prefill_requested_ = false;
   bool prune_last_ = false;  // requested, and the op table can
   int fold_max_context_ = 0;  // requested (and the op table can): StepKind::fold's bound
+  bool fuse_final_ = false;   // requested, and the op table can (StepKind::fuse_final)
   std::vector<int> prefill_buckets_;      // ascending (empty: no prefill graphs)
   std::vector<int> prefill_seqs_;         // fresh-sequence classes: {1} or {1, many}
   int prefill_base_ = 0;                  // graphs_ index of the first prefill graph

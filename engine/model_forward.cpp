@@ -315,12 +315,14 @@ void Model::launch_op(const OpSpec& o, const ForwardShape& s) {
       if (o.defer_norm)
         return op(o, kernels::ProjResidualNormArgs{in(0), lw->wo, out(1), out(0), lw->mlp_norm, nullptr, n, H, Q, eps});
       return op(o, kernels::ProjResidualNormArgs{in(0), lw->wo, out(2), out(0), lw->mlp_norm, out(1), n, H, Q, eps});
-    case OpKind::down_proj_residual_norm:  // the next layer's attn_norm (deferred: its qkv_proj's)
+    case OpKind::down_proj_residual_norm: {  // the next layer's attn_norm (deferred: its qkv_proj's)
+      // The last layer's (StepKind::fuse_final): the final norm, its rows into logits_in (out(1)).
+      const bool last = o.layer + 1 == cfg_.num_layers;
+      const void* norm = last ? w_.final_norm : w_.layers[o.layer + 1].attn_norm;
       if (o.defer_norm)
-        return op(o, kernels::ProjResidualNormArgs{in(0), lw->w_down, out(1), out(0),
-                                                   w_.layers[o.layer + 1].attn_norm, nullptr, n, H, I, eps});
-      return op(o, kernels::ProjResidualNormArgs{in(0), lw->w_down, out(2), out(0),
-                                                 w_.layers[o.layer + 1].attn_norm, out(1), n, H, I, eps});
+        return op(o, kernels::ProjResidualNormArgs{in(0), lw->w_down, out(1), out(0), norm, nullptr, n, H, I, eps});
+      return op(o, kernels::ProjResidualNormArgs{in(0), lw->w_down, out(2), out(0), norm, out(1), n, H, I, eps});
+    }
     case OpKind::all_reduce: return all_reduce(o, n);
     case OpKind::all_gather: return all_gather(o, r);
     case OpKind::final_norm:

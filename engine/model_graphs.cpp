@@ -142,6 +142,8 @@ void Model::capture_set(int first, int count) {
       s.kind.fold = (index % decode_kinds_) / 2 == 1;
       s.one_row_per_seq = true;  // replayed only for such steps (graph_index)
       s.max_context = s.kind.fold ? fold_max_context_ : limits_.max_context;  // host checks only: kernels read step_meta
+      s.logits_in_order = true;  // replayed only for such steps (graph_index)
+      choose_final(s);
     } else {
       // One sequence of every row, the others empty: what the launch checks on
       // the host; replays read the real bounds from step_meta.
@@ -197,7 +199,7 @@ int Model::graph_index(const ForwardShape& s) const {
   // Score mode's and continuing chunks' steps (rows of one sequence) run
   // eagerly: the graphs are captured for one row per sequence.
   if (buckets_.empty() || s.kind.attention != StepKind::decode || s.r != s.n || s.n > buckets_.back() ||
-      !s.one_row_per_seq)
+      !s.one_row_per_seq || s.kind.fuse_final != fuse_final_)
     return -1;
   const auto bucket = std::lower_bound(buckets_.begin(), buckets_.end(), s.n) - buckets_.begin();
   return static_cast<int>(decode_kinds_ * bucket) + (s.kind.fold ? 2 : 0) + (s.kind.head == StepKind::sample ? 1 : 0);

@@ -252,6 +252,12 @@ void add_fused_layer(std::vector<OpSpec>& ops, int l, int num_layers, const Acti
     ops.push_back(spec(K::gate_up_swiglu, "gate_up_swiglu", F::gate_up_swiglu, l, {v.xn},
                        {v.mlp_act, v.gate_up}));
   const bool last = l + 1 == num_layers;
+  if (!tensor_parallel && last && kind.fuse_final && !defer && kind.head != StepKind::none) {
+    // op_table.h, StepKind::fuse_final: the final norm's rows straight into logits_in
+    ops.push_back(spec(K::down_proj_residual_norm, "down_proj_residual_norm", F::proj_residual_norm, l,
+                       {v.mlp_act, v.x}, {v.x, v.logits_in, v.mlp_down}));
+    return;
+  }
   if (!tensor_parallel && !last) {
     if (defer)
       ops.push_back(deferred(spec(K::down_proj_residual_norm, "down_proj_residual_norm", F::proj_residual_norm,
@@ -292,8 +298,10 @@ std::vector<OpSpec> step_ops(int num_layers, const ActivationViews& v, StepKind 
   }
   if (kind.head == StepKind::none) return ops;
   // The final norm gathers the logit rows, so the LM head runs on r rows, not
-  // n; after a pruned last layer they are head_x's rows already.
-  ops.push_back(spec(K::final_norm, "final_norm", F::rmsnorm, -1, {kind.prune ? v.head_x : v.x}, {v.logits_in}));
+  // n; after a pruned last layer they are head_x's rows already; with
+  // fuse_final the last layer's down_proj_residual_norm wrote them.
+  if (!(kind.fuse_final && !kind.prune && can_fold_attention(v, tensor_parallel, defer_norm)))
+    ops.push_back(spec(K::final_norm, "final_norm", F::rmsnorm, -1, {kind.prune ? v.head_x : v.x}, {v.logits_in}));
   if (v.split_lm_head()) {  // this rank's vocabulary columns, then every rank's
     ops.push_back(spec(K::lm_head, "lm_head", F::gemm, -1, {v.logits_in}, {v.logits_part}));
     ops.push_back(spec(K::all_gather, "all_gather", F::gemm, -1, {v.logits_part},
@@ -315,11 +323,12 @@ OpTable::OpTable(int num_layers, const ActivationViews& v, bool tensor_parallel,
   for (auto a : {StepKind::prefill, StepKind::decode, StepKind::mixed})
     for (auto h : {StepKind::none, StepKind::argmax, StepKind::sample})
       for (bool prune : {false, true})
-        for (bool fold : {false, true}) {
-          if ((prune && !can_prune_) || (fold && !can_fold_)) continue;
-          const StepKind k{a, h, prune, fold};
-          tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
-        }
+        for (bool fold : {false, true})
+          for (bool final : {false, true}) {
+            if ((prune && !can_prune_) || ((fold || final) && !can_fold_)) continue;
+            const StepKind k{a, h, prune, fold, final};
+            tables_[index(k)] = step_ops(num_layers, v, k, tensor_parallel, defer_norm);
+          }
 }
 
 bool can_prune_last_layer(const ActivationViews& v, bool tensor_parallel, bool defer_norm) {

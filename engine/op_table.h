@@ -135,6 +135,13 @@ struct StepKind {
   // chunk with fewer logit rows than rows) keeps qkv_rope: its attention is
   // attention_head's.
   bool fold = false;
+  // Every row is a logit row, in row order (pure decode steps, score mode;
+  // Model::choose_final): in the fused table without tensor parallelism or
+  // the deferred norm (can_fold_attention's conditions), the last layer ends
+  // with down_proj_residual_norm like the others, its norm the final norm and
+  // its normalised rows written to logits_in -- down_proj, mlp_residual and
+  // final_norm (whose gather is then the identity) as one op.
+  bool fuse_final = false;
 };
 
 // The ops of a step of `kind`, in launch order: embed, num_layers x 15 layer
@@ -202,11 +209,12 @@ class OpTable {
   bool can_fold() const { return can_fold_; }
 
  private:
-  // A table that cannot prune (fold) serves the pruned (folded) kinds with its full ops.
+  // A table that cannot prune (fold, fuse the final norm) serves those kinds with its full ops.
   int index(StepKind k) const {
-    return 4 * (3 * k.attention + k.head) + (k.prune && can_prune_ ? 1 : 0) + (k.fold && can_fold_ ? 2 : 0);
+    return 8 * (3 * k.attention + k.head) + (k.prune && can_prune_ ? 1 : 0) + (k.fold && can_fold_ ? 2 : 0) +
+           (k.fuse_final && can_fold_ ? 4 : 0);
   }
-  std::array<std::vector<OpSpec>, 36> tables_;
+  std::array<std::vector<OpSpec>, 72> tables_;
   bool defer_norm_ = false;
   bool can_prune_ = false;
   bool can_fold_ = false;

@@ -22,10 +22,12 @@
 #            before the dependency wait, under the LM head): SampleGpu.* (sample.9 against cpu_race and
 #            token for token against sample.7), then sampled decode (T 0.8, top-p 0.95) sample=7 vs
 #            sample=9 at batch 1 and 8
+#   final:   final_fuse=on (the last layer's down_proj, residual and final norm as one op in decode
+#            steps) vs the defaults, batch 1, 16, 64, 256
 #   suite:   the whole GPU suite
-#   OUT=DIR bash scripts/gpu-fold.sh [tests] [race] [ab] [knobs] [paths] [argmax] [sample] [suite]
-#   (default: tests ab, ~8 minutes with the build; then `tests race knobs`, `tests argmax sample` and
-#   `tests paths suite`
+#   OUT=DIR bash scripts/gpu-fold.sh [tests] [race] [ab] [knobs] [paths] [argmax] [sample] [final] [suite]
+#   (default: tests ab, ~8 minutes with the build; then `tests race knobs`, `tests argmax sample`,
+#   `tests final paths` and `suite`
 #   in later calls: each call is at most 10 minutes); logs in $OUT. ab, knobs and paths run only
 #   when this call's tests passed (FORCE=1: anyway).
 set -u
@@ -99,6 +101,13 @@ stage_sample() {
   LANTERN=$L MODEL=$M OUT=$LOGS/sample bash scripts/gpu-ab.sh -r 3 sample=7 sample=9 \
     --batch 1,8 --prompt-len 128 --decode-steps 64 --temperature 0.8 --top-p 0.95 > "$OUT/sample_ab.txt" 2>&1
   echo "sample ab rc=$?"; tail -5 "$OUT/sample_ab.txt"
+}
+
+stage_final() {
+  tests_passed || return
+  LANTERN=$L MODEL=$M OUT=$LOGS/final bash scripts/gpu-ab.sh -r 3 - final_fuse=on \
+    --batch 1,16,64,256 --prompt-len 128 --decode-steps 64 > "$OUT/final_ab.txt" 2>&1
+  echo "final_fuse ab rc=$?"; tail -6 "$OUT/final_ab.txt"
 }
 
 stage_suite() {

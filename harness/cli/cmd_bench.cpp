@@ -288,6 +288,7 @@ nlohmann::json bench_json(const BenchRun& run, const std::vector<Point>& points)
                                     {"top_p", run.sampling.top_p}}},
                       {"fusion", d["fusion"]}, {"prefill_graphs", d["prefill_graphs"]}, {"overlap", d["overlap"]},
                       {"prune_last", d["prune_last"]}, {"fold_attention", d["fold_attention"]},
+                      {"final_fuse", d["final_fuse"]},
                       {"kernels", d["kernels"]}, {"roofline", run.roof.to_json()}};
   if (d.contains("gemm_plans")) j["gemm_plans"] = d["gemm_plans"];
   if (pt.clocks) j["gpu_clocks"] = pt.clocks->to_json();

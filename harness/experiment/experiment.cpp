@@ -281,6 +281,7 @@ ModelFacts model_facts_from(const json& variants, int max_position_embeddings) {
   f.kernel_variants["overlap"] = {"on", "off"};
   f.kernel_variants["prune_last"] = {"on", "off"};
   f.kernel_variants["fold_attention"] = {"auto", "on", "off"};
+  f.kernel_variants["final_fuse"] = {"on", "off"};
   return f;
 }
 

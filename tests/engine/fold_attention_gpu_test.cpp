@@ -101,5 +101,36 @@ TEST(FoldAttentionGpu, FoldedStepsAgreeWithTheFullTable) {
               a.size(), worst, top1_differ, tail_ops.ops["qkv_attention"]);
 }
 
+// final_fuse=on (StepKind::fuse_final): graph-replayed decode steps end the
+// last layer with down_proj_residual_norm and the final norm (the GEMV's
+// residual-norm tail up to 16 rows, cuBLASLt + add_rmsnorm above) instead of
+// down_proj, mlp_residual and final_norm: the same sums, the norm's in
+// add_rmsnorm's order, so the logits agree to rounding.
+TEST(FoldAttentionGpu, FinalNormInTheLastLayerAgreesWithTheSeparateOps) {
+  LANTERN_REQUIRE_GPU();
+  test::ForcedWork work;
+  for (int i = 0; i < 20; ++i) work.emplace_back(test::random_token_ids(1 + 11 * i), test::random_token_ids(10 + i));
+  Count fused_ops;
+  auto plain = make({}), fused = make({{"final_fuse", "on"}}, &fused_ops);
+  ASSERT_EQ(fused->describe()["final_fuse"], "on");
+  test::LogitRows a, c;
+  ASSERT_EQ(test::run_forced(*plain, work, a), work.size());
+  ASSERT_EQ(test::run_forced(*fused, work, c), work.size());
+  ASSERT_EQ(c.size(), a.size());
+  double worst = 0;
+  size_t top1_differ = 0;
+  for (const auto& [key, ref] : a) {
+    ASSERT_TRUE(c.count(key)) << "request " << key.first << " position " << key.second;
+    worst = std::max(worst, test::rel_l2(c[key], ref));
+    top1_differ += argmax(c[key]) != argmax(ref);
+  }
+  EXPECT_LT(worst, 1e-2);
+  EXPECT_LE(top1_differ, a.size() / 50) << "of " << a.size() << " positions";
+  EXPECT_GT(fused_ops.ops["down_proj_residual_norm"], 0);
+  std::printf("[engine-gpu] final norm in the last layer vs separate: %zu positions, worst rel-L2 %.2e, top-1 "
+              "differs at %zu\n",
+              a.size(), worst, top1_differ);
+}
+
 }  // namespace
 }  // namespace lantern

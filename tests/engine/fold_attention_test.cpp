@@ -1,9 +1,10 @@
-// The folded decode attention (StepKind::fold, the qkv_attention op;
-// docs/engine.md) on the CPU reference backend with the tiny synthetic model.
-// On the CPU the folded op runs exactly the kernels the two ops it replaces
-// run (qkv_rope's references, then attention_decode's), so every logits row
-// must be bit-identical to the unfolded table's; the observer shows which op
-// ran in which step.
+// Two decode-step op-table changes of session 33 on the CPU reference backend
+// with the tiny synthetic model (docs/engine.md, Decode): the folded decode
+// attention (StepKind::fold, the qkv_attention op) and the final norm fused
+// into the last layer (StepKind::fuse_final). On the CPU each fused op runs
+// exactly the references of the ops it replaces, in the same order, so every
+// logits row must be bit-identical to the full table's; the observer shows
+// which op ran in which step.
 #include <map>
 #include <memory>
 #include <string>
@@ -27,7 +28,8 @@ struct Count : Observer {
   void on_op_begin(const OpInfo& op) override { ++ops[op.op]; }
 };
 
-std::unique_ptr<Engine> make(const std::string& fold, int fold_max_context, Observer* obs) {
+std::unique_ptr<Engine> make(const std::string& fold, int fold_max_context, Observer* obs,
+                             const std::string& final_fuse = "off") {
   ModelConfig cfg = ModelConfig::load(tiny_model());
   EngineOptions opt;
   opt.backend = kernels::Backend::cpu;
@@ -35,7 +37,7 @@ std::unique_ptr<Engine> make(const std::string& fold, int fold_max_context, Obse
   opt.limits.max_seqs = 4;
   opt.limits.logits_rows = 8;
   opt.limits.max_context = 256;
-  opt.kernels = {{"fold_attention", fold}};
+  opt.kernels = {{"fold_attention", fold}, {"final_fuse", final_fuse}};
   opt.fold_max_context = fold_max_context;
   opt.observer = obs;
   return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_model(), kernels::Backend::cpu), opt);
@@ -112,6 +114,39 @@ TEST(FoldAttentionCpu, AutoFollowsTheVariantAndBadValuesAreRejected) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fold_attention must be 'auto', 'on' or 'off'"), std::string::npos)
         << e.what();
+  }
+}
+
+// final_fuse=on: steps whose rows are all logit rows in order (pure decode
+// steps here) end the last layer with down_proj_residual_norm and the final
+// norm; prompt and mixed steps keep down_proj, mlp_residual and final_norm.
+// With and without the fold.
+TEST(FinalFuseCpu, DecodeStepsEndTheLastLayerWithTheFinalNorm) {
+#if !LANTERN_INSTRUMENTATION
+  GTEST_SKIP() << "the engine's hooks are compiled out (LANTERN_INSTRUMENTATION=0)";
+#endif
+  const test::ForcedWork w = work();
+  test::LogitRows ref;
+  Count full_ops;
+  auto full = make("off", 512, &full_ops);
+  ASSERT_EQ(test::run_forced(*full, w, ref), w.size());
+  EXPECT_EQ(full->describe()["final_fuse"], "off");
+  for (const char* fold : {"off", "on"}) {
+    SCOPED_TRACE(std::string("fold_attention=") + fold);
+    Count ops;
+    auto fused = make(fold, 512, &ops, "on");
+    EXPECT_EQ(fused->describe()["final_fuse"], "on");
+    test::LogitRows got;
+    ASSERT_EQ(test::run_forced(*fused, w, got), w.size());
+    EXPECT_EQ(test::differing_rows(got, ref), 0u) << "the fused op runs the same CPU references";
+    const int layers = fused->config().num_layers;
+    const int folded_away = full_ops.ops["final_norm"] - ops.ops["final_norm"];
+    EXPECT_GT(folded_away, 0) << "decode steps skip final_norm";
+    EXPECT_EQ(full_ops.ops["mlp_residual"] - ops.ops["mlp_residual"], folded_away);
+    EXPECT_EQ(full_ops.ops["down_proj"] - ops.ops["down_proj"], folded_away);
+    EXPECT_EQ(ops.ops["down_proj_residual_norm"] - full_ops.ops["down_proj_residual_norm"], folded_away);
+    EXPECT_GT(ops.ops["final_norm"], 0) << "prompt and mixed steps keep it";
+    EXPECT_EQ(full_ops.ops["down_proj_residual_norm"] % (layers - 1), 0);
   }
 }
 

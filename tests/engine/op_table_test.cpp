@@ -132,7 +132,8 @@ TEST(OpTable, FusedTableReadsAfterWritesWithSixOpsPerLayer) {
 // the other kinds' tables are their full ones; a pruned last layer keeps
 // qkv_rope (its attention is attention_head's); tables that cannot fold
 // (tensor parallelism, the deferred norm, the unfused layout) serve the
-// folded kinds with their full ops.
+// folded kinds with their full ops. The same for StepKind::fuse_final (the
+// last layer's down_proj_residual_norm with the final norm, into logits_in).
 TEST(OpTable, FoldedDecodeTableRunsQkvAttentionInPlaceOfQkvRopeAndAttention) {
   Arena arena;
   ActivationViews v = declare_activations(arena, activation_layout(small_config(), 8, 4, 2, 512, true));
@@ -178,6 +179,25 @@ TEST(OpTable, FoldedDecodeTableRunsQkvAttentionInPlaceOfQkvRopeAndAttention) {
   EXPECT_EQ(both["qkv_rope"], 1);
   EXPECT_EQ(both["attention_head"], 1);
   EXPECT_EQ(both["attention_decode"], 0);
+  // fuse_final (every row a logit row in order): the last layer ends with
+  // down_proj_residual_norm writing logits_in, and no final_norm follows.
+  for (bool fold : {false, true}) {
+    const auto& ops = table.ops(StepKind{StepKind::decode, StepKind::sample, false, fold, true});
+    std::map<std::string, int> n;
+    std::set<ViewId> written;
+    for (const OpSpec& o : ops) {
+      ++n[o.name];
+      for (int i = 0; i < o.num_reads; ++i) EXPECT_TRUE(written.count(o.reads[i])) << o.name << " layer " << o.layer;
+      for (int i = 0; i < o.num_writes; ++i) written.insert(o.writes[i]);
+    }
+    EXPECT_EQ(n["down_proj_residual_norm"], 3);
+    EXPECT_EQ(n["final_norm"] + n["down_proj"] + n["mlp_residual"], 0);
+    const OpSpec& last = ops[ops.size() - 3];  // ..., the last layer's down_proj_residual_norm, lm_head, sample
+    EXPECT_STREQ(last.name, "down_proj_residual_norm");
+    EXPECT_EQ(last.layer, 2);
+    ASSERT_EQ(last.num_writes, 3);
+    EXPECT_EQ(last.writes[1], v.logits_in) << "the final norm's rows go where lm_head reads them";
+  }
   OpTable tp(3, v, /*tensor_parallel=*/true), deferred(3, v, false, /*defer_norm=*/true);
   Arena unfused_arena;
   OpTable unfused(3, declare_activations(unfused_arena, activation_layout(small_config(), 8, 4, 2, 512, false)));
@@ -186,6 +206,7 @@ TEST(OpTable, FoldedDecodeTableRunsQkvAttentionInPlaceOfQkvRopeAndAttention) {
     const auto& folded = t->ops(StepKind{StepKind::decode, StepKind::argmax, false, true});
     const auto& full = t->ops(StepKind{StepKind::decode, StepKind::argmax});
     EXPECT_EQ(folded.size(), full.size());
+    EXPECT_EQ(t->ops(StepKind{StepKind::decode, StepKind::argmax, false, false, true}).size(), full.size());
   }
 }
 
