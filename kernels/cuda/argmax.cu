@@ -78,13 +78,11 @@ __device__ __forceinline__ ArgBest warp_argmax(ArgBest b) {
 // (NaN, INT_MAX) ranks after everything: the identity of the reduction.
 __device__ __forceinline__ ArgBest argmax_identity() { return {__int_as_float(0x7fc00000), INT_MAX}; }
 
+// The best (value, index) of a row's 4096-logit chunk, in thread 0 (every
+// thread of the block calls it).
 template <bool kVec>
-__global__ void __launch_bounds__(kChunkThreads)
-    argmax_chunk_kernel(const float* __restrict__ logits, ArgBest* __restrict__ partial, int vocab,
-                        int chunks) {
+__device__ __forceinline__ ArgBest chunk_best(const float* __restrict__ x, int chunk, int vocab) {
   __shared__ ArgBest warp_best[kChunkThreads / kWarp];
-  const int row = blockIdx.y, chunk = blockIdx.x;
-  const float* x = logits + size_t(row) * vocab;
   const int begin = chunk * kChunk, end = min(begin + kChunk, vocab);
   ArgBest best = argmax_identity();
   if constexpr (kVec) {
@@ -104,8 +102,17 @@ __global__ void __launch_bounds__(kChunkThreads)
   if (threadIdx.x < kWarp) {
     best = threadIdx.x < kChunkThreads / kWarp ? warp_best[threadIdx.x] : argmax_identity();
     best = warp_argmax(best);
-    if (threadIdx.x == 0) partial[size_t(row) * chunks + chunk] = best;
   }
+  return best;
+}
+
+template <bool kVec>
+__global__ void __launch_bounds__(kChunkThreads)
+    argmax_chunk_kernel(const float* __restrict__ logits, ArgBest* __restrict__ partial, int vocab,
+                        int chunks) {
+  const int row = blockIdx.y, chunk = blockIdx.x;
+  const ArgBest best = chunk_best<kVec>(logits + size_t(row) * vocab, chunk, vocab);
+  if (threadIdx.x == 0) partial[size_t(row) * chunks + chunk] = best;
 }
 
 __global__ void argmax_final_kernel(const ArgBest* __restrict__ partial, int32_t* __restrict__ out,
@@ -131,36 +138,15 @@ template <bool kVec>
 __global__ void __launch_bounds__(kChunkThreads)
     argmax_1pass_kernel(const float* __restrict__ logits, ArgBest* __restrict__ partial, int32_t* __restrict__ out,
                         int vocab, int chunks) {
-  __shared__ ArgBest warp_best[kChunkThreads / kWarp];
   __shared__ bool last;
   grid_dependency_wait();  // the logits are the previous kernel's
   trigger_dependents();
   const int row = blockIdx.y, chunk = blockIdx.x;
-  const float* x = logits + size_t(row) * vocab;
-  const int begin = chunk * kChunk, end = min(begin + kChunk, vocab);
-  ArgBest best = argmax_identity();
-  if constexpr (kVec) {
-    for (int i = begin + 4 * threadIdx.x; i < end; i += 4 * kChunkThreads) {
-      const float4 v = *reinterpret_cast<const float4*>(x + i);
-      take_better(best, v.x, i);
-      take_better(best, v.y, i + 1);
-      take_better(best, v.z, i + 2);
-      take_better(best, v.w, i + 3);
-    }
-  } else {
-    for (int i = begin + threadIdx.x; i < end; i += kChunkThreads) take_better(best, x[i], i);
-  }
-  best = warp_argmax(best);
-  if (threadIdx.x % kWarp == 0) warp_best[threadIdx.x / kWarp] = best;
-  __syncthreads();
-  if (threadIdx.x < kWarp) {
-    best = threadIdx.x < kChunkThreads / kWarp ? warp_best[threadIdx.x] : argmax_identity();
-    best = warp_argmax(best);
-    if (threadIdx.x == 0) {
-      partial[size_t(row) * chunks + chunk] = best;
-      __threadfence();  // the pair is visible device-wide before the block counts
-      last = atomicAdd(&g_argmax_done[row], 1u) == unsigned(chunks - 1);
-    }
+  ArgBest best = chunk_best<kVec>(logits + size_t(row) * vocab, chunk, vocab);
+  if (threadIdx.x == 0) {
+    partial[size_t(row) * chunks + chunk] = best;
+    __threadfence();  // the pair is visible device-wide before the block counts
+    last = atomicAdd(&g_argmax_done[row], 1u) == unsigned(chunks - 1);
   }
   __syncthreads();
   if (!last || threadIdx.x >= kWarp) return;

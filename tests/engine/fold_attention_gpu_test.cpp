@@ -68,6 +68,27 @@ int argmax(const std::vector<float>& row) {
   return int(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
+// How far c's logits rows are from a's (the same keys): the worst rel-L2 and
+// the positions whose top-1 differs.
+struct Agreement {
+  double worst = 0;
+  size_t top1_differ = 0;
+};
+Agreement agreement(const test::LogitRows& a, const test::LogitRows& c) {
+  Agreement g;
+  EXPECT_EQ(c.size(), a.size());
+  for (const auto& [key, ref] : a) {
+    const auto it = c.find(key);
+    if (it == c.end()) {
+      ADD_FAILURE() << "request " << key.first << " position " << key.second << " missing";
+      continue;
+    }
+    g.worst = std::max(g.worst, test::rel_l2(it->second, ref));
+    g.top1_differ += argmax(it->second) != argmax(ref);
+  }
+  return g;
+}
+
 TEST(FoldAttentionGpu, FoldedStepsAgreeWithTheFullTable) {
   LANTERN_REQUIRE_GPU();
   test::ForcedWork work;
@@ -84,21 +105,14 @@ TEST(FoldAttentionGpu, FoldedStepsAgreeWithTheFullTable) {
   ASSERT_EQ(test::run_forced(*composed, work, b), work.size());
   ASSERT_EQ(test::run_forced(*tail, work, c), work.size());
   EXPECT_EQ(test::differing_rows(b, a), 0u) << "the composed fold runs the default kernels";
-  ASSERT_EQ(c.size(), a.size());
-  double worst = 0;
-  size_t top1_differ = 0;
-  for (const auto& [key, ref] : a) {
-    ASSERT_TRUE(c.count(key)) << "request " << key.first << " position " << key.second;
-    worst = std::max(worst, test::rel_l2(c[key], ref));
-    top1_differ += argmax(c[key]) != argmax(ref);
-  }
-  EXPECT_LT(worst, 2e-2);
-  EXPECT_LE(top1_differ, a.size() / 50) << "of " << a.size() << " positions";
+  const Agreement g = agreement(a, c);
+  EXPECT_LT(g.worst, 2e-2);
+  EXPECT_LE(g.top1_differ, a.size() / 50) << "of " << a.size() << " positions";
   EXPECT_GT(tail_ops.ops["qkv_attention"], 0);
   EXPECT_GT(tail_ops.ops["attention_decode"], 0) << "the long request's steps keep the full table";
   std::printf("[engine-gpu] qkv_rope.4 folded vs the full table: %zu positions, worst rel-L2 %.2e, top-1 differs "
               "at %zu; %d qkv_attention ops\n",
-              a.size(), worst, top1_differ, tail_ops.ops["qkv_attention"]);
+              a.size(), g.worst, g.top1_differ, tail_ops.ops["qkv_attention"]);
 }
 
 // final_fuse=on (StepKind::fuse_final): graph-replayed decode steps end the
@@ -116,20 +130,13 @@ TEST(FoldAttentionGpu, FinalNormInTheLastLayerAgreesWithTheSeparateOps) {
   test::LogitRows a, c;
   ASSERT_EQ(test::run_forced(*plain, work, a), work.size());
   ASSERT_EQ(test::run_forced(*fused, work, c), work.size());
-  ASSERT_EQ(c.size(), a.size());
-  double worst = 0;
-  size_t top1_differ = 0;
-  for (const auto& [key, ref] : a) {
-    ASSERT_TRUE(c.count(key)) << "request " << key.first << " position " << key.second;
-    worst = std::max(worst, test::rel_l2(c[key], ref));
-    top1_differ += argmax(c[key]) != argmax(ref);
-  }
-  EXPECT_LT(worst, 1e-2);
-  EXPECT_LE(top1_differ, a.size() / 50) << "of " << a.size() << " positions";
+  const Agreement g = agreement(a, c);
+  EXPECT_LT(g.worst, 1e-2);
+  EXPECT_LE(g.top1_differ, a.size() / 50) << "of " << a.size() << " positions";
   EXPECT_GT(fused_ops.ops["down_proj_residual_norm"], 0);
   std::printf("[engine-gpu] final norm in the last layer vs separate: %zu positions, worst rel-L2 %.2e, top-1 "
               "differs at %zu\n",
-              a.size(), worst, top1_differ);
+              a.size(), g.worst, g.top1_differ);
 }
 
 }  // namespace

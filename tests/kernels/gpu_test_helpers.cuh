@@ -174,6 +174,15 @@ inline void random_paging(int m, int max_blocks, std::vector<int32_t>& tables, s
   slots.resize(m);  // distinct: one row per sequence
 }
 
+// qkv's k and v columns of m rows ([m, q_dim + 2 kv_dim] -> [m, 2 kv_dim]).
+inline std::vector<float> kv_columns(const std::vector<float>& qkv, int m, int q_dim, int kv_dim) {
+  std::vector<float> out;
+  const int cols = q_dim + 2 * kv_dim;
+  for (int t = 0; t < m; ++t)
+    out.insert(out.end(), qkv.begin() + size_t(t) * cols + q_dim, qkv.begin() + size_t(t + 1) * cols);
+  return out;
+}
+
 // RoPE inverse frequencies for head_dim (theta 500000, no llama3 scaling): test inputs.
 inline std::vector<float> plain_inv_freq(int head_dim) {
   std::vector<float> f(head_dim / 2);

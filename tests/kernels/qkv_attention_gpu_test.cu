@@ -81,13 +81,6 @@ struct Setup {
   }
 };
 
-std::vector<float> kv_columns(const std::vector<float>& qkv, int m, int q_dim, int kv_dim) {
-  std::vector<float> out;
-  const int cols = q_dim + 2 * kv_dim;
-  for (int t = 0; t < m; ++t)
-    out.insert(out.end(), qkv.begin() + size_t(t) * cols + q_dim, qkv.begin() + size_t(t + 1) * cols);
-  return out;
-}
 
 // The fp32 definition: CPU qkv_rope.0 with the attention folded in.
 Outputs fp32_definition(const Setup& s) {

@@ -47,13 +47,6 @@ struct Case {
 struct Outputs {
   std::vector<float> q, kv, pool;
 };
-std::vector<float> kv_columns(const std::vector<float>& qkv, int m, int q_dim, int kv_dim) {
-  std::vector<float> out;
-  const int cols = q_dim + 2 * kv_dim;
-  for (int t = 0; t < m; ++t)
-    out.insert(out.end(), qkv.begin() + size_t(t) * cols + q_dim, qkv.begin() + size_t(t + 1) * cols);
-  return out;
-}
 
 // Elements of got farther from ref than bound (printing the first few).
 int beyond(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<double>& bound,
