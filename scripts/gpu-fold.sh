@@ -26,10 +26,10 @@
 #            steps) vs the defaults, batch 1, 16, 64, 256
 #   suite:   the whole GPU suite
 #   OUT=DIR bash scripts/gpu-fold.sh [tests] [race] [ab] [knobs] [paths] [argmax] [sample] [final] [suite]
-#   (default: tests ab, ~8 minutes with the build; then `tests race knobs`, `tests argmax sample`,
-#   `tests final paths` and `suite`
-#   in later calls: each call is at most 10 minutes); logs in $OUT. ab, knobs and paths run only
-#   when this call's tests passed (FORCE=1: anyway).
+#   (default: tests ab, ~8 minutes with the build). Later calls, each at most 10 minutes: `tests race
+#   knobs`, `tests argmax sample`, `tests final paths`, `suite`. Logs in $OUT. ab, knobs, paths, argmax
+#   and final run only when this call's tests passed, sample's A/B only when its own tests did
+#   (FORCE=1: anyway).
 set -u
 cd "$(dirname "$0")/.."
 
