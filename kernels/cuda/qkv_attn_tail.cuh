@@ -98,6 +98,58 @@ __device__ __forceinline__ void attn_prefetch(const SkRope& p, int group, int wh
 // 16 bytes from L2 (other blocks of this launch wrote them: not through L1).
 __device__ __forceinline__ uint4 ldcg16(const bf16* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
+// One chunk's softmax step (every thread; sc: its key's scores, -inf where
+// none): per head the chunk's max (warp max, then the 8 warps' in order), the
+// new running max m_run, alpha = exp(m_old - m_new) for the old sums, and
+// p = exp(s - m_new) into s.p[t] with each warp's sum of p in s.red[1]. The
+// caller's next barrier publishes s.p and s.red[1].
+__device__ __forceinline__ void chunk_softmax(const float (&sc)[kAttnMaxPerKv], float (&m_run)[kAttnMaxPerKv],
+                                              float (&alpha)[kAttnMaxPerKv], AttnSmem& s) {
+  const int t = threadIdx.x, lane = t % kWarp, warp = t / kWarp;
+#pragma unroll
+  for (int h = 0; h < kAttnMaxPerKv; ++h) {
+    const float v = warp_max(sc[h]);
+    if (lane == 0) s.red[0][warp][h] = v;
+  }
+  __syncthreads();
+  float pr[kAttnMaxPerKv];
+#pragma unroll
+  for (int h = 0; h < kAttnMaxPerKv; ++h) {
+    float cmax = s.red[0][0][h];
+    for (int w = 1; w < kSkWarps; ++w) cmax = fmaxf(cmax, s.red[0][w][h]);
+    const float m_new = fmaxf(m_run[h], cmax);
+    alpha[h] = m_new == -INFINITY ? 1.0f : expf(m_run[h] - m_new);
+    m_run[h] = m_new;
+    pr[h] = sc[h] == -INFINITY ? 0.0f : expf(sc[h] - m_new);
+    const float v = warp_sum(pr[h]);
+    if (lane == 0) s.red[1][warp][h] = v;
+  }
+  s.p[t] = make_float4(pr[0], pr[1], pr[2], pr[3]);
+}
+
+// After the last chunk: the 8 warps' P V partials (lane l: dims 2l, 2l + 1 of
+// each head) added in warp order, divided by the heads' softmax sums and
+// stored as bf16 at out (the group's per_kv heads, contiguous).
+__device__ __forceinline__ void store_row(const float (&acc)[kAttnMaxPerKv][2], const float (&l_run)[kAttnMaxPerKv],
+                                          int per_kv, bf16* out, AttnSmem& s) {
+  const int t = threadIdx.x, lane = t % kWarp, warp = t / kWarp;
+  __syncthreads();  // the last chunk's reads of s.v are done: s.pv overlays it
+#pragma unroll
+  for (int h = 0; h < kAttnMaxPerKv; ++h) {
+    s.pv[warp][h * kAttnHd + 2 * lane] = acc[h][0];
+    s.pv[warp][h * kAttnHd + 2 * lane + 1] = acc[h][1];
+  }
+  __syncthreads();
+  if (t < per_kv * kAttnHd) {
+    const int h = t / kAttnHd;
+    float o = 0.0f;
+    for (int w = 0; w < kSkWarps; ++w) o += s.pv[w][t];
+    const float l = h == 0 ? l_run[0] : h == 1 ? l_run[1] : h == 2 ? l_run[2] : l_run[3];
+    out[t] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+  }
+  __syncthreads();  // s is reused by the next row
+}
+
 // One row's attention for the group's q heads (every thread of the block).
 // The first chunk's K row (registers), its V rows (cp.async) and q are all
 // requested before the first barrier: one round trip to L2, not three.
@@ -158,26 +210,8 @@ __device__ __forceinline__ void attend_row(const SkRope& p, int group, int b, At
       for (int h = 0; h < kAttnMaxPerKv; ++h)
         if (h < per_kv) sc[h] = dot[h] * p.attn_scale;
     }
-    // Per head: the chunk's max, the new running max and the rescale of the old sums.
-#pragma unroll
-    for (int h = 0; h < kAttnMaxPerKv; ++h) {
-      const float v = warp_max(sc[h]);
-      if (lane == 0) s.red[0][warp][h] = v;
-    }
-    __syncthreads();
-    float alpha[kAttnMaxPerKv], pr[kAttnMaxPerKv];
-#pragma unroll
-    for (int h = 0; h < kAttnMaxPerKv; ++h) {
-      float cmax = s.red[0][0][h];
-      for (int w = 1; w < kSkWarps; ++w) cmax = fmaxf(cmax, s.red[0][w][h]);
-      const float m_new = fmaxf(m_run[h], cmax);
-      alpha[h] = m_new == -INFINITY ? 1.0f : expf(m_run[h] - m_new);
-      m_run[h] = m_new;
-      pr[h] = sc[h] == -INFINITY ? 0.0f : expf(sc[h] - m_new);
-      const float v = warp_sum(pr[h]);
-      if (lane == 0) s.red[1][warp][h] = v;
-    }
-    s.p[t] = make_float4(pr[0], pr[1], pr[2], pr[3]);
+    float alpha[kAttnMaxPerKv];
+    chunk_softmax(sc, m_run, alpha, s);
     cp_async_wait<0>();
     __syncthreads();  // s.p, the warp sums and the V rows visible
 #pragma unroll
@@ -198,21 +232,7 @@ __device__ __forceinline__ void attend_row(const SkRope& p, int group, int b, At
       acc[3][0] += pj.w * v.x, acc[3][1] += pj.w * v.y;
     }
   }
-  __syncthreads();  // the last chunk's reads of s.v are done: s.pv overlays it
-#pragma unroll
-  for (int h = 0; h < kAttnMaxPerKv; ++h) {
-    s.pv[warp][h * kAttnHd + 2 * lane] = acc[h][0];
-    s.pv[warp][h * kAttnHd + 2 * lane + 1] = acc[h][1];
-  }
-  __syncthreads();
-  if (t < per_kv * kAttnHd) {
-    const int h = t / kAttnHd;
-    float o = 0.0f;
-    for (int w = 0; w < kSkWarps; ++w) o += s.pv[w][t];
-    const float l = h == 0 ? l_run[0] : h == 1 ? l_run[1] : h == 2 ? l_run[2] : l_run[3];
-    p.attn_out[q_base + t] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
-  }
-  __syncthreads();  // s is reused by the next row
+  store_row(acc, l_run, per_kv, p.attn_out + q_base, s);
 }
 
 // Called by every thread of a block that stored tile rows (every block, or a
