@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <utility>
 #include <random>
 #include <string>
@@ -26,6 +27,32 @@ inline std::filesystem::path synth_tiny(const std::string& name, uint64_t seed) 
   opt.with_tokenizer = false;
   write_synthetic_model(synth_preset("tiny"), d, opt);
   return d;
+}
+
+// The CPU engine tests' model: the tiny preset written once per process.
+inline const std::filesystem::path& tiny_engine_model() {
+  static const std::filesystem::path dir = synth_tiny("engine-tiny", 1234);
+  return dir;
+}
+
+// A CPU-backend engine on tiny_engine_model(), max_context capped at the model's.
+inline std::unique_ptr<Engine> make_cpu_engine(EngineLimits lim = {}, bool fused = true) {
+  ModelConfig cfg = ModelConfig::load(tiny_engine_model());
+  EngineOptions opt;
+  opt.backend = kernels::Backend::cpu;
+  opt.fused = fused;
+  if (lim.max_context > cfg.max_position_embeddings) lim.max_context = cfg.max_position_embeddings;
+  opt.limits = lim;
+  return std::make_unique<Engine>(cfg, Weights::load(cfg, tiny_engine_model(), kernels::Backend::cpu), opt);
+}
+
+// Submits `reqs`, runs until idle; the results in request-id order.
+inline std::vector<RequestResult> run_all(Engine& e, const std::vector<Request>& reqs) {
+  for (const auto& r : reqs) e.submit(r);
+  e.run_until_idle();
+  auto res = e.take_finished();
+  std::sort(res.begin(), res.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return res;
 }
 
 inline std::vector<int32_t> random_token_ids(int n) {
