@@ -202,7 +202,8 @@ void add(const std::string& name, std::function<void(benchmark::State&)> fn) {
       ->Iterations(25);
 }
 
-void register_all() {
+// The elementwise and small ops: embedding, RMSNorm, RoPE, the KV write.
+void register_small_ops() {
   for_cuda(Family::embedding, [](const KernelEntry& e) {
     for (int n : {1, 64, 512})
       add(vname(e) + "/n=" + std::to_string(n), [&e, n](benchmark::State& st) {
@@ -259,6 +260,10 @@ void register_all() {
                     {}, vname(e) + " n=" + std::to_string(n));
       });
   });
+}
+
+// Decode attention over paged contexts, and prefill attention.
+void register_attention() {
   for_cuda(Family::attention_decode, [](const KernelEntry& e) {
     const std::pair<int, int> shapes[] = {{1, 512},  {1, 4096},  {1, 32768}, {8, 512},
                                           {8, 4096}, {64, 512},  {64, 4096}, {256, 128},
@@ -304,6 +309,10 @@ void register_all() {
                     ws, vname(e) + " len=" + std::to_string(len));
       });
   });
+}
+
+// SwiGLU, the residual add and the fused op table's small kernels.
+void register_fused_small() {
   for_cuda(Family::swiglu, [](const KernelEntry& e) {
     for (int n : {1, 64, 512})
       add(vname(e) + "/n=" + std::to_string(n), [&e, n](benchmark::State& st) {
@@ -353,6 +362,10 @@ void register_all() {
                     {}, vname(e) + " n=" + std::to_string(n));
       });
   });
+}
+
+// The projections: q/k/v with RoPE, the GEMMs, gate/up with SwiGLU, the GEMV chain.
+void register_projections() {
   // The q/k/v projection with RoPE and the KV write (decode steps' qkv_rope):
   // decode batches 1 / 8 / 16 (the fused GEMV) and 64 (both variants unfused).
   for_cuda(Family::qkv_rope, [](const KernelEntry& e) {
@@ -418,6 +431,10 @@ void register_all() {
         bench_gemm_chain(st, e, m, vname(e) + " chain m=" + std::to_string(m));
       });
   });
+}
+
+// Greedy and sampled token selection.
+void register_sampling() {
   for_cuda(Family::argmax, [](const KernelEntry& e) {
     for (int b : {1, 8, 64})
       add(vname(e) + "/b=" + std::to_string(b), [&e, b](benchmark::State& st) {
@@ -451,6 +468,14 @@ void register_all() {
                           ws, vname(e) + " b=" + std::to_string(b) + " top_k=" + std::to_string(top_k));
             });
   });
+}
+
+void register_all() {
+  register_small_ops();
+  register_attention();
+  register_fused_small();
+  register_projections();
+  register_sampling();
 }
 
 // ------------------------------------------------------------------ GEMV chain (definitions)
