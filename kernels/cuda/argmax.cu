@@ -21,6 +21,7 @@
 #include "kernels/costs.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/stream_slot.h"
 #include "kernels/sampling.h"
 
 namespace lantern::kernels {
@@ -131,13 +132,15 @@ __global__ void argmax_final_kernel(const ArgBest* __restrict__ partial, int32_t
 }
 
 // ------------------------------------------------------------------ variant 3
-constexpr int kOnePassRows = 1024;                // rows with a counter
-__device__ unsigned int g_argmax_done[kOnePassRows];  // a row's chunk blocks done (its last resets it)
+constexpr int kOnePassRows = 1024;  // rows with a counter
+constexpr int kOnePassStreams = 4;  // streams of a device with their own counters (stream_slot.h)
+// A row's chunk blocks done (its last resets it), one set per stream slot.
+__device__ unsigned int g_argmax_done[kOnePassStreams * kOnePassRows];
 
 template <bool kVec>
 __global__ void __launch_bounds__(kChunkThreads)
     argmax_1pass_kernel(const float* __restrict__ logits, ArgBest* __restrict__ partial, int32_t* __restrict__ out,
-                        int vocab, int chunks) {
+                        unsigned int* __restrict__ done, int vocab, int chunks) {
   __shared__ bool last;
   grid_dependency_wait();  // the logits are the previous kernel's
   trigger_dependents();
@@ -146,7 +149,7 @@ __global__ void __launch_bounds__(kChunkThreads)
   if (threadIdx.x == 0) {
     partial[size_t(row) * chunks + chunk] = best;
     __threadfence();  // the pair is visible device-wide before the block counts
-    last = atomicAdd(&g_argmax_done[row], 1u) == unsigned(chunks - 1);
+    last = atomicAdd(&done[row], 1u) == unsigned(chunks - 1);
   }
   __syncthreads();
   if (!last || threadIdx.x >= kWarp) return;
@@ -159,7 +162,7 @@ __global__ void __launch_bounds__(kChunkThreads)
   best = warp_argmax(best);
   if (threadIdx.x == 0) {
     out[row] = best.index;  // all NaN: index 0, as in variant 2
-    g_argmax_done[row] = 0;  // every chunk block of the row has counted
+    done[row] = 0;  // every chunk block of the row has counted
   }
 }
 
@@ -200,13 +203,14 @@ void argmax_1pass(const ArgmaxArgs& a, const LaunchCtx& ctx) {
                 "argmax.gpu_1pass: workspace of %zu bytes is smaller than the %zu it needs for "
                 "b=%d rows of %d", ctx.workspace_bytes, need, a.b, a.vocab);
   auto* partial = static_cast<ArgBest*>(ctx.workspace);
+  unsigned int* done = stream_slot<kOnePassStreams, kOnePassRows>(ctx.stream, g_argmax_done);
   const dim3 grid(chunks, a.b);
   if (a.vocab % 4 == 0 && aligned(a.logits, 16))
     launch_kernel(true, argmax_1pass_kernel<true>, grid, dim3(kChunkThreads), 0, ctx.stream, a.logits, partial, a.out,
-                  a.vocab, chunks);
+                  done, a.vocab, chunks);
   else
     launch_kernel(true, argmax_1pass_kernel<false>, grid, dim3(kChunkThreads), 0, ctx.stream, a.logits, partial,
-                  a.out, a.vocab, chunks);
+                  a.out, done, a.vocab, chunks);
   CUDA_CHECK_LAST("argmax_1pass_kernel");
 }
 

@@ -255,6 +255,17 @@ inline void apply_smem_carveout(const void* kernel) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
 }
 
+// Raises `kernel`'s dynamic shared-memory limit to `smem` the first time a
+// launch needs it (*allowed: the caller's record of what is set, one per
+// kernel instance). Without it a launch fails once the kernel's static plus
+// dynamic shared memory passes 48 KB, whatever the dynamic part alone is.
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t smem, size_t* allowed) {
+  if (smem <= *allowed) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  *allowed = smem;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent
 // launch when `pdl` is set (the kernel must call grid_dependency_wait() before
 // it reads anything an earlier kernel writes, or writes anything one reads)

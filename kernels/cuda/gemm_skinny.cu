@@ -56,6 +56,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/cuda/gemm_skinny_kernel.cuh"
+#include "kernels/cuda/stream_slot.h"
 
 namespace lantern::kernels {
 namespace {
@@ -80,8 +81,8 @@ void launch_skinny_out(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int
   size_t dyn = s.norm.weight ? size_t(s.m) * s.k * sizeof(bf16) : 0;
   if (kOut == SkOut::rope_attn) dyn = (dyn + 15) / 16 * 16 + sizeof(AttnSmem);
   auto go = [&](auto kernel) {
-    if (dyn > 48 * 1024)
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dyn)));
+    static size_t allowed = 0;  // per kernel instance (this generic lambda's instantiation)
+    allow_smem(kernel, dyn, &allowed);  // static + dynamic may pass 48 KB below a 48 KB dynamic part
     launch_kernel_cluster(pdl, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)),
                           dim3(kSkWarps * kWarp), dyn, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail,
                           s.norm, s.rope);
@@ -267,6 +268,7 @@ bool qkv_rope_attention_skinny_launch(const QkvRopeArgs& a, const LaunchCtx& ctx
   s.rope.context_lens = at.context_lens;
   s.rope.attn_scale = at.scale;
   s.rope.attn_flags = attn_flags();
+  s.rope.attn_arrivals = stream_slot<kSkStreamSlots, kAttnMaxKvHeads>(ctx.stream, g_attn_arrivals);
   skinny_dispatch(s, a.cols(), ctx, /*pdl=*/true);
   return true;
 }

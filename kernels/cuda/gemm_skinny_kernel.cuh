@@ -16,7 +16,9 @@ using namespace skinny_detail;
 namespace cg = cooperative_groups;
 
 __device__ unsigned int g_tail_arrivals;  // storing blocks of the running launch that are done
-__device__ unsigned int g_attn_arrivals[kAttnMaxKvHeads];  // rope_attn: a group's stored tiles (qkv_attn_tail.cuh)
+constexpr int kSkStreamSlots = 4;  // rope_attn: streams of a device with their own counters (stream_slot.h)
+// rope_attn: a group's stored tiles (qkv_attn_tail.cuh), one set per stream slot.
+__device__ unsigned int g_attn_arrivals[kSkStreamSlots * kAttnMaxKvHeads];
 
 // Called by every thread of a block that stored rows of y: the last of the
 // `storers` such blocks runs the tail over all m rows (one warp per row).
@@ -140,6 +142,10 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
       kAttn ? attn_group_tile(rope.n_q_heads, rope.n_kv_heads, rope.head_dim, tile) : AttnGroupTile{0, 0, 1};
   auto after_wait = [&] {
     if (!kAttn || (rope.attn_flags & kAttnEarlyTrigger)) trigger_dependents();  // rope_attn: late (attn_tail)
+  };
+  // After the first activation loads are issued: the prefetch's two dependent
+  // round trips (context lengths, block table) then overlap them.
+  auto prefetch_context = [&] {
     if constexpr (kAttn)
       if (rope.attn_flags & kAttnPrefetch) attn_prefetch(rope, gt.group, gt.index * splits + split, gt.tiles * splits, m);
   };
@@ -151,10 +157,9 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     after_wait();
     rope_meta();
     if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
-    if (groups > 0) {
-      load_a(0, 0);
-      compute(0, 0);
-    }
+    if (groups > 0) load_a(0, 0);
+    prefetch_context();
+    if (groups > 0) compute(0, 0);
   } else {
     if (groups > 0) load_w(0, 0);
     if (groups > 1) load_w(1, 1);
@@ -165,6 +170,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     if constexpr (kNorm) prologue_rows(a, xs, m, k, nrm.eps, inv_rms);
     if (groups > 0) load_a(0, 0);
     if (groups > 1) load_a(1, 1);
+    prefetch_context();
     for (int gi = 0; gi < groups; gi += 2) {  // two groups per trip: buffers swap by name
       compute(0, gi);
       if (gi + 2 < groups) {
@@ -227,7 +233,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   if (splits == 1) {
     if (has_item) store(sum);
     if constexpr (kTail) residual_norm_tail(tail, static_cast<const bf16*>(c), m, n, gridDim.x);
-    if constexpr (kAttn) attn_tail(rope, gt, m, g_attn_arrivals, attn_s);
+    if constexpr (kAttn) attn_tail(rope, gt, m, rope.attn_arrivals, attn_s);
     return;
   }
   // Split-k: rank 0 of the cluster adds the other blocks' tiles (in rank order:
@@ -247,7 +253,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   }
   cluster.sync();  // no block exits while rank 0 may still read its shared memory
   if constexpr (kAttn) {
-    if (cluster.block_rank() == 0) attn_tail(rope, gt, m, g_attn_arrivals, attn_s);
+    if (cluster.block_rank() == 0) attn_tail(rope, gt, m, rope.attn_arrivals, attn_s);
   }
 }
 

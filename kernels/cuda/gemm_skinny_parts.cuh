@@ -63,6 +63,7 @@ struct SkRope {
   const int32_t* context_lens;  // [m], including the token this launch writes
   float attn_scale;
   int attn_flags;               // kAttnPrefetch | kAttnEarlyTrigger
+  unsigned int* attn_arrivals;  // [n_kv_heads]: the groups' counters, this stream's set (zero between launches)
 };
 
 // rope_tile (kernels/cuda/rope_tile.h): which weight rows a tile multiplies.

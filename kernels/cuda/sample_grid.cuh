@@ -5,12 +5,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 
 #include "kernels/base/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/stream_slot.h"
 
 namespace lantern::kernels::sample_grid {
+
+using cuda_detail::stream_slot;
 
 __device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
   unsigned int v;
@@ -33,38 +35,6 @@ __device__ __forceinline__ void row_barrier(unsigned int* bar, unsigned int targ
     }
   }
   __syncthreads();
-}
-
-// The set of a sampler's static row state for launches on `stream`: `symbol` is
-// a __device__ array of kSlots sets of kPerSlot entries. Per device, the last
-// kSlots streams seen keep their sets; a new stream takes the least recently
-// used (two engines in one process run on different streams).
-template <int kSlots, int kPerSlot, class T>
-T* stream_slot(cudaStream_t stream, T (&symbol)[kSlots * kPerSlot]) {
-  struct Slots {
-    T* base = nullptr;
-    cudaStream_t owner[kSlots] = {};
-    uint64_t used[kSlots] = {};
-    uint64_t clock = 0;
-  };
-  static std::mutex mu;
-  static std::map<int, Slots> per_device;
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  Slots& d = per_device[dev];
-  if (!d.base) CUDA_CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&d.base), symbol));
-  int pick = 0;
-  for (int i = 0; i < kSlots; ++i) {
-    if (d.owner[i] == stream && d.used[i]) {
-      pick = i;
-      break;
-    }
-    if (d.used[i] < d.used[pick]) pick = i;
-  }
-  d.owner[pick] = stream;
-  d.used[pick] = ++d.clock;
-  return d.base + size_t(pick) * kPerSlot;
 }
 
 // A row sampler's launch configuration: grid (blocks, rows) of `threads`,
@@ -99,13 +69,6 @@ struct GridLaunch {
   GridLaunch& operator=(const GridLaunch&) = delete;
 };
 
-// Raises `kernel`'s dynamic shared-memory limit to `smem` the first time a
-// launch needs it (*allowed: the caller's record of what is set).
-template <class Kernel>
-void allow_smem(Kernel kernel, size_t smem, size_t* allowed) {
-  if (smem <= *allowed) return;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  *allowed = smem;
-}
+using cuda_detail::allow_smem;
 
 }  // namespace lantern::kernels::sample_grid
