@@ -42,7 +42,7 @@ struct Outputs {
   std::vector<float> q, kv, pool, attn;
 };
 
-struct Setup {
+struct CaseSetup {
   Case c;
   int m, q_dim, kv_dim, cols, block_size = 16, max_blocks = 48, num_blocks;
   std::vector<int32_t> tables, slots, ctx_lens;
@@ -50,7 +50,7 @@ struct Setup {
   std::vector<float> inv_freq;
   float scale;
 
-  explicit Setup(const Case& cc) : c(cc), m(int(cc.positions.size())) {
+  explicit CaseSetup(const Case& cc) : c(cc), m(int(cc.positions.size())) {
     q_dim = c.n_q * c.hd, kv_dim = c.n_kv * c.hd, cols = q_dim + 2 * kv_dim;
     num_blocks = (m + 1) * max_blocks;
     random_paging(m, max_blocks, tables, slots);
@@ -83,7 +83,7 @@ struct Setup {
 
 
 // The fp32 definition: CPU qkv_rope.0 with the attention folded in.
-Outputs fp32_definition(const Setup& s) {
+Outputs fp32_definition(const CaseSetup& s) {
   std::vector<float> qkv(size_t(s.m) * s.cols), q(size_t(s.m) * s.q_dim), attn(size_t(s.m) * s.q_dim);
   std::vector<float> p = s.pool.values;
   QkvRopeArgs args{s.a.values.data(), s.w.bits.data(), qkv.data(), q.data(), s.c.positions.data(), s.slots.data(),
@@ -94,33 +94,54 @@ Outputs fp32_definition(const Setup& s) {
   return {q, kv_columns(qkv, s.m, s.q_dim, s.kv_dim), p, attn};
 }
 
-// One CUDA variant with the attention folded in.
-Outputs run_variant(const Setup& s, const KernelEntry& e, GpuEnv& env) {
-  DeviceBuffer<bf16_bits> d_a(s.a.bits), d_w(s.w.bits), d_pool(s.pool.bits);
-  DeviceBuffer<bf16_bits> d_qkv(size_t(s.m) * s.cols), d_q(size_t(s.m) * s.q_dim), d_attn(size_t(s.m) * s.q_dim);
-  DeviceBuffer<int32_t> d_pos(s.c.positions), d_slots(s.slots), d_tables(s.tables), d_lens(s.ctx_lens);
-  DeviceBuffer<float> d_freq(s.inv_freq);
-  d_qkv.poison();
-  d_q.poison();
-  d_attn.poison();
-  QkvRopeArgs args{d_a.get(), d_w.get(), d_qkv.get(), d_q.get(), d_pos.get(), d_slots.get(), d_freq.get(),
-                   KvCacheRef{d_pool.get(), d_tables.get(), s.block_size, s.max_blocks, s.c.n_kv, s.c.hd}, s.m,
-                   s.c.k, s.c.n_q};
-  args.attention = s.attention(d_attn.get(), d_lens.get());
-  // One workspace for the GEMM path and the composed attention (the engine's is the largest entry's).
+// A setup's inputs on the device and the folded launch's arguments over them.
+struct DeviceRun {
+  DeviceBuffer<bf16_bits> a, w, pool, qkv, q, attn;
+  DeviceBuffer<int32_t> pos, slots, tables, lens;
+  DeviceBuffer<float> freq;
+  QkvRopeArgs args;
+
+  explicit DeviceRun(const CaseSetup& s)
+      : a(s.a.bits), w(s.w.bits), pool(s.pool.bits), qkv(size_t(s.m) * s.cols), q(size_t(s.m) * s.q_dim),
+        attn(size_t(s.m) * s.q_dim), pos(s.c.positions), slots(s.slots), tables(s.tables), lens(s.ctx_lens),
+        freq(s.inv_freq),
+        args{a.get(), w.get(), qkv.get(), q.get(), pos.get(), slots.get(), freq.get(),
+             KvCacheRef{pool.get(), tables.get(), s.block_size, s.max_blocks, s.c.n_kv, s.c.hd}, s.m, s.c.k, s.c.n_q} {
+    qkv.poison();
+    q.poison();
+    attn.poison();
+    args.attention = s.attention(attn.get(), lens.get());
+  }
+  DeviceRun(const DeviceRun&) = delete;
+  DeviceRun& operator=(const DeviceRun&) = delete;
+
+  Outputs download(const CaseSetup& s) const {
+    return {bf16_to_floats(q.download()), kv_columns(bf16_to_floats(qkv.download()), s.m, s.q_dim, s.kv_dim),
+            bf16_to_floats(pool.download()), bf16_to_floats(attn.download())};
+  }
+};
+
+// `e`'s launch context on env, its workspace large enough for the composed
+// attention too (the engine's is the largest entry's).
+LaunchCtx variant_ctx(const CaseSetup& s, const KernelEntry& e, GpuEnv& env) {
   const KernelEntry& attention = Registry::global().best(Family::attention_decode, Backend::cuda);
   env.ctx(attention, s.shape());
   LaunchCtx ctx = env.ctx(e, s.shape());
   ctx.workspace = env.workspace.get();
   ctx.workspace_bytes = env.workspace.size();
-  launch(e, args, ctx);
+  return ctx;
+}
+
+// One CUDA variant with the attention folded in.
+Outputs run_variant(const CaseSetup& s, const KernelEntry& e, GpuEnv& env) {
+  DeviceRun run(s);
+  launch(e, run.args, variant_ctx(s, e, env));
   env.sync();
-  return {bf16_to_floats(d_q.download()), kv_columns(bf16_to_floats(d_qkv.download()), s.m, s.q_dim, s.kv_dim),
-          bf16_to_floats(d_pool.download()), bf16_to_floats(d_attn.download())};
+  return run.download(s);
 }
 
 // The CPU attention reference over a variant's own q_out and cache.
-std::vector<float> attention_on(const Setup& s, const Outputs& got) {
+std::vector<float> attention_on(const CaseSetup& s, const Outputs& got) {
   std::vector<float> out(size_t(s.m) * s.q_dim), q = got.q, pool = got.pool;
   AttentionDecodeArgs d{q.data(), out.data(), s.slots.data(), s.ctx_lens.data(),
                         KvCacheRef{pool.data(), s.tables.data(), s.block_size, s.max_blocks, s.c.n_kv, s.c.hd},
@@ -138,7 +159,7 @@ int beyond_ulp(const std::vector<float>& got, const std::vector<float>& ref) {
 }
 
 void check_case(const Case& c) {
-  const Setup s(c);
+  const CaseSetup s(c);
   std::string where = "heads " + std::to_string(c.n_q) + "/" + std::to_string(c.n_kv) + " hd=" +
                       std::to_string(c.hd) + " k=" + std::to_string(c.k) + " contexts";
   for (int len : s.ctx_lens) where += " " + std::to_string(len);
@@ -178,6 +199,33 @@ TEST(QkvAttentionGpu, FoldedAttentionMatchesTheReferencesAndTheComposedForm) {
   check_case({32, 8, 64, 2048, {16, 256, 3, 767, 100, 511, 40, 128}});
   check_case({4, 2, 64, 4096, {37, 700}});   // 2-block clusters: the tail in rank 0
   check_case({4, 2, 128, 1024, {20, 300}});  // head_dim 128: not the tail's; variant 3's path
+}
+
+// Two streams running the folded kernel at once (two engines in one process):
+// the groups' arrival counters are per stream, so interleaved launches on both
+// still elect each group's last block of their own launch. Relaunching
+// rewrites the same K/V rows, so every launch's output is the solo run's.
+TEST(QkvAttentionGpu, ConcurrentStreamsKeepTheirOwnGroupCounters) {
+  LANTERN_REQUIRE_GPU();
+  const KernelEntry& folded = Registry::global().find(Family::qkv_rope, "4");
+  const CaseSetup setups[2] = {CaseSetup({32, 8, 64, 2048, {300, 17}}), CaseSetup({32, 8, 64, 2048, {129, 40, 511}})};
+  Outputs solo[2];
+  for (int i = 0; i < 2; ++i) {
+    GpuEnv env;
+    solo[i] = run_variant(setups[i], folded, env);
+  }
+  GpuEnv env[2];
+  DeviceRun runs[2] = {DeviceRun(setups[0]), DeviceRun(setups[1])};
+  const LaunchCtx ctx[2] = {variant_ctx(setups[0], folded, env[0]), variant_ctx(setups[1], folded, env[1])};
+  for (int l = 0; l < 12; ++l)
+    for (int i = 0; i < 2; ++i) launch(folded, runs[i].args, ctx[i]);  // no sync between: the streams overlap
+  env[0].sync(), env[1].sync();
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("stream " + std::to_string(i));
+    const Outputs got = runs[i].download(setups[i]);
+    EXPECT_TRUE(matches(got.attn, solo[i].attn, 0, 0, 0)) << "attn_out bit-identical to the solo run";
+    EXPECT_TRUE(matches(got.pool, solo[i].pool, 0, 0, 0)) << "pool bit-identical to the solo run";
+  }
 }
 
 }  // namespace
