@@ -1,18 +1,16 @@
 #pragma once
 // What the grid-wide samplers (sample.6 grid_gather, sample.7 grid_race) share:
 // the row barrier between the blocks of one row (every block resident at once:
-// a cooperative launch) and the per-stream sets of their static row state.
+// a cooperative launch) and their launch configuration. Their per-stream
+// sets of static row state: stream_slot.h.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "kernels/base/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/stream_slot.h"
 
 namespace lantern::kernels::sample_grid {
-
-using cuda_detail::stream_slot;
 
 __device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
   unsigned int v;
@@ -68,7 +66,5 @@ struct GridLaunch {
   GridLaunch(const GridLaunch&) = delete;
   GridLaunch& operator=(const GridLaunch&) = delete;
 };
-
-using cuda_detail::allow_smem;
 
 }  // namespace lantern::kernels::sample_grid

@@ -51,6 +51,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/sample_bins.cuh"
 #include "kernels/cuda/sample_race.cuh"
+#include "kernels/cuda/stream_slot.h"
 #include "kernels/sampling.h"
 
 namespace lantern::kernels {
@@ -278,10 +279,10 @@ void print_race_probe(const wide_probe::Probe& p, int G, int rows, cudaStream_t 
 
 template <bool kSmem, int kThreads, bool kEarly>
 cudaError_t launch_race(const SampleArgs& a, int G, int slice_len, cudaStream_t stream) {
-  RaceSlot* slot = sample_grid::stream_slot<kStreamSlots, 1>(stream, g_race);
+  RaceSlot* slot = stream_slot<kStreamSlots, 1>(stream, g_race);
   static size_t smem_allowed = 0;  // per instantiation
   const size_t smem = ((sizeof(Shared) + 15) & ~size_t(15)) + (kSmem ? size_t(2) * slice_len * sizeof(float) : 0);
-  sample_grid::allow_smem(sample_race_kernel<kSmem, kThreads, kEarly>, smem, &smem_allowed);
+  allow_smem(sample_race_kernel<kSmem, kThreads, kEarly>, smem, &smem_allowed);
   // G > 1: a cooperative launch (row barriers); refused, the caller runs one block per row.
   // kEarly: also programmatic dependent launch (cuda_common.cuh's pdl_allowed()).
   const sample_grid::GridLaunch l(G, a.b, kThreads, smem, stream, G > 1, kEarly && pdl_allowed());

@@ -53,6 +53,7 @@
 #include "kernels/cuda/sample_grid.cuh"
 #include "kernels/cuda/sample_lean.cuh"
 #include "kernels/cuda/sample_wide_probe.cuh"
+#include "kernels/cuda/stream_slot.h"
 #include "kernels/sampling.h"
 
 namespace lantern::kernels {
@@ -338,7 +339,7 @@ int wide_blocks(int rows) {
 }
 
 // The set of rows for launches on `stream` (see g_rows).
-RowState* rows_for(cudaStream_t stream) { return sample_grid::stream_slot<kStreamSlots, kMaxRows>(stream, g_rows); }
+RowState* rows_for(cudaStream_t stream) { return stream_slot<kStreamSlots, kMaxRows>(stream, g_rows); }
 
 // False: the grid cannot be resident at once here (the caller runs sample.5).
 template <int kPer>
@@ -347,7 +348,7 @@ bool launch_wide(const SampleArgs& a, int blocks, int slice_len, cudaStream_t st
   static size_t smem_allowed = 0;  // per instantiation
   const size_t smem = sizeof(Wide);
   const Probe& probe = probe_buffer(size_t(blocks) * a.b * kProbeSlots);
-  sample_grid::allow_smem(sample_wide_kernel<kPer>, smem, &smem_allowed);
+  allow_smem(sample_wide_kernel<kPer>, smem, &smem_allowed);
   // A cooperative launch (refused: sample.5 runs this call).
   const sample_grid::GridLaunch l(blocks, a.b, kThreads, smem, stream, true);
   const cudaError_t err = cudaLaunchKernelEx(&l.cfg, sample_wide_kernel<kPer>, a.logits, a.temperature, a.top_k,
