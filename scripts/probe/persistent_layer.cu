@@ -1,0 +1,541 @@
+// Probe (issue 14, session 35): can a persistent decode kernel run a Llama-3.2-1B
+// layer's weight streams back to back, with grid-wide barriers in place of kernel
+// boundaries, near the bandwidth floor? The batch-1 step's remaining gap is the
+// boundaries between the weight streams (docs/performance.md, session 34), so this
+// is the measurement a per-layer persistent kernel has to pass first.
+//
+// One row (batch 1), 16 layers of random bf16 weights (1.95 GB: every layer comes
+// from HBM), hidden 2048, q 2048, k/v 512 each, intermediate 8192. A layer is five
+// phases, each spread over every block (rows of the phase's weight matrix split
+// evenly by block, then by warp; one warp per output row, 16-byte loads):
+//   1 qkv   = W_qkv . rmsnorm(x)           (every block normalises x itself)
+//   2 attn  = q                            (a stand-in for the attention phase:
+//                                            32 blocks copy a head each; its
+//                                            barrier is what the probe counts)
+//   3 x    += W_o . attn                   (the warp owning a row adds it)
+//   4 act   = silu(W_g . h) * (W_u . h),   h = rmsnorm(x)
+//   5 x    += W_d . act
+// Modes (each timed as the median of 20 launches of all 16 layers, CUDA events):
+//   persistent      one cooperative kernel, a counter barrier after each phase
+//   persistent+pf   the same; before each barrier every warp asks the L2 for the
+//                   first PF bytes of its next phase's rows (cp.async.bulk.prefetch)
+//   chain           one kernel per phase (the same device code), programmatic
+//                   dependent launch, 80 launches captured in one CUDA graph
+//   chain+pf        the same with the L2 prefetch before griddepcontrol.wait
+//   stream          the persistent kernel without barriers (the results are
+//                   wrong; the time is the weight stream's floor in this code)
+//   barriers        the persistent kernel without work (80 barriers alone)
+// Correctness: persistent and chain must give bit-identical x; a CPU reference
+// (fp32, the same bf16 weights) of 2 layers must agree to rel-L2 < 1e-4.
+//
+//   bash scripts/probe/build-probe.sh persistent_layer && build/probe/persistent_layer [PF_BYTES...]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "probe_common.cuh"
+
+namespace {
+
+constexpr int H = 2048, QD = 2048, KVD = 512, QKV = QD + 2 * KVD, I = 8192, HD = 64;
+constexpr int kThreads = 512, kWarps = kThreads / 32;
+constexpr int kPhases = 5;
+constexpr float kEps = 1e-5f;
+
+struct LayerW {
+  const __nv_bfloat16 *qkv, *o, *gu, *d;  // [QKV,H], [H,QD], [2I,H] (gate rows, then up rows), [H,I]
+  const float *n1, *n2;                   // [H]
+};
+
+enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4 };
+
+struct Params {
+  const LayerW* layers;
+  int n_layers;
+  float* x;    // [H] residual stream
+  float* qkv;  // [QKV]
+  float* attn; // [QD]
+  float* act;  // [I]
+  unsigned* counter;  // barrier arrivals; never reset: a launch's targets start at `epoch`
+  unsigned epoch;
+  int pf_bytes;  // per warp row: L2 prefetch of the first pf_bytes of each next-phase row (0: off)
+  int flags;
+};
+
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ float dot8(uint4 w, const float* xs) {
+  const float4 a = *reinterpret_cast<const float4*>(xs);
+  const float4 b = *reinterpret_cast<const float4*>(xs + 4);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w);
+  float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
+  float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);
+  float s = f0.x * a.x;
+  s = fmaf(f0.y, a.y, s);
+  s = fmaf(f1.x, a.z, s);
+  s = fmaf(f1.y, a.w, s);
+  s = fmaf(f2.x, b.x, s);
+  s = fmaf(f2.y, b.y, s);
+  s = fmaf(f3.x, b.z, s);
+  s = fmaf(f3.y, b.w, s);
+  return s;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One row of K bf16 weights against xs (shared, fp32), by one warp: K / 256 16-byte
+// loads per lane, 8 in flight ahead of the arithmetic.
+template <int K>
+__device__ __forceinline__ float row_dot(const __nv_bfloat16* w, const float* xs, int lane) {
+  constexpr int N = K / 256, B = 8, C = N / B;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w);
+  uint4 buf[2][B];
+#pragma unroll
+  for (int i = 0; i < B; ++i) buf[0][i] = ld_stream(w4 + lane + 32 * i);
+  float acc = 0.f;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    if (c + 1 < C) {
+#pragma unroll
+      for (int i = 0; i < B; ++i) buf[(c + 1) & 1][i] = ld_stream(w4 + lane + 32 * ((c + 1) * B + i));
+    }
+#pragma unroll
+    for (int i = 0; i < B; ++i) acc += dot8(buf[c & 1][i], xs + (lane + 32 * (c * B + i)) * 8);
+  }
+  return warp_sum(acc);
+}
+
+// Two rows of 2048 at once (gate and up): 16 loads in flight.
+__device__ __forceinline__ float2 row_dot2(const __nv_bfloat16* wa, const __nv_bfloat16* wb, const float* xs,
+                                          int lane) {
+  const uint4* a4 = reinterpret_cast<const uint4*>(wa);
+  const uint4* b4 = reinterpret_cast<const uint4*>(wb);
+  uint4 ra[8], rb[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) ra[i] = ld_stream(a4 + lane + 32 * i);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) rb[i] = ld_stream(b4 + lane + 32 * i);
+  float sa = 0.f, sb = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    sa += dot8(ra[i], xs + (lane + 32 * i) * 8);
+    sb += dot8(rb[i], xs + (lane + 32 * i) * 8);
+  }
+  return make_float2(warp_sum(sa), warp_sum(sb));
+}
+
+__device__ __forceinline__ void block_rows(int n, int& lo, int& hi) {
+  lo = int((long long)n * blockIdx.x / gridDim.x);
+  hi = int((long long)n * (blockIdx.x + 1) / gridDim.x);
+}
+
+// A block's shared state: the phase's input vector (fp32) and a reduction scratch.
+struct Smem {
+  float in[I];
+  float red[kWarps];
+};
+
+__device__ void load_vec(float* dst, const float* src, int n) {
+  for (int i = threadIdx.x * 4; i < n; i += kThreads * 4)
+    *reinterpret_cast<float4*>(dst + i) = __ldcg(reinterpret_cast<const float4*>(src + i));
+}
+
+// dst = rmsnorm(x) * w, every block for itself.
+__device__ void load_norm(Smem& s, const float* x, const float* w) {
+  float ss = 0.f;
+  for (int i = threadIdx.x * 4; i < H; i += kThreads * 4) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(x + i));
+    *reinterpret_cast<float4*>(s.in + i) = v;
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) s.red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float tot = 0.f;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) tot += s.red[i];
+  const float r = rsqrtf(tot / H + kEps);
+  for (int i = threadIdx.x; i < H; i += kThreads) s.in[i] = s.in[i] * r * w[i];
+}
+
+// The phase's weight rows this warp reads first (for the L2 prefetch before the
+// barrier that precedes the phase).
+__device__ void prefetch_phase(const Params& p, int layer, int phase, int warp) {
+  if (p.pf_bytes <= 0 || layer >= p.n_layers) return;
+  const LayerW& L = p.layers[layer];
+  int lo, hi;
+  const __nv_bfloat16* w = nullptr;
+  const __nv_bfloat16* w2 = nullptr;
+  int k = H;
+  switch (phase) {
+    case 0: block_rows(QKV, lo, hi); w = L.qkv; break;
+    case 1: return;  // the attention stand-in reads no weights
+    case 2: block_rows(H, lo, hi); w = L.o; break;
+    case 3: block_rows(I, lo, hi); w = L.gu; w2 = L.gu + size_t(I) * H; break;
+    default: block_rows(H, lo, hi); w = L.d; k = I; break;
+  }
+  const int row = lo + warp;
+  if (row >= hi) return;
+  const unsigned bytes = unsigned(min(p.pf_bytes, k * 2));
+  prefetch_l2(w + size_t(row) * k, bytes);
+  if (w2) prefetch_l2(w2 + size_t(row) * k, bytes);
+}
+
+__device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
+  const LayerW& L = p.layers[layer];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int lo, hi;
+  switch (phase) {
+    case 0:
+      load_norm(s, p.x, L.n1);
+      __syncthreads();
+      block_rows(QKV, lo, hi);
+      for (int r = lo + warp; r < hi; r += kWarps) {
+        const float v = row_dot<H>(L.qkv + size_t(r) * H, s.in, lane);
+        if (lane == 0) p.qkv[r] = v;
+      }
+      break;
+    case 1:
+      if (blockIdx.x < QD / HD && threadIdx.x < HD)
+        p.attn[blockIdx.x * HD + threadIdx.x] = __ldcg(p.qkv + blockIdx.x * HD + threadIdx.x);
+      break;
+    case 2:
+      load_vec(s.in, p.attn, QD);
+      __syncthreads();
+      block_rows(H, lo, hi);
+      for (int r = lo + warp; r < hi; r += kWarps) {
+        const float v = row_dot<QD>(L.o + size_t(r) * QD, s.in, lane);
+        if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
+      }
+      break;
+    case 3:
+      load_norm(s, p.x, L.n2);
+      __syncthreads();
+      block_rows(I, lo, hi);
+      for (int r = lo + warp; r < hi; r += kWarps) {
+        const float2 gu = row_dot2(L.gu + size_t(r) * H, L.gu + size_t(I + r) * H, s.in, lane);
+        if (lane == 0) p.act[r] = gu.x / (1.f + __expf(-gu.x)) * gu.y;
+      }
+      break;
+    default:
+      load_vec(s.in, p.act, I);
+      __syncthreads();
+      block_rows(H, lo, hi);
+      for (int r = lo + warp; r < hi; r += kWarps) {
+        const float v = row_dot<I>(L.d + size_t(r) * I, s.in, lane);
+        if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
+      }
+      break;
+  }
+}
+
+__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    unsigned seen = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    } while (int(seen - target) < 0);
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Params p) {
+  __shared__ __align__(16) Smem s;
+  const int warp = threadIdx.x >> 5;
+  unsigned gen = 0;
+  for (int layer = 0; layer < p.n_layers; ++layer) {
+    for (int phase = 0; phase < kPhases; ++phase) {
+      if (p.flags & kWork) run_phase(p, s, layer, phase);
+      const int nl = phase + 1 < kPhases ? layer : layer + 1, np = (phase + 1) % kPhases;
+      prefetch_phase(p, nl, np, warp);
+      if (p.flags & kBarrier) grid_barrier(p.counter, p.epoch + ++gen * gridDim.x);
+      else __syncthreads();
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) phase_kernel(Params p, int layer, int phase) {
+  __shared__ __align__(16) Smem s;
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  prefetch_phase(p, layer, phase, threadIdx.x >> 5);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  run_phase(p, s, layer, phase);
+}
+
+// ---- host ----
+
+struct Model {
+  std::vector<LayerW> host;
+  LayerW* dev = nullptr;
+  std::vector<void*> allocs;
+};
+
+Model make_model(int n_layers) {
+  Model m;
+  for (int l = 0; l < n_layers; ++l) {
+    LayerW L{};
+    auto bf = [&](size_t n, float scale, unsigned seed) {
+      __nv_bfloat16* d;
+      CK(cudaMalloc(&d, n * 2));
+      probe::fill_bf16<<<1024, 256>>>(d, n, seed, scale);
+      m.allocs.push_back(d);
+      return d;
+    };
+    L.qkv = bf(size_t(QKV) * H, 0.04f, 11 + 7 * l);
+    L.o = bf(size_t(H) * QD, 0.04f, 12 + 7 * l);
+    L.gu = bf(size_t(2 * I) * H, 0.04f, 13 + 7 * l);
+    L.d = bf(size_t(H) * I, 0.02f, 14 + 7 * l);
+    std::vector<float> n(H);
+    for (int i = 0; i < H; ++i) n[i] = 1.f + 0.1f * std::sin(0.01f * i + l);
+    float *n1, *n2;
+    CK(cudaMalloc(&n1, H * 4));
+    CK(cudaMalloc(&n2, H * 4));
+    CK(cudaMemcpy(n1, n.data(), H * 4, cudaMemcpyHostToDevice));
+    for (auto& v : n) v = 2.f - v;
+    CK(cudaMemcpy(n2, n.data(), H * 4, cudaMemcpyHostToDevice));
+    m.allocs.push_back(n1);
+    m.allocs.push_back(n2);
+    L.n1 = n1;
+    L.n2 = n2;
+    m.host.push_back(L);
+  }
+  CK(cudaMalloc(&m.dev, sizeof(LayerW) * n_layers));
+  CK(cudaMemcpy(m.dev, m.host.data(), sizeof(LayerW) * n_layers, cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
+  return m;
+}
+
+std::vector<float> to_host_f(const __nv_bfloat16* d, size_t n) {
+  std::vector<__nv_bfloat16> h(n);
+  CK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) f[i] = __bfloat162float(h[i]);
+  return f;
+}
+
+// The CPU reference of n layers (fp32 weights from the same bf16, double sums).
+std::vector<float> cpu_layers(const Model& m, int n, std::vector<float> x) {
+  auto gemv = [](const std::vector<float>& w, const std::vector<float>& v, int rows, int k) {
+    std::vector<float> y(rows);
+    for (int r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int i = 0; i < k; ++i) s += double(w[size_t(r) * k + i]) * v[i];
+      y[r] = float(s);
+    }
+    return y;
+  };
+  auto norm = [](const std::vector<float>& v, const float* wd) {
+    std::vector<float> w(H);
+    CK(cudaMemcpy(w.data(), wd, H * 4, cudaMemcpyDeviceToHost));
+    double ss = 0;
+    for (float f : v) ss += double(f) * f;
+    const float r = float(1.0 / std::sqrt(ss / H + kEps));
+    std::vector<float> o(H);
+    for (int i = 0; i < H; ++i) o[i] = v[i] * r * w[i];
+    return o;
+  };
+  for (int l = 0; l < n; ++l) {
+    const LayerW& L = m.host[l];
+    const auto qkv = gemv(to_host_f(L.qkv, size_t(QKV) * H), norm(x, L.n1), QKV, H);
+    const std::vector<float> attn(qkv.begin(), qkv.begin() + QD);
+    const auto o = gemv(to_host_f(L.o, size_t(H) * QD), attn, H, QD);
+    for (int i = 0; i < H; ++i) x[i] += o[i];
+    const auto gu = gemv(to_host_f(L.gu, size_t(2 * I) * H), norm(x, L.n2), 2 * I, H);
+    std::vector<float> act(I);
+    for (int i = 0; i < I; ++i) act[i] = gu[i] / (1.f + std::exp(-gu[i])) * gu[I + i];
+    const auto d = gemv(to_host_f(L.d, size_t(H) * I), act, H, I);
+    for (int i = 0; i < H; ++i) x[i] += d[i];
+  }
+  return x;
+}
+
+unsigned g_epoch = 0;  // arrivals on the counter so far (every persistent launch with barriers adds its own)
+
+struct Runner {
+  Params p{};
+  int blocks = 0;
+  cudaStream_t st{};
+  std::vector<float> x0;
+  cudaGraphExec_t chain_exec[2] = {nullptr, nullptr};  // without / with prefetch
+
+  void reset_x() { CK(cudaMemcpyAsync(p.x, x0.data(), H * 4, cudaMemcpyHostToDevice, st)); }
+
+  void launch_persistent(int flags, int pf) {
+    Params q = p;
+    q.flags = flags | kPersistent;
+    q.pf_bytes = pf;
+    q.epoch = g_epoch;
+    if (flags & kBarrier) g_epoch += unsigned(p.n_layers * kPhases * blocks);
+    void* args[] = {&q};
+    CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_kernel), dim3(blocks), dim3(kThreads), args, 0,
+                                   st));
+  }
+
+  cudaGraphExec_t build_chain(int pf) {
+    Params q = p;
+    q.flags = kWork;
+    q.pf_bytes = pf;
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < p.n_layers; ++l)
+      for (int ph = 0; ph < kPhases; ++ph) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr = {};
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3(blocks);
+        cfg.blockDim = dim3(kThreads);
+        cfg.stream = st;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&cfg, phase_kernel, q, l, ph));
+      }
+    CK(cudaStreamEndCapture(st, &g));
+    cudaGraphExec_t e;
+    CK(cudaGraphInstantiate(&e, g, 0));
+    CK(cudaGraphDestroy(g));
+    return e;
+  }
+
+  template <class Fn>
+  double time_us(Fn&& fn) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    std::vector<double> t;
+    for (int r = 0; r < 23; ++r) {
+      CK(cudaEventRecord(a, st));
+      fn();
+      CK(cudaEventRecord(b, st));
+      CK(cudaEventSynchronize(b));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      if (r >= 3) t.push_back(ms * 1e3);
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return probe::quantile(t, 0.5);
+  }
+
+  std::vector<float> read_x() {
+    std::vector<float> h(H);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(h.data(), p.x, H * 4, cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double n = 0, d = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), d += double(b[i]) * b[i];
+  return std::sqrt(n / (d + 1e-30));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int dev = 0, sms = 0, per_sm = 0;
+  CK(cudaSetDevice(dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  sms = prop.multiProcessorCount;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_kernel, kThreads, 0));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, persistent_kernel));
+  std::printf("device %s, %d SMs; persistent kernel: %d threads, %d registers, %zu B shared, %d block(s)/SM\n",
+              prop.name, sms, kThreads, fa.numRegs, fa.sharedSizeBytes, per_sm);
+  if (per_sm < 1) return std::printf("the persistent kernel does not fit one block per SM\n"), 1;
+
+  const int n_layers = 16;
+  Model m = make_model(n_layers);
+  Runner R;
+  R.blocks = sms;
+  CK(cudaStreamCreateWithFlags(&R.st, cudaStreamNonBlocking));
+  R.p.layers = m.dev;
+  R.p.n_layers = n_layers;
+  CK(cudaMalloc(&R.p.x, H * 4));
+  CK(cudaMalloc(&R.p.qkv, QKV * 4));
+  CK(cudaMalloc(&R.p.attn, QD * 4));
+  CK(cudaMalloc(&R.p.act, I * 4));
+  CK(cudaMalloc(&R.p.counter, 4));
+  CK(cudaMemset(R.p.counter, 0, 4));
+  R.x0.resize(H);
+  for (int i = 0; i < H; ++i) R.x0[i] = std::sin(0.37f * i) + 0.25f * std::cos(1.3f * i);
+
+  // Correctness: 2 layers on the CPU vs the persistent kernel; 16 layers persistent vs chain.
+  {
+    Runner r2 = R;
+    r2.p.n_layers = 2;
+    r2.reset_x();
+    r2.launch_persistent(kWork | kBarrier, 0);
+    const auto gpu = r2.read_x();
+    const auto cpu = cpu_layers(m, 2, R.x0);
+    const double e = rel_l2(gpu, cpu);
+    std::printf("check: 2 layers, persistent vs CPU reference rel-L2 %.3g (%s, bound 1e-4)\n", e,
+                e < 1e-4 ? "ok" : "FAIL");
+    if (!(e < 1e-4)) return 1;
+  }
+  R.chain_exec[0] = R.build_chain(0);
+  std::vector<int> pfs;
+  for (int i = 1; i < argc; ++i) pfs.push_back(std::atoi(argv[i]));
+  if (pfs.empty()) pfs = {2048, 4096};
+  R.chain_exec[1] = R.build_chain(pfs[0]);
+  {
+    R.reset_x();
+    R.launch_persistent(kWork | kBarrier, 0);
+    const auto a = R.read_x();
+    R.reset_x();
+    CK(cudaGraphLaunch(R.chain_exec[0], R.st));
+    const auto b = R.read_x();
+    R.reset_x();
+    R.launch_persistent(kWork | kBarrier, pfs[0]);
+    const auto c = R.read_x();
+    double diff = 0;
+    for (int i = 0; i < H; ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])) + std::fabs(a[i] - c[i]));
+    std::printf("check: 16 layers, persistent vs chain vs persistent+pf: max |diff| %.3g (%s: bit-identical)\n", diff,
+                diff == 0 ? "ok" : "FAIL");
+    if (diff != 0) return 1;
+  }
+
+  const double bytes = double(n_layers) * 2.0 * (double(QKV) * H + double(H) * QD + 2.0 * I * H + double(H) * I);
+  auto report = [&](const char* name, double us) {
+    std::printf("%-22s %8.1f us per 16 layers  %6.2f us per layer  %6.2f TB/s of weights\n", name, us, us / n_layers,
+                bytes / us * 1e-6);
+  };
+  std::printf("weights: %.1f MB per layer, %.2f GB in all\n", bytes / n_layers * 1e-6, bytes * 1e-9);
+  report("stream (no barriers)", R.time_us([&] { R.launch_persistent(kWork, 0); }));
+  report("barriers (no work)", R.time_us([&] { R.launch_persistent(kBarrier, 0); }));
+  report("chain (PDL, graph)", R.time_us([&] { CK(cudaGraphLaunch(R.chain_exec[0], R.st)); }));
+  char name[64];
+  std::snprintf(name, sizeof name, "chain+pf %d", pfs[0]);
+  report(name, R.time_us([&] { CK(cudaGraphLaunch(R.chain_exec[1], R.st)); }));
+  report("persistent", R.time_us([&] { R.launch_persistent(kWork | kBarrier, 0); }));
+  for (int pf : pfs) {
+    std::snprintf(name, sizeof name, "persistent+pf %d", pf);
+    report(name, R.time_us([&] { R.launch_persistent(kWork | kBarrier, pf); }));
+  }
+  std::printf("(times: median of 20 launches after 3 warm-ups, CUDA events; every launch reads all %d layers from HBM)\n",
+              n_layers);
+  return 0;
+}
