@@ -18,7 +18,7 @@ for s in "$@"; do
     probe)
       nvcc -I. -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -std=c++17 \
         scripts/probe/persistent_layer.cu -o /tmp/persistent_layer || exit 1
-      timeout 240 /tmp/persistent_layer ${PF:-2048 4096 8192} 2>&1 | tee "$OUT/persistent_layer.txt" ;;
+      for c in ${CTXS:-512 0}; do CTX=$c timeout 200 /tmp/persistent_layer ${PF:-2048 4096 8192} 2>&1 | tee -a "$OUT/persistent_layer.txt"; done ;;
     barrier)
       LOG=/tmp/bgb.log bash scripts/device-ensure-built.sh bench_grid_barrier || exit 1
       bash scripts/device-build.sh bench_grid_barrier > /tmp/bgb2.log 2>&1 || { tail -20 /tmp/bgb2.log; exit 1; }

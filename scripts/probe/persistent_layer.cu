@@ -9,10 +9,12 @@
 // phases, each spread over every block (rows of the phase's weight matrix split
 // evenly by block, then by warp; one warp per output row, 16-byte loads):
 //   1 qkv   = W_qkv . rmsnorm(x)           (every block normalises x itself)
-//   2 attn  = q                            (a stand-in for the attention phase:
-//                                            32 blocks copy a head each; its
-//                                            barrier is what the probe counts)
-//   3 x    += W_o . attn                   (the warp owning a row adds it)
+//   2 attention over CTX keys of a static cache per layer (no RoPE, no KV write):
+//                                           8 kv heads x SPLITS units, one block
+//                                           each, writing flash-decoding partials;
+//                                           CTX=0: a stand-in (32 blocks copy q)
+//   3 x    += W_o . attn                   (every block combines the partials
+//                                            itself; the warp owning a row adds it)
 //   4 act   = silu(W_g . h) * (W_u . h),   h = rmsnorm(x)
 //   5 x    += W_d . act
 // Modes (each timed as the median of 20 launches of all 16 layers, CUDA events):
@@ -28,7 +30,8 @@
 // Correctness: persistent and chain must give bit-identical x; a CPU reference
 // (fp32, the same bf16 weights) of 2 layers must agree to rel-L2 < 1e-4.
 //
-//   bash scripts/probe/build-probe.sh persistent_layer && build/probe/persistent_layer [PF_BYTES...]
+//   bash scripts/probe/build-probe.sh persistent_layer && CTX=512 SPLITS=16 build/probe/persistent_layer [PF_BYTES...]
+// (CTX default 512, SPLITS default 16; PF_BYTES default 2048 4096)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -61,6 +64,9 @@ struct Params {
   float* qkv;  // [QKV]
   float* attn; // [QD]
   float* act;  // [I]
+  const __nv_bfloat16* kv;  // [layers][2][8][ctx][64] (ctx > 0: phase 2 is a real attention over it)
+  float* part;              // [8 * splits * 4][2 + 64]: each split's max, sum and unnormalised output
+  int ctx, splits;
   unsigned* counter;  // barrier arrivals; never reset: a launch's targets start at `epoch`
   unsigned epoch;
   int pf_bytes;  // per warp row: L2 prefetch of the first pf_bytes of each next-phase row (0: off)
@@ -152,6 +158,8 @@ __device__ __forceinline__ void block_rows(int n, int& lo, int& hi) {
 struct Smem {
   float in[I];
   float red[kWarps];
+  float q[4 * HD];
+  float sc[4 * 256];
 };
 
 __device__ void load_vec(float* dst, const float* src, int n) {
@@ -188,7 +196,15 @@ __device__ void prefetch_phase(const Params& p, int layer, int phase, int warp) 
   int k = H;
   switch (phase) {
     case 0: block_rows(QKV, lo, hi); w = L.qkv; break;
-    case 1: return;  // the attention stand-in reads no weights
+    case 1: {  // the block's attention unit: its K and V rows
+      if (p.ctx <= 0 || warp > 1 || int(blockIdx.x) >= 8 * p.splits) return;
+      const int kvh = blockIdx.x / p.splits, sp = blockIdx.x % p.splits;
+      const int k0 = int((long long)p.ctx * sp / p.splits), k1 = int((long long)p.ctx * (sp + 1) / p.splits);
+      const size_t head_rows = size_t(p.ctx) * HD;
+      const __nv_bfloat16* K = p.kv + (size_t(layer) * 2 * 8 + kvh) * head_rows + size_t(k0) * HD;
+      if ((threadIdx.x & 31) == 0) prefetch_l2(K + warp * 8 * head_rows, unsigned((k1 - k0) * HD * 2));
+      return;
+    }
     case 2: block_rows(H, lo, hi); w = L.o; break;
     case 3: block_rows(I, lo, hi); w = L.gu; w2 = L.gu + size_t(I) * H; break;
     default: block_rows(H, lo, hi); w = L.d; k = I; break;
@@ -198,6 +214,75 @@ __device__ void prefetch_phase(const Params& p, int layer, int phase, int warp) 
   const unsigned bytes = unsigned(min(p.pf_bytes, k * 2));
   prefetch_l2(w + size_t(row) * k, bytes);
   if (w2) prefetch_l2(w2 + size_t(row) * k, bytes);
+}
+
+// The attention of one (kv head, split) unit for the group's 4 q heads over keys
+// [k0, k1) of the layer's cache (contiguous rows of 64 bf16): scores, the split's
+// max and sum, P.V; written unnormalised to part (flash-decoding's partials).
+__device__ void attention_unit(const Params& p, Smem& s, int layer, int unit) {
+  const int kvh = unit / p.splits, sp = unit % p.splits;
+  const int k0 = int((long long)p.ctx * sp / p.splits), k1 = int((long long)p.ctx * (sp + 1) / p.splits);
+  const int nk = k1 - k0;  // <= 256
+  const size_t head_rows = size_t(p.ctx) * HD;
+  const __nv_bfloat16* K = p.kv + (size_t(layer) * 2 * 8 + kvh) * head_rows + size_t(k0) * HD;
+  const __nv_bfloat16* V = K + 8 * head_rows;
+  __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(s.in);
+  __nv_bfloat16* vs = ks + 256 * HD;
+  for (int i = threadIdx.x; i < nk * HD / 8; i += kThreads) {
+    reinterpret_cast<uint4*>(ks)[i] = ld_stream(reinterpret_cast<const uint4*>(K) + i);
+    reinterpret_cast<uint4*>(vs)[i] = ld_stream(reinterpret_cast<const uint4*>(V) + i);
+  }
+  if (threadIdx.x < 4 * HD) s.q[threadIdx.x] = __ldcg(p.qkv + kvh * 4 * HD + threadIdx.x);
+  __syncthreads();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int k = warp; k < nk; k += kWarps) {
+    const float2 kk = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(ks + k * HD)[lane]);
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const float v = warp_sum(s.q[h * HD + 2 * lane] * kk.x + s.q[h * HD + 2 * lane + 1] * kk.y);
+      if (lane == 0) s.sc[h * 256 + k] = v * 0.125f;
+    }
+  }
+  __syncthreads();
+  if (warp < 4) {  // warp h: the max and the sum of head h's scores; p in place
+    float m = -INFINITY;
+    for (int k = lane; k < nk; k += 32) m = fmaxf(m, s.sc[warp * 256 + k]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float l = 0.f;
+    for (int k = lane; k < nk; k += 32) {
+      const float e = __expf(s.sc[warp * 256 + k] - m);
+      s.sc[warp * 256 + k] = e;
+      l += e;
+    }
+    l = warp_sum(l);
+    float* out = p.part + size_t((kvh * p.splits + sp) * 4 + warp) * (2 + HD);
+    if (lane == 0) out[0] = m, out[1] = l;
+  }
+  __syncthreads();
+  if (threadIdx.x < 4 * HD) {
+    const int h = threadIdx.x / HD, d = threadIdx.x % HD;
+    float acc = 0.f;
+    for (int k = 0; k < nk; ++k) acc += s.sc[h * 256 + k] * __bfloat162float(vs[k * HD + d]);
+    p.part[size_t((kvh * p.splits + sp) * 4 + h) * (2 + HD) + 2 + d] = acc;
+  }
+}
+
+// attn (every block, into its shared input): the splits' partials combined.
+__device__ void combine_attention(const Params& p, Smem& s) {
+  for (int i = threadIdx.x; i < QD; i += kThreads) {
+    const int h = i / HD, d = i % HD, kvh = h / 4, hh = h % 4;
+    float m = -INFINITY;
+    for (int sp = 0; sp < p.splits; ++sp) m = fmaxf(m, __ldcg(p.part + size_t((kvh * p.splits + sp) * 4 + hh) * (2 + HD)));
+    float l = 0.f, o = 0.f;
+    for (int sp = 0; sp < p.splits; ++sp) {
+      const float* pt = p.part + size_t((kvh * p.splits + sp) * 4 + hh) * (2 + HD);
+      const float w = __expf(__ldcg(pt) - m);
+      l += w * __ldcg(pt + 1);
+      o += w * __ldcg(pt + 2 + d);
+    }
+    s.in[i] = o / l;
+  }
 }
 
 __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
@@ -215,11 +300,17 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
       }
       break;
     case 1:
-      if (blockIdx.x < QD / HD && threadIdx.x < HD)
+      if (p.ctx > 0) {
+        for (int u = blockIdx.x; u < 8 * p.splits; u += gridDim.x) {
+          attention_unit(p, s, layer, u);
+          __syncthreads();
+        }
+      } else if (blockIdx.x < QD / HD && threadIdx.x < HD)
         p.attn[blockIdx.x * HD + threadIdx.x] = __ldcg(p.qkv + blockIdx.x * HD + threadIdx.x);
       break;
     case 2:
-      load_vec(s.in, p.attn, QD);
+      if (p.ctx > 0) combine_attention(p, s);
+      else load_vec(s.in, p.attn, QD);
       __syncthreads();
       block_rows(H, lo, hi);
       for (int r = lo + warp; r < hi; r += kWarps) {
@@ -335,7 +426,7 @@ std::vector<float> to_host_f(const __nv_bfloat16* d, size_t n) {
 }
 
 // The CPU reference of n layers (fp32 weights from the same bf16, double sums).
-std::vector<float> cpu_layers(const Model& m, int n, std::vector<float> x) {
+std::vector<float> cpu_layers(const Model& m, int n, std::vector<float> x, const __nv_bfloat16* kv, int ctx) {
   auto gemv = [](const std::vector<float>& w, const std::vector<float>& v, int rows, int k) {
     std::vector<float> y(rows);
     for (int r = 0; r < rows; ++r) {
@@ -358,7 +449,28 @@ std::vector<float> cpu_layers(const Model& m, int n, std::vector<float> x) {
   for (int l = 0; l < n; ++l) {
     const LayerW& L = m.host[l];
     const auto qkv = gemv(to_host_f(L.qkv, size_t(QKV) * H), norm(x, L.n1), QKV, H);
-    const std::vector<float> attn(qkv.begin(), qkv.begin() + QD);
+    std::vector<float> attn(qkv.begin(), qkv.begin() + QD);
+    if (ctx > 0) {
+      const size_t head_rows = size_t(ctx) * HD;
+      const auto kvl = to_host_f(kv + size_t(l) * 16 * head_rows, 16 * head_rows);
+      for (int h = 0; h < QD / HD; ++h) {
+        const float* K = kvl.data() + (h / 4) * head_rows;
+        const float* V = K + 8 * head_rows;
+        std::vector<double> sc(ctx);
+        double mx = -1e300, sum = 0;
+        for (int k = 0; k < ctx; ++k) {
+          double d = 0;
+          for (int j = 0; j < HD; ++j) d += double(qkv[h * HD + j]) * K[size_t(k) * HD + j];
+          sc[k] = d * 0.125, mx = std::max(mx, sc[k]);
+        }
+        for (auto& v : sc) v = std::exp(v - mx), sum += v;
+        for (int j = 0; j < HD; ++j) {
+          double o = 0;
+          for (int k = 0; k < ctx; ++k) o += sc[k] * V[size_t(k) * HD + j];
+          attn[h * HD + j] = float(o / sum);
+        }
+      }
+    }
     const auto o = gemv(to_host_f(L.o, size_t(H) * QD), attn, H, QD);
     for (int i = 0; i < H; ++i) x[i] += o[i];
     const auto gu = gemv(to_host_f(L.gu, size_t(2 * I) * H), norm(x, L.n2), 2 * I, H);
@@ -480,6 +592,22 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&R.p.act, I * 4));
   CK(cudaMalloc(&R.p.counter, 4));
   CK(cudaMemset(R.p.counter, 0, 4));
+  R.p.ctx = std::getenv("CTX") ? std::atoi(std::getenv("CTX")) : 512;
+  R.p.splits = std::getenv("SPLITS") ? std::atoi(std::getenv("SPLITS")) : 16;
+  if (R.p.ctx > 0) {
+    if (R.p.splits < 1 || 8 * R.p.splits > R.blocks || (R.p.ctx + R.p.splits - 1) / R.p.splits > 128)
+      return std::printf("CTX %d / SPLITS %d: need 8 x splits <= %d blocks and <= 128 keys a split\n", R.p.ctx,
+                         R.p.splits, R.blocks), 2;
+    const size_t n = size_t(n_layers) * 16 * R.p.ctx * HD;
+    __nv_bfloat16* kv;
+    CK(cudaMalloc(&kv, n * 2));
+    probe::fill_bf16<<<1024, 256>>>(kv, n, 99, 1.5f);
+    R.p.kv = kv;
+    CK(cudaMalloc(&R.p.part, sizeof(float) * 8 * R.p.splits * 4 * (2 + HD)));
+  }
+  std::printf("attention phase: %s\n", R.p.ctx > 0 ? "real (see ctx / splits below)" : "stand-in (a copy of q)");
+  if (R.p.ctx > 0) std::printf("ctx %d keys, %d splits per kv head (%d keys a split)\n", R.p.ctx, R.p.splits,
+                               R.p.ctx / R.p.splits);
   R.x0.resize(H);
   for (int i = 0; i < H; ++i) R.x0[i] = std::sin(0.37f * i) + 0.25f * std::cos(1.3f * i);
 
@@ -490,7 +618,7 @@ int main(int argc, char** argv) {
     r2.reset_x();
     r2.launch_persistent(kWork | kBarrier, 0);
     const auto gpu = r2.read_x();
-    const auto cpu = cpu_layers(m, 2, R.x0);
+    const auto cpu = cpu_layers(m, 2, R.x0, R.p.kv, R.p.ctx);
     const double e = rel_l2(gpu, cpu);
     std::printf("check: 2 layers, persistent vs CPU reference rel-L2 %.3g (%s, bound 1e-4)\n", e,
                 e < 1e-4 ? "ok" : "FAIL");
@@ -518,12 +646,13 @@ int main(int argc, char** argv) {
     if (diff != 0) return 1;
   }
 
-  const double bytes = double(n_layers) * 2.0 * (double(QKV) * H + double(H) * QD + 2.0 * I * H + double(H) * I);
+  const double bytes = double(n_layers) * 2.0 * (double(QKV) * H + double(H) * QD + 2.0 * I * H + double(H) * I) +
+                       double(n_layers) * 16.0 * R.p.ctx * HD * 2.0;
   auto report = [&](const char* name, double us) {
     std::printf("%-22s %8.1f us per 16 layers  %6.2f us per layer  %6.2f TB/s of weights\n", name, us, us / n_layers,
                 bytes / us * 1e-6);
   };
-  std::printf("weights: %.1f MB per layer, %.2f GB in all\n", bytes / n_layers * 1e-6, bytes * 1e-9);
+ std::printf("weights (and K/V): %.1f MB per layer, %.2f GB in all\n", bytes / n_layers * 1e-6, bytes * 1e-9);
   report("stream (no barriers)", R.time_us([&] { R.launch_persistent(kWork, 0); }));
   report("barriers (no work)", R.time_us([&] { R.launch_persistent(kBarrier, 0); }));
   report("chain (PDL, graph)", R.time_us([&] { CK(cudaGraphLaunch(R.chain_exec[0], R.st)); }));
