@@ -7,7 +7,8 @@
 #   barrier:  tests/bench/bench_grid_barrier (what a phase boundary costs: PDL chain, plain chain,
 #             grid.sync, a counter barrier)
 #   suite:    the whole GPU suite (scripts/gpu-fold.sh tests suite)
-#   OUT=DIR bash scripts/gpu-persistent.sh [probe] [barrier] [suite]   (default: all three)
+#   rerun:    FILTER's GPU tests three times with their output
+#   OUT=DIR bash scripts/gpu-persistent.sh [probe] [barrier] [suite] [rerun]   (default: the first three)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -25,6 +26,13 @@ for s in "$@"; do
       timeout 120 build/gpu-machine/bench/bench_grid_barrier 2>&1 | tee "$OUT/grid_barrier.txt" ;;
     suite)
       OUT=$OUT bash scripts/gpu-fold.sh tests suite ;;
+    rerun)  # the given tests (FILTER), three times, their output kept
+      LOG=/tmp/rr.log bash scripts/device-ensure-built.sh lantern lantern_gpu_tests || exit 1
+      bash scripts/device-build.sh lantern_gpu_tests > /tmp/rr2.log 2>&1 || { tail -20 /tmp/rr2.log; exit 1; }
+      export LD_LIBRARY_PATH="$PWD/.device/pcre2/usr/lib/x86_64-linux-gnu:$PWD/.device/libs:${LD_LIBRARY_PATH:-}"
+      for i in 1 2 3; do
+        timeout 120 build/gpu-machine/tests/lantern_gpu_tests --gtest_filter="${FILTER:?}" 2>&1 | tail -40
+      done | tee "$OUT/rerun.txt" | grep -vE "^\[ RUN|^$" | tail -60 ;;
     *) echo "gpu-persistent: no stage '$s'" >&2; exit 2 ;;
   esac
 done
