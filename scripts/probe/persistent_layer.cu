@@ -87,9 +87,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 
-__device__ __forceinline__ float dot8(uint4 w, const float* xs) {
-  const float4 a = *reinterpret_cast<const float4*>(xs);
-  const float4 b = *reinterpret_cast<const float4*>(xs + 4);
+__device__ __forceinline__ float dot8ab(uint4 w, float4 a, float4 b) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w);
   float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
   float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);
@@ -102,6 +100,20 @@ __device__ __forceinline__ float dot8(uint4 w, const float* xs) {
   s = fmaf(f3.x, b.z, s);
   s = fmaf(f3.y, b.w, s);
   return s;
+}
+
+__device__ __forceinline__ float dot8(uint4 w, const float* xs) {
+  return dot8ab(w, *reinterpret_cast<const float4*>(xs), *reinterpret_cast<const float4*>(xs + 4));
+}
+
+// Where element i of a phase input sits in shared memory: in order (P = false), or
+// permuted for the ring kernel so that a warp's 8-element groups (lane + 32 j) read
+// as two conflict-free float4 rows: group u = i / 8 of 32, half t / 4, lane u % 32.
+template <bool P>
+__device__ __forceinline__ int sidx(int i) {
+  if constexpr (!P) return i;
+  const int u = i >> 3, t = i & 7;
+  return (u >> 5) * 256 + (t >> 2) * 128 + (u & 31) * 4 + (t & 3);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -168,23 +180,23 @@ struct Smem {
 // the ring kernel's consumer warps (named barrier 1; the producer warp is not in it).
 template <int NT>
 __device__ __forceinline__ void csync() {
-  if constexpr (NT == kThreads) __syncthreads();
+  if (blockDim.x == NT) __syncthreads();
   else asm volatile("bar.sync 1, %0;" ::"n"(NT) : "memory");
 }
 
-template <int NT>
+template <int NT, bool P = false>
 __device__ void load_vec(float* dst, const float* src, int n) {
   for (int i = threadIdx.x * 4; i < n; i += NT * 4)
-    *reinterpret_cast<float4*>(dst + i) = __ldcg(reinterpret_cast<const float4*>(src + i));
+    *reinterpret_cast<float4*>(dst + sidx<P>(i)) = __ldcg(reinterpret_cast<const float4*>(src + i));
 }
 
 // dst = rmsnorm(x) * w, every block for itself.
-template <int NT>
+template <int NT, bool P = false>
 __device__ void load_norm(Smem& s, const float* x, const float* w) {
   float ss = 0.f;
   for (int i = threadIdx.x * 4; i < H; i += NT * 4) {
     const float4 v = __ldcg(reinterpret_cast<const float4*>(x + i));
-    *reinterpret_cast<float4*>(s.in + i) = v;
+    *reinterpret_cast<float4*>(s.in + sidx<P>(i)) = v;
     ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
   }
   ss = warp_sum(ss);
@@ -194,7 +206,7 @@ __device__ void load_norm(Smem& s, const float* x, const float* w) {
 #pragma unroll
   for (int i = 0; i < NT / 32; ++i) tot += s.red[i];
   const float r = rsqrtf(tot / H + kEps);
-  for (int i = threadIdx.x; i < H; i += NT) s.in[i] = s.in[i] * r * w[i];
+  for (int i = threadIdx.x; i < H; i += NT) s.in[sidx<P>(i)] = s.in[sidx<P>(i)] * r * w[i];
 }
 
 // The phase's weight rows this warp reads first (for the L2 prefetch before the
@@ -282,7 +294,7 @@ __device__ void attention_unit(const Params& p, Smem& s, int layer, int unit) {
 }
 
 // attn (every block, into its shared input): the splits' partials combined.
-template <int NT>
+template <int NT, bool P = false>
 __device__ void combine_attention(const Params& p, Smem& s) {
   for (int i = threadIdx.x; i < QD; i += NT) {
     const int h = i / HD, d = i % HD, kvh = h / 4, hh = h % 4;
@@ -295,7 +307,7 @@ __device__ void combine_attention(const Params& p, Smem& s) {
       l += w * __ldcg(pt + 1);
       o += w * __ldcg(pt + 2 + d);
     }
-    s.in[i] = o / l;
+    s.in[sidx<P>(i)] = o / l;
   }
 }
 
@@ -392,27 +404,27 @@ __global__ void __launch_bounds__(kThreads, 1) phase_kernel(Params p, int layer,
 // shared-memory ring (bulk copies completing on mbarriers) without ever waiting
 // for a grid barrier -- weights do not depend on activations -- while 8 consumer
 // warps wait on the barriers, stage the phase's input and eat the ring. A stage
-// is 8 rows x 2048 columns (gate/up: 8 gate and 8 up rows x 1024 columns), so
-// every consumer warp reads 4 KB of it per stage.
+// is 16 rows x 1024 columns (gate/up: 16 gate and 16 up rows x 512 columns), one
+// 2 KB piece of it per consumer warp (16 of them).
 namespace cd = lantern::kernels::cuda_detail;
 constexpr int kStageBytes = 32768, kMaxStages = 5;
-constexpr int kRingWarps = 8, kCons = kRingWarps * 32, kRingThreads = kCons + 32;
+constexpr int kRingWarps = 16, kCons = kRingWarps * 32, kRingThreads = kCons + 32;
 
 struct Geom {
   const __nv_bfloat16 *w = nullptr, *w2 = nullptr;  // w2: the up rows (gate/up)
   int k = 0, kc = 0, lo = 0, hi = 0;
   __device__ int chunks() const { return k / kc; }
-  __device__ int stages() const { return hi > lo ? (hi - lo + 7) / 8 * chunks() : 0; }
+  __device__ int stages() const { return hi > lo ? (hi - lo + kRingWarps - 1) / kRingWarps * chunks() : 0; }
 };
 
 __device__ Geom ring_geom(const Params& p, int layer, int phase) {
   const LayerW& L = p.layers[layer];
   Geom g;
   switch (phase) {
-    case 0: g.w = L.qkv, g.k = H, g.kc = 2048, block_rows(QKV, g.lo, g.hi); break;
-    case 2: g.w = L.o, g.k = QD, g.kc = 2048, block_rows(H, g.lo, g.hi); break;
-    case 3: g.w = L.gu, g.w2 = L.gu + size_t(I) * H, g.k = H, g.kc = 1024, block_rows(I, g.lo, g.hi); break;
-    case 4: g.w = L.d, g.k = I, g.kc = 2048, block_rows(H, g.lo, g.hi); break;
+    case 0: g.w = L.qkv, g.k = H, g.kc = 1024, block_rows(QKV, g.lo, g.hi); break;
+    case 2: g.w = L.o, g.k = QD, g.kc = 1024, block_rows(H, g.lo, g.hi); break;
+    case 3: g.w = L.gu, g.w2 = L.gu + size_t(I) * H, g.k = H, g.kc = 512, block_rows(I, g.lo, g.hi); break;
+    case 4: g.w = L.d, g.k = I, g.kc = 1024, block_rows(H, g.lo, g.hi); break;
     default: break;
   }
   return g;
@@ -434,8 +446,8 @@ __device__ void ring_producer(const Params& p, uint8_t* ring, uint64_t* full, ui
       for (int st = 0; st < g.stages(); ++st, ++n) {
         const int slot = int(n % unsigned(p.stages));
         const unsigned par = (n / unsigned(p.stages)) & 1u;
-        const int r0 = g.lo + 8 * (st / g.chunks()), c = st % g.chunks();
-        const int nr = min(8, g.hi - r0);
+        const int r0 = g.lo + kRingWarps * (st / g.chunks()), c = st % g.chunks();
+        const int nr = min(kRingWarps, g.hi - r0);
         const unsigned row_bytes = unsigned(g.kc) * 2;
         if (lane == 0) {
           cd::mbar_wait(&empty[slot], par ^ 1u);
@@ -445,19 +457,22 @@ __device__ void ring_producer(const Params& p, uint8_t* ring, uint64_t* full, ui
         uint8_t* dst = ring + size_t(slot) * kStageBytes;
         if (lane < nr)
           bulk_copy(dst + lane * row_bytes, g.w + size_t(r0 + lane) * g.k + size_t(c) * g.kc, row_bytes, &full[slot]);
-        else if (g.w2 && lane >= 8 && lane - 8 < nr)
-          bulk_copy(dst + kStageBytes / 2 + (lane - 8) * row_bytes, g.w2 + size_t(r0 + lane - 8) * g.k + size_t(c) * g.kc,
-                    row_bytes, &full[slot]);
+        else if (g.w2 && lane >= kRingWarps && lane - kRingWarps < nr)
+          bulk_copy(dst + kStageBytes / 2 + (lane - kRingWarps) * row_bytes,
+                    g.w2 + size_t(r0 + lane - kRingWarps) * g.k + size_t(c) * g.kc, row_bytes, &full[slot]);
       }
     }
 }
 
-// Row segment (kc columns, bf16 in shared memory) . in[col0 ...], this lane's part.
+// Row segment (KC columns, bf16 in shared memory) . the input's columns from
+// 256 * cu on (permuted: sidx<true>), this lane's part.
 template <int KC>
-__device__ __forceinline__ float seg_dot(const uint8_t* row, const float* in, int lane, float acc) {
+__device__ __forceinline__ float seg_dot(const uint8_t* row, const float* in, int cu, int lane, float acc) {
   const uint4* w4 = reinterpret_cast<const uint4*>(row);
+  const float4* in4 = reinterpret_cast<const float4*>(in);
 #pragma unroll
-  for (int j = 0; j < KC / 256; ++j) acc += dot8(w4[lane + 32 * j], in + (lane + 32 * j) * 8);
+  for (int j = 0; j < KC / 256; ++j)
+    acc += dot8ab(w4[lane + 32 * j], in4[(cu + j) * 64 + lane], in4[(cu + j) * 64 + 32 + lane]);
   return acc;
 }
 
@@ -469,15 +484,15 @@ __device__ void ring_consumer_phase(const Params& p, Smem& s, uint8_t* ring, uin
   for (int st = 0; st < g.stages(); ++st, ++n) {
     const int slot = int(n % unsigned(p.stages));
     cd::mbar_wait(&full[slot], (n / unsigned(p.stages)) & 1u);
-    const int r0 = g.lo + 8 * (st / g.chunks()), c = st % g.chunks();
-    const int nr = min(8, g.hi - r0);
+    const int r0 = g.lo + kRingWarps * (st / g.chunks()), c = st % g.chunks();
+    const int nr = min(kRingWarps, g.hi - r0);
     const uint8_t* stage = ring + size_t(slot) * kStageBytes;
     if (warp < nr) {
       if (g.w2) {
-        acc = seg_dot<1024>(stage + warp * 2048, s.in + c * 1024, lane, acc);
-        acc2 = seg_dot<1024>(stage + kStageBytes / 2 + warp * 2048, s.in + c * 1024, lane, acc2);
+        acc = seg_dot<512>(stage + warp * 1024, s.in, c * 2, lane, acc);
+        acc2 = seg_dot<512>(stage + kStageBytes / 2 + warp * 1024, s.in, c * 2, lane, acc2);
       } else {
-        acc = seg_dot<2048>(stage + warp * 4096, s.in + c * 2048, lane, acc);
+        acc = seg_dot<1024>(stage + warp * 2048, s.in, c * 4, lane, acc);
       }
     }
     __syncwarp();
@@ -504,7 +519,7 @@ __device__ void ring_consumer(const Params& p, Smem& s, uint8_t* ring, uint64_t*
     for (int phase = 0; phase < kPhases; ++phase) {
       if (p.flags & kWork) {
         switch (phase) {
-          case 0: load_norm<kCons>(s, p.x, L.n1); break;
+          case 0: load_norm<kCons, true>(s, p.x, L.n1); break;
           case 1:
             if (p.ctx > 0) {
               for (int u = blockIdx.x; u < 8 * p.splits; u += gridDim.x) {
@@ -516,11 +531,11 @@ __device__ void ring_consumer(const Params& p, Smem& s, uint8_t* ring, uint64_t*
             }
             break;
           case 2:
-            if (p.ctx > 0) combine_attention<kCons>(p, s);
-            else load_vec<kCons>(s.in, p.attn, QD);
+            if (p.ctx > 0) combine_attention<kCons, true>(p, s);
+            else load_vec<kCons, true>(s.in, p.attn, QD);
             break;
-          case 3: load_norm<kCons>(s, p.x, L.n2); break;
-          default: load_vec<kCons>(s.in, p.act, I); break;
+          case 3: load_norm<kCons, true>(s, p.x, L.n2); break;
+          default: load_vec<kCons, true>(s.in, p.act, I); break;
         }
         csync<kCons>();
       }
@@ -779,7 +794,7 @@ int main(int argc, char** argv) {
   if (per_sm < 1) return std::printf("the persistent kernel does not fit one block per SM\n"), 1;
   CK(cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ring_smem_bytes(kMaxStages))));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ring_kernel, kRingThreads, ring_smem_bytes(kMaxStages)));
-  std::printf("ring kernel: %d threads (8 consumer warps, 1 producer), %zu B shared at %d stages, %d block(s)/SM\n",
+  std::printf("ring kernel: %d threads (16 consumer warps, 1 producer), %zu B shared at %d stages, %d block(s)/SM\n",
               kRingThreads, ring_smem_bytes(kMaxStages), kMaxStages, per_sm);
   if (per_sm < 1) return std::printf("the ring kernel does not fit one block per SM\n"), 1;
 
