@@ -24,6 +24,8 @@
 //   chain           one kernel per phase (the same device code), programmatic
 //                   dependent launch, 80 launches captured in one CUDA graph
 //   chain+pf        the same with the L2 prefetch before griddepcontrol.wait
+//   ring            the ring kernel (below), 2-5 stages; "no dot products": its consumers
+//                   only wait for and release the stages (the copy stream alone)
 //   stream          the persistent kernel without barriers (the results are
 //                   wrong; the time is the weight stream's floor in this code)
 //   barriers        the persistent kernel without work (80 barriers alone)
@@ -56,7 +58,7 @@ struct LayerW {
   const float *n1, *n2;                   // [H]
 };
 
-enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4 };
+enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8 };
 
 struct Params {
   const LayerW* layers;
@@ -487,7 +489,7 @@ __device__ void ring_consumer_phase(const Params& p, Smem& s, uint8_t* ring, uin
     const int r0 = g.lo + kRingWarps * (st / g.chunks()), c = st % g.chunks();
     const int nr = min(kRingWarps, g.hi - r0);
     const uint8_t* stage = ring + size_t(slot) * kStageBytes;
-    if (warp < nr) {
+    if (warp < nr && !(p.flags & kNoMath)) {
       if (g.w2) {
         acc = seg_dot<512>(stage + warp * 1024, s.in, c * 2, lane, acc);
         acc2 = seg_dot<512>(stage + kStageBytes / 2 + warp * 1024, s.in, c * 2, lane, acc2);
@@ -891,6 +893,8 @@ int main(int argc, char** argv) {
     report(name, R.time_us([&] { R.launch_persistent(kWork | kBarrier, pf); }));
   }
   report("ring stream (no barriers)", R.time_us([&] { R.launch_ring(kWork, kMaxStages); }));
+  report("ring, no dot products, no barriers", R.time_us([&] { R.launch_ring(kWork | kNoMath, kMaxStages); }));
+  report("ring, no dot products, barriers", R.time_us([&] { R.launch_ring(kWork | kNoMath | kBarrier, kMaxStages); }));
   for (int stg = 2; stg <= kMaxStages; ++stg) {
     std::snprintf(name, sizeof name, "ring %d x 32 KB", stg);
     report(name, R.time_us([&] { R.launch_ring(kWork | kBarrier, stg); }));
