@@ -58,7 +58,7 @@ struct LayerW {
   const float *n1, *n2;                   // [H]
 };
 
-enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8 };
+enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16 };
 
 struct Params {
   const LayerW* layers;
@@ -80,6 +80,7 @@ struct Params {
   float* xb[2];
   float* mid;
   const __nv_bfloat16* const* dT;
+  unsigned* dyn;  // kDynamic: a row counter per (layer, phase), zeroed before the launch
 };
 
 __device__ __forceinline__ uint4 ld_stream(const void* p) {
@@ -318,19 +319,43 @@ __device__ void combine_attention(const Params& p, Smem& s) {
   }
 }
 
+// The phase's rows for this warp: a fixed slice per block (rows split evenly by
+// block, then by warp), or (kDynamic) chunks of `chunk` rows taken from a counter
+// per (layer, phase) until none are left -- so faster SMs take more rows and the
+// phase ends when its last chunk does. The next chunk's atomic is in flight while
+// the warp works on the current one.
+template <class F>
+__device__ __forceinline__ void for_rows(const Params& p, int layer, int phase, int n, int chunk, F&& f) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (!(p.flags & kDynamic)) {
+    int lo, hi;
+    block_rows(n, lo, hi);
+    for (int r = lo + warp; r < hi; r += kWarps) f(r);
+    return;
+  }
+  unsigned* ctr = p.dyn + layer * kPhases + phase;
+  int next = 0;
+  if (lane == 0) next = int(atomicAdd(ctr, unsigned(chunk)));
+  next = __shfl_sync(0xffffffffu, next, 0);
+  while (next < n) {
+    const int r0 = next;
+    if (lane == 0) next = int(atomicAdd(ctr, unsigned(chunk)));
+    for (int r = r0; r < min(r0 + chunk, n); ++r) f(r);
+    next = __shfl_sync(0xffffffffu, next, 0);
+  }
+}
+
 __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
   const LayerW& L = p.layers[layer];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int lo, hi;
+  const int lane = threadIdx.x & 31;
   switch (phase) {
     case 0:
       load_norm<kThreads>(s, p.x, L.n1);
       __syncthreads();
-      block_rows(QKV, lo, hi);
-      for (int r = lo + warp; r < hi; r += kWarps) {
+      for_rows(p, layer, phase, QKV, 4, [&](int r) {
         const float v = row_dot<H>(L.qkv + size_t(r) * H, s.in, lane);
         if (lane == 0) p.qkv[r] = v;
-      }
+      });
       break;
     case 1:
       if (p.ctx > 0) {
@@ -345,29 +370,26 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
       if (p.ctx > 0) combine_attention<kThreads>(p, s);
       else load_vec<kThreads>(s.in, p.attn, QD);
       __syncthreads();
-      block_rows(H, lo, hi);
-      for (int r = lo + warp; r < hi; r += kWarps) {
+      for_rows(p, layer, phase, H, 2, [&](int r) {
         const float v = row_dot<QD>(L.o + size_t(r) * QD, s.in, lane);
         if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
-      }
+      });
       break;
     case 3:
       load_norm<kThreads>(s, p.x, L.n2);
       __syncthreads();
-      block_rows(I, lo, hi);
-      for (int r = lo + warp; r < hi; r += kWarps) {
+      for_rows(p, layer, phase, I, 4, [&](int r) {
         const float2 gu = row_dot2(L.gu + size_t(r) * H, L.gu + size_t(I + r) * H, s.in, lane);
         if (lane == 0) p.act[r] = gu.x / (1.f + __expf(-gu.x)) * gu.y;
-      }
+      });
       break;
     default:
       load_vec<kThreads>(s.in, p.act, I);
       __syncthreads();
-      block_rows(H, lo, hi);
-      for (int r = lo + warp; r < hi; r += kWarps) {
+      for_rows(p, layer, phase, H, 2, [&](int r) {
         const float v = row_dot<I>(L.d + size_t(r) * I, s.in, lane);
         if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
-      }
+      });
       break;
   }
 }
@@ -794,6 +816,7 @@ struct Runner {
     q.pf_bytes = pf;
     q.epoch = g_epoch;
     if (flags & kBarrier) g_epoch += unsigned(p.n_layers * kPhases * blocks);
+    if (flags & kDynamic) CK(cudaMemsetAsync(q.dyn, 0, sizeof(unsigned) * p.n_layers * kPhases, st));
     void* args[] = {&q};
     CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_kernel), dim3(blocks), dim3(kThreads), args, 0,
                                    st));
@@ -917,6 +940,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&R.p.xb[0], H * 4));
   CK(cudaMalloc(&R.p.xb[1], H * 4));
   CK(cudaMalloc(&R.p.mid, H * 4));
+  CK(cudaMalloc(&R.p.dyn, sizeof(unsigned) * n_layers * kPhases));
   {
     std::vector<const __nv_bfloat16*> dts;
     for (int l = 0; l < n_layers; ++l) {
@@ -988,6 +1012,13 @@ int main(int argc, char** argv) {
     std::printf("check: 16 layers, ring vs persistent rel-L2 %.3g (%s, bound 1e-5: the norm's sum of squares is split "
                 "over 256 threads, not 512)\n", e, e < 1e-5 ? "ok" : "FAIL");
     if (!(e < 1e-5)) return 1;
+    R.reset_x();
+    R.launch_persistent(kWork | kBarrier | kDynamic, 0);
+    const auto dy = R.read_x();
+    const double ed = rel_l2(dy, a);
+    std::printf("check: 16 layers, persistent with dynamic rows vs persistent rel-L2 %.3g (%s: bit-identical, every row "
+                "computed alike)\n", ed, ed == 0 ? "ok" : "FAIL");
+    if (ed != 0) return 1;
     if (R.p.ctx == 0) {
       R.launch_fused3(kWork | kBarrier);
       CK(cudaStreamSynchronize(R.st));
@@ -1019,6 +1050,8 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "persistent+pf %d", pf);
     report(name, R.time_us([&] { R.launch_persistent(kWork | kBarrier, pf); }));
   }
+  report("persistent, dynamic rows", R.time_us([&] { R.launch_persistent(kWork | kBarrier | kDynamic, 0); }));
+  report("stream, dynamic rows", R.time_us([&] { R.launch_persistent(kWork | kDynamic, 0); }));
   if (R.p.ctx == 0) {
     report("fused3 stream (no barriers)", R.time_us([&] { R.launch_fused3(kWork); }));
     report("fused3 (3 syncs a layer)", R.time_us([&] { R.launch_fused3(kWork | kBarrier); }));
