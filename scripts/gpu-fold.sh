@@ -113,6 +113,12 @@ stage_final() {
 stage_suite() {
   timeout 300 $T > "$LOGS/gputests.log" 2>&1
   echo "gpu suite rc=$?"; grep -E "^\[  PASSED|^\[  FAILED|tests ran" "$LOGS/gputests.log" | tail -8
+  # What failed, with the test's seed and messages (the whole log stays on the machine).
+  if grep -qE "Failure" "$LOGS/gputests.log"; then
+    { grep -m3 "random seed" "$LOGS/gputests.log"
+      grep -B3 -A14 -E "Failure" "$LOGS/gputests.log" | head -400; } > "$OUT/suite_failures.txt"
+  fi
+  return 0
 }
 
 [[ $# -eq 0 ]] && set -- tests ab
