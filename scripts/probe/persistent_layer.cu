@@ -268,22 +268,7 @@ struct Runner {
 
   template <class Fn>
   double time_us(Fn&& fn) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<double> t;
-    for (int r = 0; r < 23; ++r) {
-      CK(cudaEventRecord(a, st));
-      fn();
-      CK(cudaEventRecord(b, st));
-      CK(cudaEventSynchronize(b));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      if (r >= 3) t.push_back(ms * 1e3);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return probe::quantile(t, 0.5);
+    return probe::event_median_us(st, 3, 20, fn);
   }
 
   std::vector<float> read_x() {
