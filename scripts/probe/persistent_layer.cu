@@ -32,6 +32,9 @@
 //                   per (layer, phase) instead of a fixed slice per block
 //   fused3          three syncs a layer instead of five (CTX=0 only; see fused3_kernel)
 //   barriers        the persistent kernel without work (80 barriers alone)
+// Last, one stamped launch each of the persistent kernel and the chain (%globaltimer
+// per block at each phase's start and end) splits a sync's cost into the blocks'
+// spread in finishing a phase and the release after the last one (not yet run on a GPU).
 // What the H100 showed (docs/performance.md, session 35): every form of a global
 // sync costs ~2 us of stream time per phase; the PDL chain is the cheapest.
 // Correctness: persistent and chain must give bit-identical x; a CPU reference
@@ -48,7 +51,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,7 +69,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Params p) {
   unsigned gen = 0;
   for (int layer = 0; layer < p.n_layers; ++layer) {
     for (int phase = 0; phase < kPhases; ++phase) {
+      stamp(p, layer, phase, 0);
       if (p.flags & kWork) run_phase(p, s, layer, phase);
+      if (p.flags & kStamp) __syncthreads();
+      stamp(p, layer, phase, 1);
       const int nl = phase + 1 < kPhases ? layer : layer + 1, np = (phase + 1) % kPhases;
       prefetch_phase(p, nl, np, warp);
       if (p.flags & kBarrier) grid_barrier(p.counter, p.epoch + ++gen * gridDim.x);
@@ -78,7 +86,10 @@ __global__ void __launch_bounds__(kThreads, 1) phase_kernel(Params p, int layer,
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   prefetch_phase(p, layer, phase, threadIdx.x >> 5);
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  stamp(p, layer, phase, 0);
   run_phase(p, s, layer, phase);
+  if (p.flags & kStamp) __syncthreads();
+  stamp(p, layer, phase, 1);
 }
 
 
@@ -240,9 +251,9 @@ struct Runner {
                                    ring_smem_bytes(stages), st));
   }
 
-  cudaGraphExec_t build_chain(int pf) {
+  cudaGraphExec_t build_chain(int pf, int extra_flags = 0) {
     Params q = p;
-    q.flags = kWork;
+    q.flags = kWork | extra_flags;
     q.pf_bytes = pf;
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -315,6 +326,7 @@ bool setup(Runner& R, const Model& m, int n_layers) {
   CK(cudaMalloc(&R.p.counter, 4));
   CK(cudaMemset(R.p.counter, 0, 4));
   CK(cudaMalloc(&R.p.dyn, sizeof(unsigned) * n_layers * kPhases));
+  CK(cudaMalloc(&R.p.stamps, sizeof(unsigned long long) * n_layers * kPhases * R.blocks * 2));
   std::vector<const __nv_bfloat16*> dts;
   for (int l = 0; l < n_layers; ++l) {
     __nv_bfloat16* t;
@@ -389,6 +401,40 @@ bool run_checks(Runner& R, const Model& m, int pf) {
                ef, ef < 1e-4);
 }
 
+// Where a sync's time goes: one stamped launch (kStamp), per phase averaged over
+// the middle layers, in µs -- the median block's work; the spread and the tail
+// (last - median) of the blocks' finishing times; and the release, from the last
+// block finishing the phase to the median block starting the next one.
+void print_stamps(Runner& R, const char* label, const std::function<void()>& launch) {
+  const int L = R.p.n_layers, G = R.blocks;
+  const size_t n = size_t(L) * kPhases * G * 2;
+  CK(cudaMemsetAsync(R.p.stamps, 0, n * 8, R.st));
+  R.reset_x();
+  launch();
+  CK(cudaStreamSynchronize(R.st));
+  std::vector<unsigned long long> t(n);
+  CK(cudaMemcpy(t.data(), R.p.stamps, n * 8, cudaMemcpyDeviceToHost));
+  auto at = [&](int l, int ph, int b, int w) { return double(t[((size_t(l) * kPhases + ph) * G + b) * 2 + w]); };
+  static const char* names[kPhases] = {"qkv", "attention", "o_proj", "gate_up", "down"};
+  std::printf("%s: where each phase's time goes (us, the mean over layers 1..%d)\n", label, L - 2);
+  std::printf("  %-10s %8s %8s %8s %8s\n", "phase", "work", "spread", "tail", "release");
+  for (int ph = 0; ph < kPhases; ++ph) {
+    double work = 0, spread = 0, tail = 0, release = 0;
+    for (int l = 1; l + 1 < L; ++l) {
+      std::vector<double> end(G), dur(G), next(G);
+      const int nl = ph + 1 < kPhases ? l : l + 1, np = (ph + 1) % kPhases;
+      for (int b = 0; b < G; ++b) end[b] = at(l, ph, b, 1), dur[b] = end[b] - at(l, ph, b, 0), next[b] = at(nl, np, b, 0);
+      const double last = *std::max_element(end.begin(), end.end());
+      work += probe::quantile(dur, 0.5);
+      spread += last - *std::min_element(end.begin(), end.end());
+      tail += last - probe::quantile(end, 0.5);
+      release += probe::quantile(next, 0.5) - last;
+    }
+    const double k = 1e-3 / (L - 2);
+    std::printf("  %-10s %8.2f %8.2f %8.2f %8.2f\n", names[ph], work * k, spread * k, tail * k, release * k);
+  }
+}
+
 void run_timings(Runner& R, const std::vector<int>& pfs) {
   const int n_layers = R.p.n_layers;
   const double bytes = double(n_layers) * 2.0 * (double(QKV) * H + double(H) * QD + 2.0 * I * H + double(H) * I) +
@@ -418,6 +464,9 @@ void run_timings(Runner& R, const std::vector<int>& pfs) {
     report("ring " + std::to_string(stg) + " x 32 KB", [&] { R.launch_ring(kWork | kBarrier, stg); });
   std::printf("(times: median of 20 launches after 3 warm-ups, CUDA events; every launch reads all %d layers from HBM)\n",
               n_layers);
+  print_stamps(R, "persistent", [&] { R.launch_persistent(kWork | kBarrier | kStamp, 0); });
+  const cudaGraphExec_t stamped = R.build_chain(0, kStamp);
+  print_stamps(R, "chain (PDL, graph)", [&] { CK(cudaGraphLaunch(stamped, R.st)); });
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ struct LayerW {
   const float *n1, *n2;                   // [H]
 };
 
-enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16 };
+enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16, kStamp = 32 };
 
 struct Params {
   const LayerW* layers;
@@ -43,7 +43,17 @@ struct Params {
   float* mid;
   const __nv_bfloat16* const* dT;
   unsigned* dyn;  // kDynamic: a row counter per (layer, phase), zeroed before the launch
+  // kStamp: %globaltimer per (layer, phase, block): [0] the block starts the phase's work
+  // (after its barrier or griddepcontrol.wait), [1] the block has finished it.
+  unsigned long long* stamps;
 };
+
+__device__ __forceinline__ void stamp(const Params& p, int layer, int phase, int which) {
+  if (!(p.flags & kStamp) || threadIdx.x != 0) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  p.stamps[((size_t(layer) * kPhases + phase) * gridDim.x + blockIdx.x) * 2 + which] = t;
+}
 
 __device__ __forceinline__ uint4 ld_stream(const void* p) {
   uint4 r;
