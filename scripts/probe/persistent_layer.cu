@@ -30,6 +30,10 @@
 //                   wrong; the time is the weight stream's floor in this code)
 //   dynamic rows    the persistent kernel with rows taken in chunks from a counter
 //                   per (layer, phase) instead of a fixed slice per block
+//   per-group       (CTX > 0, SPLITS 16) the q/k/v rows of kv group g made by 16
+//                   blocks of their own; the group's attention units wait on those
+//                   16 (a counter per group), not on a grid barrier: 4 global syncs
+//                   a layer (not yet run on a GPU)
 //   fused3          three syncs a layer instead of five (CTX=0 only; see fused3_kernel)
 //   barriers        the persistent kernel without work (80 barriers alone)
 // Last, one stamped launch each of the persistent kernel and the chain (%globaltimer
@@ -58,6 +62,7 @@
 #include <vector>
 
 #include "persistent_layer_device.cuh"
+#include "persistent_layer_host.h"
 #include "persistent_layer_ring.cuh"
 #include "probe_common.cuh"
 
@@ -75,7 +80,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Params p) {
       stamp(p, layer, phase, 1);
       const int nl = phase + 1 < kPhases ? layer : layer + 1, np = (phase + 1) % kPhases;
       prefetch_phase(p, nl, np, warp);
-      if (p.flags & kBarrier) grid_barrier(p.counter, p.epoch + ++gen * gridDim.x);
+      // kGroup: the attention waits on its group's counter instead (qkv_by_group).
+      if ((p.flags & kBarrier) && !((p.flags & kGroup) && phase == 0))
+        grid_barrier(p.counter, p.epoch + ++gen * gridDim.x);
       else __syncthreads();
     }
   }
@@ -100,112 +107,6 @@ using namespace pl;
 
 // ---- host ----
 
-struct Model {
-  std::vector<LayerW> host;
-  LayerW* dev = nullptr;
-  std::vector<void*> allocs;
-};
-
-Model make_model(int n_layers) {
-  Model m;
-  for (int l = 0; l < n_layers; ++l) {
-    LayerW L{};
-    auto bf = [&](size_t n, float scale, unsigned seed) {
-      __nv_bfloat16* d;
-      CK(cudaMalloc(&d, n * 2));
-      probe::fill_bf16<<<1024, 256>>>(d, n, seed, scale);
-      m.allocs.push_back(d);
-      return d;
-    };
-    L.qkv = bf(size_t(QKV) * H, 0.04f, 11 + 7 * l);
-    L.o = bf(size_t(H) * QD, 0.04f, 12 + 7 * l);
-    L.gu = bf(size_t(2 * I) * H, 0.04f, 13 + 7 * l);
-    L.d = bf(size_t(H) * I, 0.02f, 14 + 7 * l);
-    std::vector<float> n(H);
-    for (int i = 0; i < H; ++i) n[i] = 1.f + 0.1f * std::sin(0.01f * i + l);
-    float *n1, *n2;
-    CK(cudaMalloc(&n1, H * 4));
-    CK(cudaMalloc(&n2, H * 4));
-    CK(cudaMemcpy(n1, n.data(), H * 4, cudaMemcpyHostToDevice));
-    for (auto& v : n) v = 2.f - v;
-    CK(cudaMemcpy(n2, n.data(), H * 4, cudaMemcpyHostToDevice));
-    m.allocs.push_back(n1);
-    m.allocs.push_back(n2);
-    L.n1 = n1;
-    L.n2 = n2;
-    m.host.push_back(L);
-  }
-  CK(cudaMalloc(&m.dev, sizeof(LayerW) * n_layers));
-  CK(cudaMemcpy(m.dev, m.host.data(), sizeof(LayerW) * n_layers, cudaMemcpyHostToDevice));
-  CK(cudaDeviceSynchronize());
-  return m;
-}
-
-std::vector<float> to_host_f(const __nv_bfloat16* d, size_t n) {
-  std::vector<__nv_bfloat16> h(n);
-  CK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) f[i] = __bfloat162float(h[i]);
-  return f;
-}
-
-// The CPU reference of n layers (fp32 weights from the same bf16, double sums).
-std::vector<float> cpu_layers(const Model& m, int n, std::vector<float> x, const __nv_bfloat16* kv, int ctx) {
-  auto gemv = [](const std::vector<float>& w, const std::vector<float>& v, int rows, int k) {
-    std::vector<float> y(rows);
-    for (int r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int i = 0; i < k; ++i) s += double(w[size_t(r) * k + i]) * v[i];
-      y[r] = float(s);
-    }
-    return y;
-  };
-  auto norm = [](const std::vector<float>& v, const float* wd) {
-    std::vector<float> w(H);
-    CK(cudaMemcpy(w.data(), wd, H * 4, cudaMemcpyDeviceToHost));
-    double ss = 0;
-    for (float f : v) ss += double(f) * f;
-    const float r = float(1.0 / std::sqrt(ss / H + kEps));
-    std::vector<float> o(H);
-    for (int i = 0; i < H; ++i) o[i] = v[i] * r * w[i];
-    return o;
-  };
-  for (int l = 0; l < n; ++l) {
-    const LayerW& L = m.host[l];
-    const auto qkv = gemv(to_host_f(L.qkv, size_t(QKV) * H), norm(x, L.n1), QKV, H);
-    std::vector<float> attn(qkv.begin(), qkv.begin() + QD);
-    if (ctx > 0) {
-      const size_t head_rows = size_t(ctx) * HD;
-      const auto kvl = to_host_f(kv + size_t(l) * 16 * head_rows, 16 * head_rows);
-      for (int h = 0; h < QD / HD; ++h) {
-        const float* K = kvl.data() + (h / 4) * head_rows;
-        const float* V = K + 8 * head_rows;
-        std::vector<double> sc(ctx);
-        double mx = -1e300, sum = 0;
-        for (int k = 0; k < ctx; ++k) {
-          double d = 0;
-          for (int j = 0; j < HD; ++j) d += double(qkv[h * HD + j]) * K[size_t(k) * HD + j];
-          sc[k] = d * 0.125, mx = std::max(mx, sc[k]);
-        }
-        for (auto& v : sc) v = std::exp(v - mx), sum += v;
-        for (int j = 0; j < HD; ++j) {
-          double o = 0;
-          for (int k = 0; k < ctx; ++k) o += sc[k] * V[size_t(k) * HD + j];
-          attn[h * HD + j] = float(o / sum);
-        }
-      }
-    }
-    const auto o = gemv(to_host_f(L.o, size_t(H) * QD), attn, H, QD);
-    for (int i = 0; i < H; ++i) x[i] += o[i];
-    const auto gu = gemv(to_host_f(L.gu, size_t(2 * I) * H), norm(x, L.n2), 2 * I, H);
-    std::vector<float> act(I);
-    for (int i = 0; i < I; ++i) act[i] = gu[i] / (1.f + std::exp(-gu[i])) * gu[I + i];
-    const auto d = gemv(to_host_f(L.d, size_t(H) * I), act, H, I);
-    for (int i = 0; i < H; ++i) x[i] += d[i];
-  }
-  return x;
-}
-
 unsigned g_epoch = 0;  // arrivals on the counter so far (every persistent launch with barriers adds its own)
 
 struct Runner {
@@ -222,8 +123,9 @@ struct Runner {
     q.flags = flags | kPersistent;
     q.pf_bytes = pf;
     q.epoch = g_epoch;
-    if (flags & kBarrier) g_epoch += unsigned(p.n_layers * kPhases * blocks);
+    if (flags & kBarrier) g_epoch += unsigned(p.n_layers * (kPhases - ((flags & kGroup) ? 1 : 0)) * blocks);
     if (flags & kDynamic) CK(cudaMemsetAsync(q.dyn, 0, sizeof(unsigned) * p.n_layers * kPhases, st));
+    if (flags & kGroup) CK(cudaMemsetAsync(q.group_ctr, 0, sizeof(unsigned) * p.n_layers * 8, st));
     void* args[] = {&q};
     CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_kernel), dim3(blocks), dim3(kThreads), args, 0,
                                    st));
@@ -290,11 +192,6 @@ struct Runner {
   }
 };
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double n = 0, d = 0;
-  for (size_t i = 0; i < a.size(); ++i) n += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), d += double(b[i]) * b[i];
-  return std::sqrt(n / (d + 1e-30));
-}
 
 // The kernels' resources; false if one does not fit one block per SM.
 bool print_kernels(int sms, const char* name) {
@@ -326,6 +223,7 @@ bool setup(Runner& R, const Model& m, int n_layers) {
   CK(cudaMalloc(&R.p.counter, 4));
   CK(cudaMemset(R.p.counter, 0, 4));
   CK(cudaMalloc(&R.p.dyn, sizeof(unsigned) * n_layers * kPhases));
+  CK(cudaMalloc(&R.p.group_ctr, sizeof(unsigned) * n_layers * 8));
   CK(cudaMalloc(&R.p.stamps, sizeof(unsigned long long) * n_layers * kPhases * R.blocks * 2));
   std::vector<const __nv_bfloat16*> dts;
   for (int l = 0; l < n_layers; ++l) {
@@ -359,6 +257,9 @@ bool setup(Runner& R, const Model& m, int n_layers) {
   return true;
 }
 
+// kGroup's shape: a real attention of 16 splits a kv head, 128 blocks or more.
+bool group_ok(const Runner& R) { return R.p.ctx > 0 && R.p.splits == 16 && R.blocks >= 128; }
+
 bool check(const char* what, double err, bool ok) {
   std::printf("check: %s %.3g (%s)\n", what, err, ok ? "ok" : "FAIL");
   return ok;
@@ -387,6 +288,13 @@ bool run_checks(Runner& R, const Model& m, int pf) {
     diff = std::max(diff, double(std::fabs(a[i] - b[i])) + std::fabs(a[i] - c[i]) + std::fabs(a[i] - dy[i]));
   if (!check("16 layers, persistent vs chain, +pf and dynamic rows, max |diff| (bit-identical)", diff, diff == 0))
     return false;
+  if (group_ok(R)) {
+    const auto gr = run([&] { R.launch_persistent(kWork | kBarrier | kGroup, 0); });
+    double dg = 0;
+    for (int i = 0; i < H; ++i) dg = std::max(dg, double(std::fabs(a[i] - gr[i])));
+    if (!check("16 layers, persistent with the per-group attention dependency, max |diff| (bit-identical)", dg, dg == 0))
+      return false;
+  }
   const double er = rel_l2(run([&] { R.launch_ring(kWork | kBarrier, kMaxStages); }), a);
   if (!check("16 layers, ring vs persistent rel-L2 (bound 1e-5: its norm sums over 512 consumer threads)", er,
              er < 1e-5))
@@ -451,6 +359,8 @@ void run_timings(Runner& R, const std::vector<int>& pfs) {
   report("chain+pf " + std::to_string(pfs[0]), [&] { CK(cudaGraphLaunch(R.chain_exec[1], R.st)); });
   report("persistent", [&] { R.launch_persistent(kWork | kBarrier, 0); });
   for (int pf : pfs) report("persistent+pf " + std::to_string(pf), [&] { R.launch_persistent(kWork | kBarrier, pf); });
+  if (group_ok(R))
+    report("persistent, per-group attention dependency", [&] { R.launch_persistent(kWork | kBarrier | kGroup, 0); });
   report("persistent, dynamic rows", [&] { R.launch_persistent(kWork | kBarrier | kDynamic, 0); });
   report("stream, dynamic rows", [&] { R.launch_persistent(kWork | kDynamic, 0); });
   if (R.p.ctx == 0) {
@@ -465,6 +375,9 @@ void run_timings(Runner& R, const std::vector<int>& pfs) {
   std::printf("(times: median of 20 launches after 3 warm-ups, CUDA events; every launch reads all %d layers from HBM)\n",
               n_layers);
   print_stamps(R, "persistent", [&] { R.launch_persistent(kWork | kBarrier | kStamp, 0); });
+  if (group_ok(R))
+    print_stamps(R, "persistent, per-group attention dependency",
+                 [&] { R.launch_persistent(kWork | kBarrier | kGroup | kStamp, 0); });
   const cudaGraphExec_t stamped = R.build_chain(0, kStamp);
   print_stamps(R, "chain (PDL, graph)", [&] { CK(cudaGraphLaunch(stamped, R.st)); });
 }

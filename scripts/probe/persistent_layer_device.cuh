@@ -20,7 +20,7 @@ struct LayerW {
   const float *n1, *n2;                   // [H]
 };
 
-enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16, kStamp = 32 };
+enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16, kStamp = 32, kGroup = 64 };
 
 struct Params {
   const LayerW* layers;
@@ -46,6 +46,10 @@ struct Params {
   // kStamp: %globaltimer per (layer, phase, block): [0] the block starts the phase's work
   // (after its barrier or griddepcontrol.wait), [1] the block has finished it.
   unsigned long long* stamps;
+  // kGroup (CTX > 0, SPLITS 16): the q/k/v rows of kv group g come from blocks
+  // 16 g .. 16 g + 15, which count themselves here ([layers][8], zeroed before the
+  // launch); the group's 16 attention units wait for that count, not a grid barrier.
+  unsigned* group_ctr;
 };
 
 __device__ __forceinline__ void stamp(const Params& p, int layer, int phase, int which) {
@@ -317,6 +321,42 @@ __device__ __forceinline__ void for_rows(const Params& p, int layer, int phase, 
   }
 }
 
+// kGroup: row i (of 384) of kv group g's q/k/v rows: its 4 q heads, its k head, its v head.
+__device__ __forceinline__ int group_row(int g, int i) {
+  return i < 4 * HD ? 4 * HD * g + i : i < 5 * HD ? QD + HD * g + (i - 4 * HD) : QD + KVD + HD * g + (i - 5 * HD);
+}
+
+// kGroup's q/k/v phase: blocks 16 g .. 16 g + 15 make group g's 384 rows (24 each;
+// blocks from 128 on none), then count themselves on the group's counter.
+__device__ void qkv_by_group(const Params& p, const Smem& s, int layer) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = blockIdx.x / 16, j = blockIdx.x % 16;
+  if (blockIdx.x < 128)
+    for (int i = 24 * j + warp; i < 24 * j + 24; i += kWarps) {
+      const int r = group_row(g, i);
+      const float v = row_dot<H>(p.layers[layer].qkv + size_t(r) * H, s.in, lane);
+      if (lane == 0) p.qkv[r] = v;
+    }
+  __syncthreads();
+  if (threadIdx.x == 0 && blockIdx.x < 128)
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.group_ctr + layer * 8 + g) : "memory");
+}
+
+// kGroup's attention phase: block u < 128 runs unit u (kv group u / 16) once its
+// group's 16 q/k/v blocks have counted themselves.
+__device__ void attention_by_group(const Params& p, Smem& s, int layer) {
+  if (blockIdx.x >= 128) return;
+  if (threadIdx.x == 0) {
+    const unsigned* c = p.group_ctr + layer * 8 + blockIdx.x / 16;
+    unsigned seen = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(c) : "memory");
+    } while (seen < 16u);
+  }
+  __syncthreads();
+  attention_unit<kThreads>(p, s, layer, blockIdx.x);
+}
+
 __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
   const LayerW& L = p.layers[layer];
   const int lane = threadIdx.x & 31;
@@ -324,12 +364,14 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
     case 0:
       load_norm<kThreads>(s, p.x, L.n1);
       __syncthreads();
+      if (p.flags & kGroup) return qkv_by_group(p, s, layer);
       for_rows(p, layer, phase, QKV, 4, [&](int r) {
         const float v = row_dot<H>(L.qkv + size_t(r) * H, s.in, lane);
         if (lane == 0) p.qkv[r] = v;
       });
       break;
     case 1:
+      if (p.flags & kGroup) return attention_by_group(p, s, layer);
       if (p.ctx > 0) {
         for (int u = blockIdx.x; u < 8 * p.splits; u += gridDim.x) {
           attention_unit<kThreads>(p, s, layer, u);
