@@ -30,6 +30,9 @@
 //                   wrong; the time is the weight stream's floor in this code)
 //   dynamic rows    the persistent kernel with rows taken in chunks from a counter
 //                   per (layer, phase) instead of a fixed slice per block
+//   balanced        o_proj and down as k-quarter units split evenly over the blocks
+//                   (62 or 63 each instead of 15 or 16 whole rows), added into x by
+//                   fp32 atomics; the persistent kernel and the chain (not yet run)
 //   per-group       (CTX > 0, SPLITS 16) the q/k/v rows of kv group g made by 16
 //                   blocks of their own; the group's attention units wait on those
 //                   16 (a counter per group), not on a grid barrier: 4 global syncs
@@ -68,6 +71,7 @@
 
 namespace pl {
 
+template <int CF>
 __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Params p) {
   __shared__ __align__(16) Smem s;
   const int warp = threadIdx.x >> 5;
@@ -75,26 +79,27 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Params p) {
   for (int layer = 0; layer < p.n_layers; ++layer) {
     for (int phase = 0; phase < kPhases; ++phase) {
       stamp(p, layer, phase, 0);
-      if (p.flags & kWork) run_phase(p, s, layer, phase);
+      if (p.flags & kWork) run_phase<CF>(p, s, layer, phase);
       if (p.flags & kStamp) __syncthreads();
       stamp(p, layer, phase, 1);
       const int nl = phase + 1 < kPhases ? layer : layer + 1, np = (phase + 1) % kPhases;
       prefetch_phase(p, nl, np, warp);
       // kGroup: the attention waits on its group's counter instead (qkv_by_group).
-      if ((p.flags & kBarrier) && !((p.flags & kGroup) && phase == 0))
+      if ((p.flags & kBarrier) && !((CF & kGroup) != 0 && phase == 0))
         grid_barrier(p.counter, p.epoch + ++gen * gridDim.x);
       else __syncthreads();
     }
   }
 }
 
+template <int CF>
 __global__ void __launch_bounds__(kThreads, 1) phase_kernel(Params p, int layer, int phase) {
   __shared__ __align__(16) Smem s;
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   prefetch_phase(p, layer, phase, threadIdx.x >> 5);
   asm volatile("griddepcontrol.wait;" ::: "memory");
   stamp(p, layer, phase, 0);
-  run_phase(p, s, layer, phase);
+  run_phase<CF>(p, s, layer, phase);
   if (p.flags & kStamp) __syncthreads();
   stamp(p, layer, phase, 1);
 }
@@ -114,7 +119,7 @@ struct Runner {
   int blocks = 0;
   cudaStream_t st{};
   std::vector<float> x0;
-  cudaGraphExec_t chain_exec[2] = {nullptr, nullptr};  // without / with prefetch
+  cudaGraphExec_t chain_exec[3] = {nullptr, nullptr, nullptr};  // without / with prefetch
 
   void reset_x() { CK(cudaMemcpyAsync(p.x, x0.data(), H * 4, cudaMemcpyHostToDevice, st)); }
 
@@ -127,8 +132,13 @@ struct Runner {
     if (flags & kDynamic) CK(cudaMemsetAsync(q.dyn, 0, sizeof(unsigned) * p.n_layers * kPhases, st));
     if (flags & kGroup) CK(cudaMemsetAsync(q.group_ctr, 0, sizeof(unsigned) * p.n_layers * 8, st));
     void* args[] = {&q};
-    CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_kernel), dim3(blocks), dim3(kThreads), args, 0,
-                                   st));
+    const int cf = flags & (kDynamic | kGroup | kBalanced);
+    void* k = cf == kDynamic    ? reinterpret_cast<void*>(persistent_kernel<kDynamic>)
+              : cf == kGroup    ? reinterpret_cast<void*>(persistent_kernel<kGroup>)
+              : cf == kBalanced ? reinterpret_cast<void*>(persistent_kernel<kBalanced>)
+                                : reinterpret_cast<void*>(persistent_kernel<0>);
+    if (cf != 0 && cf != kDynamic && cf != kGroup && cf != kBalanced) std::abort();  // one mode at a time
+    CK(cudaLaunchCooperativeKernel(k, dim3(blocks), dim3(kThreads), args, 0, st));
   }
 
   void launch_fused3(int flags) {
@@ -170,7 +180,8 @@ struct Runner {
         cfg.stream = st;
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
-        CK(cudaLaunchKernelEx(&cfg, phase_kernel, q, l, ph));
+        if (extra_flags & kBalanced) CK(cudaLaunchKernelEx(&cfg, phase_kernel<kBalanced>, q, l, ph));
+        else CK(cudaLaunchKernelEx(&cfg, phase_kernel<0>, q, l, ph));
       }
     CK(cudaStreamEndCapture(st, &g));
     cudaGraphExec_t e;
@@ -196,9 +207,9 @@ struct Runner {
 // The kernels' resources; false if one does not fit one block per SM.
 bool print_kernels(int sms, const char* name) {
   int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_kernel, kThreads, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_kernel<0>, kThreads, 0));
   cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, persistent_kernel));
+  CK(cudaFuncGetAttributes(&fa, persistent_kernel<0>));
   std::printf("device %s, %d SMs; persistent kernel: %d threads, %d registers, %zu B shared, %d block(s)/SM\n", name,
               sms, kThreads, fa.numRegs, fa.sharedSizeBytes, per_sm);
   if (per_sm < 1) return std::printf("the persistent kernel does not fit one block per SM\n"), false;
@@ -295,6 +306,10 @@ bool run_checks(Runner& R, const Model& m, int pf) {
     if (!check("16 layers, persistent with the per-group attention dependency, max |diff| (bit-identical)", dg, dg == 0))
       return false;
   }
+  const double eb = rel_l2(run([&] { R.launch_persistent(kWork | kBarrier | kBalanced, 0); }), a);
+  if (!check("16 layers, persistent with balanced o/down units vs persistent rel-L2 (bound 1e-5: atomics add the "
+             "k-quarters in any order)", eb, eb < 1e-5))
+    return false;
   const double er = rel_l2(run([&] { R.launch_ring(kWork | kBarrier, kMaxStages); }), a);
   if (!check("16 layers, ring vs persistent rel-L2 (bound 1e-5: its norm sums over 512 consumer threads)", er,
              er < 1e-5))
@@ -361,6 +376,8 @@ void run_timings(Runner& R, const std::vector<int>& pfs) {
   for (int pf : pfs) report("persistent+pf " + std::to_string(pf), [&] { R.launch_persistent(kWork | kBarrier, pf); });
   if (group_ok(R))
     report("persistent, per-group attention dependency", [&] { R.launch_persistent(kWork | kBarrier | kGroup, 0); });
+  report("persistent, balanced o/down units", [&] { R.launch_persistent(kWork | kBarrier | kBalanced, 0); });
+  report("chain, balanced o/down units", [&] { CK(cudaGraphLaunch(R.chain_exec[2], R.st)); });
   report("persistent, dynamic rows", [&] { R.launch_persistent(kWork | kBarrier | kDynamic, 0); });
   report("stream, dynamic rows", [&] { R.launch_persistent(kWork | kDynamic, 0); });
   if (R.p.ctx == 0) {
@@ -399,6 +416,7 @@ int main(int argc, char** argv) {
   if (pfs.empty()) pfs = {2048, 4096};
   R.chain_exec[0] = R.build_chain(0);
   R.chain_exec[1] = R.build_chain(pfs[0]);
+  R.chain_exec[2] = R.build_chain(0, kBalanced);
   if (!run_checks(R, m, pfs[0])) return 1;
   run_timings(R, pfs);
   return 0;

@@ -20,7 +20,7 @@ struct LayerW {
   const float *n1, *n2;                   // [H]
 };
 
-enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16, kStamp = 32, kGroup = 64 };
+enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16, kStamp = 32, kGroup = 64, kBalanced = 128 };
 
 struct Params {
   const LayerW* layers;
@@ -300,15 +300,16 @@ __device__ void combine_attention(const Params& p, Smem& s) {
 // per (layer, phase) until none are left -- so faster SMs take more rows and the
 // phase ends when its last chunk does. The next chunk's atomic is in flight while
 // the warp works on the current one.
-template <class F>
+template <int CF, class F>
 __device__ __forceinline__ void for_rows(const Params& p, int layer, int phase, int n, int chunk, F&& f) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (!(p.flags & kDynamic)) {
+  if constexpr ((CF & kDynamic) == 0) {
     int lo, hi;
     block_rows(n, lo, hi);
     for (int r = lo + warp; r < hi; r += kWarps) f(r);
     return;
   }
+  (void)p;
   unsigned* ctr = p.dyn + layer * kPhases + phase;
   int next = 0;
   if (lane == 0) next = int(atomicAdd(ctr, unsigned(chunk)));
@@ -318,6 +319,38 @@ __device__ __forceinline__ void for_rows(const Params& p, int layer, int phase, 
     if (lane == 0) next = int(atomicAdd(ctr, unsigned(chunk)));
     for (int r = r0; r < min(r0 + chunk, n); ++r) f(r);
     next = __shfl_sync(0xffffffffu, next, 0);
+  }
+}
+
+// kBalanced: o_proj and down as 4 x 2048 units (a row's k-quarter) split evenly over
+// the blocks (62 or 63 each, where whole rows give 15 or 16: 6.7 % more bytes on the
+// heavier SMs), each unit's dot product added into x by an fp32 atomic. A warp takes
+// U units at once so that 8 16-byte loads a lane are in flight (o_proj: 4 units of
+// 512 columns; down: 1 of 2048).
+template <int K>
+__device__ void proj_quarters(const Params& p, const __nv_bfloat16* W, const float* xs) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int Q = K / 4, N = Q / 256, U = N >= 8 ? 1 : 8 / N;
+  int lo, hi;
+  block_rows(4 * H, lo, hi);
+  for (int u0 = lo + warp * U; u0 < hi; u0 += kWarps * U) {
+    uint4 w[U][N];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const int u = min(u0 + j, hi - 1);
+      const uint4* row = reinterpret_cast<const uint4*>(W + size_t(u >> 2) * K + (u & 3) * Q);
+#pragma unroll
+      for (int t = 0; t < N; ++t) w[j][t] = ld_stream(row + lane + 32 * t);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const int u = min(u0 + j, hi - 1);
+      float acc = 0.f;
+#pragma unroll
+      for (int t = 0; t < N; ++t) acc += dot8(w[j][t], xs + (u & 3) * Q + (lane + 32 * t) * 8);
+      acc = warp_sum(acc);
+      if (lane == 0 && u0 + j < hi) atomicAdd(p.x + (u >> 2), acc);
+    }
   }
 }
 
@@ -357,6 +390,10 @@ __device__ void attention_by_group(const Params& p, Smem& s, int layer) {
   attention_unit<kThreads>(p, s, layer, blockIdx.x);
 }
 
+// CF: the modes that change the phases' code (kDynamic, kGroup, kBalanced), fixed at
+// compile time so that each kernel instance holds only its own (the registers of the
+// baseline stay the baseline's).
+template <int CF>
 __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
   const LayerW& L = p.layers[layer];
   const int lane = threadIdx.x & 31;
@@ -364,14 +401,14 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
     case 0:
       load_norm<kThreads>(s, p.x, L.n1);
       __syncthreads();
-      if (p.flags & kGroup) return qkv_by_group(p, s, layer);
-      for_rows(p, layer, phase, QKV, 4, [&](int r) {
+      if constexpr ((CF & kGroup) != 0) return qkv_by_group(p, s, layer);
+      for_rows<CF>(p, layer, phase, QKV, 4, [&](int r) {
         const float v = row_dot<H>(L.qkv + size_t(r) * H, s.in, lane);
         if (lane == 0) p.qkv[r] = v;
       });
       break;
     case 1:
-      if (p.flags & kGroup) return attention_by_group(p, s, layer);
+      if constexpr ((CF & kGroup) != 0) return attention_by_group(p, s, layer);
       if (p.ctx > 0) {
         for (int u = blockIdx.x; u < 8 * p.splits; u += gridDim.x) {
           attention_unit<kThreads>(p, s, layer, u);
@@ -384,7 +421,8 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
       if (p.ctx > 0) combine_attention<kThreads>(p, s);
       else load_vec<kThreads>(s.in, p.attn, QD);
       __syncthreads();
-      for_rows(p, layer, phase, H, 2, [&](int r) {
+      if constexpr ((CF & kBalanced) != 0) return proj_quarters<QD>(p, L.o, s.in);
+      for_rows<CF>(p, layer, phase, H, 2, [&](int r) {
         const float v = row_dot<QD>(L.o + size_t(r) * QD, s.in, lane);
         if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
       });
@@ -392,7 +430,7 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
     case 3:
       load_norm<kThreads>(s, p.x, L.n2);
       __syncthreads();
-      for_rows(p, layer, phase, I, 4, [&](int r) {
+      for_rows<CF>(p, layer, phase, I, 4, [&](int r) {
         const float2 gu = row_dot2(L.gu + size_t(r) * H, L.gu + size_t(I + r) * H, s.in, lane);
         if (lane == 0) p.act[r] = gu.x / (1.f + __expf(-gu.x)) * gu.y;
       });
@@ -400,7 +438,8 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
     default:
       load_vec<kThreads>(s.in, p.act, I);
       __syncthreads();
-      for_rows(p, layer, phase, H, 2, [&](int r) {
+      if constexpr ((CF & kBalanced) != 0) return proj_quarters<I>(p, L.d, s.in);
+      for_rows<CF>(p, layer, phase, H, 2, [&](int r) {
         const float v = row_dot<I>(L.d + size_t(r) * I, s.in, lane);
         if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
       });
