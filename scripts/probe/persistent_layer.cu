@@ -66,6 +66,7 @@
 
 #include "persistent_layer_device.cuh"
 #include "persistent_layer_host.h"
+#include "persistent_layer_phases.cuh"
 #include "persistent_layer_ring.cuh"
 #include "probe_common.cuh"
 
