@@ -103,6 +103,8 @@ __device__ void attention_by_group(const Params& p, Smem& s, int layer) {
 // CF: the modes that change the phases' code (kDynamic, kGroup, kBalanced), fixed at
 // compile time so that each kernel instance holds only its own (the registers of the
 // baseline stay the baseline's).
+// o_proj and down stay two loops: folded into one helper, the baseline kernel
+// (at its 128-register cap) spilled 4-16 bytes, and its code is what was measured.
 template <int CF>
 __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
   const LayerW& L = p.layers[layer];
