@@ -75,14 +75,6 @@ struct SkinnyCall {
   SkRope rope = {};  // rope only
 };
 
-// LANTERN_GEMV_L2_PREFETCH=1 (read once; an experiment knob, off by default):
-// the multi-group GEMVs (down_proj's k = 8192 at batch 1) prefetch their rows
-// past the register groups into L2 before the PDL wait.
-int skinny_flags() {
-  static const int flags = env_int("LANTERN_GEMV_L2_PREFETCH", 0) == 1 ? kSkL2Prefetch : 0;
-  return flags;
-}
-
 template <int NT, int U, bool kSingle, SkOut kOut>
 void launch_skinny_out(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int splits, bool pdl) {
   // kNorm: x's m rows in dynamic shared memory; rope_attn: then the tail's (16-byte aligned).
@@ -93,7 +85,7 @@ void launch_skinny_out(const SkinnyCall& s, const LaunchCtx& ctx, int tiles, int
     allow_smem(kernel, dyn, &allowed);  // static + dynamic may pass 48 KB below a 48 KB dynamic part
     launch_kernel_cluster(pdl, unsigned(splits), kernel, dim3(unsigned(tiles) * unsigned(splits)),
                           dim3(kSkWarps * kWarp), dyn, ctx.stream, s.a, s.w, s.c, s.m, s.n, s.k, splits, s.tail,
-                          s.norm, s.rope, skinny_flags());
+                          s.norm, s.rope);
   };
   if (s.norm.weight)
     go(gemv_skinny_kernel<NT, U, kSingle, kOut, true>);

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
     gemv_skinny_kernel(const bf16* __restrict__ a,  // [m, k] (kNorm: x, normalised here)
                        const bf16* __restrict__ w,  // [n, k] ([2n, k] for swiglu)
                        void* __restrict__ c,        // [m, n]
-                       int m, int n, int k, int splits, SkTail tail, SkNorm nrm, SkRope rope, int flags) {
+                       int m, int n, int k, int splits, SkTail tail, SkNorm nrm, SkRope rope) {
   __shared__ float4 partial[kSkWarps][kWarp][NT];
   __shared__ float inv_rms[8 * NT];  // kNorm
   extern __shared__ __align__(16) unsigned char sk_dyn[];  // kNorm: x's m rows [m, k]
@@ -163,17 +163,6 @@ __global__ void __launch_bounds__(kSkWarps* kWarp, 2)
   } else {
     if (groups > 0) load_w(0, 0);
     if (groups > 1) load_w(1, 1);
-    // kSkL2Prefetch (an experiment knob): the tile's rows past the two register
-    // groups go to L2 before the wait, so the memory pipe streams them while the
-    // previous kernel drains (warp 0: one bulk prefetch per row).
-    if ((flags & kSkL2Prefetch) && warp == 0 && t == 0) {
-      const int skip = 2 * U * kSkWarps * 32;
-      if (skip < k_len) {
-        const unsigned bytes = unsigned(k_len - skip) * unsigned(sizeof(bf16));
-        prefetch_l2_bulk(w + size_t(r_lo) * k + k0 + skip, bytes);
-        prefetch_l2_bulk(w + size_t(r_hi) * k + k0 + skip, bytes);
-      }
-    }
     copy_norm_weight();
     grid_dependency_wait();
     after_wait();

@@ -15,12 +15,6 @@ constexpr int kSkRows = 16;          // rows of w per tile (the mma's m side)
 constexpr int kSkMaxM = 16;          // two mma n-tiles of 8 batch rows
 constexpr int kSkMaxSplits = 8;      // blocks per cluster (portable cluster size)
 constexpr int kSkDefaultSplits = 2;  // measured: larger clusters cost more than they add
-constexpr int kSkL2Prefetch = 1;     // gemv_skinny_kernel's flags: LANTERN_GEMV_L2_PREFETCH=1
-
-// An L2 prefetch of `bytes` (a multiple of 16, 16-byte aligned) from global memory.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
 constexpr int kSkNormMaxK = 2048;    // kNorm: the k range of a block whose norm weight shared memory holds
 constexpr size_t kSkNormMaxRowBytes = size_t(160) << 10;  // kNorm: x's m rows in shared memory (2 blocks/SM fit)
 
