@@ -30,27 +30,21 @@
 //                   wrong; the time is the weight stream's floor in this code)
 //   dynamic rows    the persistent kernel with rows taken in chunks from a counter
 //                   per (layer, phase) instead of a fixed slice per block
-//   balanced        o_proj and down as k-quarter units split evenly over the blocks
-//                   (62 or 63 each instead of 15 or 16 whole rows), added into x by
-//                   fp32 atomics; the persistent kernel and the chain (not yet run)
-//   per-group       (CTX > 0, SPLITS 16) the q/k/v rows of kv group g made by 16
-//                   blocks of their own; the group's attention units wait on those
-//                   16 (a counter per group), not on a grid barrier: 4 global syncs
-//                   a layer (not yet run on a GPU)
+//   balanced        o_proj and down as k-quarter units split evenly over the blocks,
+//                   added into x by fp32 atomics (the persistent kernel and the chain)
+//   per-group       (CTX > 0, SPLITS 16) kv group g's q/k/v rows made by 16 blocks of
+//                   their own, its attention units waiting on those 16 (4 global syncs)
+//   split barrier   the barrier in halves: arrive, then the next phase's L2 prefetch,
+//                   then wait (loads after the arrival cannot hold its release back)
+//   register carry  the split barrier, and between its halves every warp loads its
+//                   first row of the next weight phase into registers (session 36)
 //   fused3          three syncs a layer instead of five (CTX=0 only; see fused3_kernel)
 //   barriers        the persistent kernel without work (80 barriers alone)
-// Last, one stamped launch each of the persistent kernel and the chain (%globaltimer
-// per block at each phase's start and end) splits a sync's cost into the blocks'
-// spread in finishing a phase and the release after the last one (not yet run on a GPU).
-// What the H100 showed (docs/performance.md, session 35): every form of a global
-// sync costs ~2 us of stream time per phase; the PDL chain is the cheapest.
-// Correctness: persistent and chain must give bit-identical x; a CPU reference
-// (fp32, the same bf16 weights) of 2 layers must agree to rel-L2 < 1e-4.
-//
+// Last, stamped launches (%globaltimer per block and phase): a sync's skew and release.
+// Sessions 35-36 (docs/performance.md): a sync costs ~1.75-2 us of stream per phase.
+// Checks: every form bit-identical to persistent (or within its bound), 2 layers vs a CPU reference.
 //   bash scripts/probe/build-probe.sh persistent_layer && CTX=512 SPLITS=16 build/probe/persistent_layer [PF_BYTES...]
 // (CTX default 512, SPLITS default 16; PF_BYTES default 2048 4096)
-
-
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -76,14 +70,27 @@ template <int CF>
 __global__ void __launch_bounds__(kThreads, 1) persistent_kernel(Params p) {
   __shared__ __align__(16) Smem s;
   const int warp = threadIdx.x >> 5;
+  constexpr bool kSplitBarrier = (CF & (kSplit | kCarry)) != 0;
   unsigned gen = 0;
+  uint4 pre[8] = {};  // kCarry: the warp's first row of the next weight phase
+  bool have = false;
+  if constexpr ((CF & kCarry) != 0) have = (p.flags & kWork) && carry_load(p, 0, 0, pre);
   for (int layer = 0; layer < p.n_layers; ++layer) {
     for (int phase = 0; phase < kPhases; ++phase) {
       stamp(p, layer, phase, 0);
-      if (p.flags & kWork) run_phase<CF>(p, s, layer, phase);
+      if (p.flags & kWork) run_phase<CF>(p, s, layer, phase, pre, have);
       if (p.flags & kStamp) __syncthreads();
       stamp(p, layer, phase, 1);
       const int nl = phase + 1 < kPhases ? layer : layer + 1, np = (phase + 1) % kPhases;
+      if constexpr (kSplitBarrier) {  // arrive, then the next phase's loads, then wait
+        if (p.flags & kBarrier) grid_arrive(p.counter);
+        prefetch_phase(p, nl, np, warp);
+        if constexpr ((CF & kCarry) != 0)
+          if ((p.flags & kWork) && np != 2) have = carry_load(p, nl, carry_phase(np), pre);
+        if (p.flags & kBarrier) grid_wait(p.counter, p.epoch + ++gen * gridDim.x);
+        else __syncthreads();
+        continue;
+      }
       prefetch_phase(p, nl, np, warp);
       // kGroup: the attention waits on its group's counter instead (qkv_by_group).
       if ((p.flags & kBarrier) && !((CF & kGroup) != 0 && phase == 0))
@@ -100,11 +107,11 @@ __global__ void __launch_bounds__(kThreads, 1) phase_kernel(Params p, int layer,
   prefetch_phase(p, layer, phase, threadIdx.x >> 5);
   asm volatile("griddepcontrol.wait;" ::: "memory");
   stamp(p, layer, phase, 0);
-  run_phase<CF>(p, s, layer, phase);
+  const uint4 none[8] = {};
+  run_phase<CF>(p, s, layer, phase, none, false);
   if (p.flags & kStamp) __syncthreads();
   stamp(p, layer, phase, 1);
 }
-
 
 }  // namespace pl
 
@@ -133,12 +140,15 @@ struct Runner {
     if (flags & kDynamic) CK(cudaMemsetAsync(q.dyn, 0, sizeof(unsigned) * p.n_layers * kPhases, st));
     if (flags & kGroup) CK(cudaMemsetAsync(q.group_ctr, 0, sizeof(unsigned) * p.n_layers * 8, st));
     void* args[] = {&q};
-    const int cf = flags & (kDynamic | kGroup | kBalanced);
+    const int cf = flags & (kDynamic | kGroup | kBalanced | kSplit | kCarry);
     void* k = cf == kDynamic    ? reinterpret_cast<void*>(persistent_kernel<kDynamic>)
               : cf == kGroup    ? reinterpret_cast<void*>(persistent_kernel<kGroup>)
               : cf == kBalanced ? reinterpret_cast<void*>(persistent_kernel<kBalanced>)
+              : cf == kSplit    ? reinterpret_cast<void*>(persistent_kernel<kSplit>)
+              : cf == kCarry    ? reinterpret_cast<void*>(persistent_kernel<kCarry>)
                                 : reinterpret_cast<void*>(persistent_kernel<0>);
-    if (cf != 0 && cf != kDynamic && cf != kGroup && cf != kBalanced) std::abort();  // one mode at a time
+    if (cf != 0 && cf != kDynamic && cf != kGroup && cf != kBalanced && cf != kSplit && cf != kCarry)
+      std::abort();  // one mode at a time
     CK(cudaLaunchCooperativeKernel(k, dim3(blocks), dim3(kThreads), args, 0, st));
   }
 
@@ -204,7 +214,6 @@ struct Runner {
   }
 };
 
-
 // The kernels' resources; false if one does not fit one block per SM.
 bool print_kernels(int sms, const char* name) {
   int per_sm = 0;
@@ -214,6 +223,8 @@ bool print_kernels(int sms, const char* name) {
   std::printf("device %s, %d SMs; persistent kernel: %d threads, %d registers, %zu B shared, %d block(s)/SM\n", name,
               sms, kThreads, fa.numRegs, fa.sharedSizeBytes, per_sm);
   if (per_sm < 1) return std::printf("the persistent kernel does not fit one block per SM\n"), false;
+  CK(cudaFuncGetAttributes(&fa, persistent_kernel<kCarry>));
+  std::printf("persistent kernel with the register carry: %d registers, %zu B local\n", fa.numRegs, fa.localSizeBytes);
   CK(cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ring_smem_bytes(kMaxStages))));
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ring_kernel, kRingThreads, ring_smem_bytes(kMaxStages)));
   std::printf("ring kernel: %d threads (16 consumer warps, 1 producer), %zu B shared at %d stages, %d block(s)/SM\n",
@@ -300,6 +311,13 @@ bool run_checks(Runner& R, const Model& m, int pf) {
     diff = std::max(diff, double(std::fabs(a[i] - b[i])) + std::fabs(a[i] - c[i]) + std::fabs(a[i] - dy[i]));
   if (!check("16 layers, persistent vs chain, +pf and dynamic rows, max |diff| (bit-identical)", diff, diff == 0))
     return false;
+  const auto sp = run([&] { R.launch_persistent(kWork | kBarrier | kSplit, pf); });
+  const auto ca = run([&] { R.launch_persistent(kWork | kBarrier | kCarry, pf); });
+  double dc = 0;
+  for (int i = 0; i < H; ++i) dc = std::max(dc, double(std::fabs(a[i] - sp[i])) + std::fabs(a[i] - ca[i]));
+  if (!check("16 layers, persistent with the split barrier (+pf) and the register carry, max |diff| (bit-identical)",
+             dc, dc == 0))
+    return false;
   if (group_ok(R)) {
     const auto gr = run([&] { R.launch_persistent(kWork | kBarrier | kGroup, 0); });
     double dg = 0;
@@ -375,6 +393,12 @@ void run_timings(Runner& R, const std::vector<int>& pfs) {
   report("chain+pf " + std::to_string(pfs[0]), [&] { CK(cudaGraphLaunch(R.chain_exec[1], R.st)); });
   report("persistent", [&] { R.launch_persistent(kWork | kBarrier, 0); });
   for (int pf : pfs) report("persistent+pf " + std::to_string(pf), [&] { R.launch_persistent(kWork | kBarrier, pf); });
+  for (int pf : {0, pfs[0]}) {  // arrive, then the next phase's loads, then wait
+    const std::string tag = pf ? " + pf " + std::to_string(pf) : "";
+    report("persistent, split barrier" + tag, [&] { R.launch_persistent(kWork | kBarrier | kSplit, pf); });
+    report("persistent, split + register carry" + tag, [&] { R.launch_persistent(kWork | kBarrier | kCarry, pf); });
+  }
+  report("stream, register carry (no barriers)", [&] { R.launch_persistent(kWork | kCarry, 0); });
   if (group_ok(R))
     report("persistent, per-group attention dependency", [&] { R.launch_persistent(kWork | kBarrier | kGroup, 0); });
   report("persistent, balanced o/down units", [&] { R.launch_persistent(kWork | kBarrier | kBalanced, 0); });
@@ -393,6 +417,7 @@ void run_timings(Runner& R, const std::vector<int>& pfs) {
   std::printf("(times: median of 20 launches after 3 warm-ups, CUDA events; every launch reads all %d layers from HBM)\n",
               n_layers);
   print_stamps(R, "persistent", [&] { R.launch_persistent(kWork | kBarrier | kStamp, 0); });
+  print_stamps(R, "persistent, split + register carry", [&] { R.launch_persistent(kWork | kBarrier | kCarry | kStamp, 0); });
   if (group_ok(R))
     print_stamps(R, "persistent, per-group attention dependency",
                  [&] { R.launch_persistent(kWork | kBarrier | kGroup | kStamp, 0); });

@@ -21,7 +21,12 @@ struct LayerW {
   const float *n1, *n2;                   // [H]
 };
 
-enum Flags : int { kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16, kStamp = 32, kGroup = 64, kBalanced = 128 };
+enum Flags : int {
+  kBarrier = 1, kWork = 2, kPersistent = 4, kNoMath = 8, kDynamic = 16, kStamp = 32, kGroup = 64, kBalanced = 128,
+  kSplit = 256,  // the persistent kernel's barrier split: arrive, then the L2 prefetch (pf_bytes), then wait
+  kCarry = 512   // kSplit, and between arrival and wait every warp loads its first row of the next
+                 // weight phase into registers (the phase's first row_dot starts from them)
+};
 
 struct Params {
   const LayerW* layers;
@@ -108,14 +113,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // One row of K bf16 weights against xs (shared, fp32), by one warp: K / 256 16-byte
-// loads per lane, 8 in flight ahead of the arithmetic.
-template <int K>
-__device__ __forceinline__ float row_dot(const __nv_bfloat16* w, const float* xs, int lane) {
+// loads per lane, 8 in flight ahead of the arithmetic. kPre: the first 8 were loaded
+// already (kCarry: before the barrier's wait) and come in `pre`.
+template <int K, bool kPre = false>
+__device__ __forceinline__ float row_dot(const __nv_bfloat16* w, const float* xs, int lane, const uint4 (&pre)[8]) {
   constexpr int N = K / 256, B = 8, C = N / B;
   const uint4* w4 = reinterpret_cast<const uint4*>(w);
   uint4 buf[2][B];
 #pragma unroll
-  for (int i = 0; i < B; ++i) buf[0][i] = ld_stream(w4 + lane + 32 * i);
+  for (int i = 0; i < B; ++i) buf[0][i] = kPre ? pre[i] : ld_stream(w4 + lane + 32 * i);
   float acc = 0.f;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
@@ -128,15 +134,22 @@ __device__ __forceinline__ float row_dot(const __nv_bfloat16* w, const float* xs
   }
   return warp_sum(acc);
 }
+template <int K>
+__device__ __forceinline__ float row_dot(const __nv_bfloat16* w, const float* xs, int lane) {
+  const uint4 none[8] = {};
+  return row_dot<K, false>(w, xs, lane, none);
+}
 
-// Two rows of 2048 at once (gate and up): 16 loads in flight.
+// Two rows of 2048 at once (gate and up): 16 loads in flight (kPre: the gate row's 8
+// come in `pre`).
+template <bool kPre = false>
 __device__ __forceinline__ float2 row_dot2(const __nv_bfloat16* wa, const __nv_bfloat16* wb, const float* xs,
-                                          int lane) {
+                                          int lane, const uint4 (&pre)[8]) {
   const uint4* a4 = reinterpret_cast<const uint4*>(wa);
   const uint4* b4 = reinterpret_cast<const uint4*>(wb);
   uint4 ra[8], rb[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) ra[i] = ld_stream(a4 + lane + 32 * i);
+  for (int i = 0; i < 8; ++i) ra[i] = kPre ? pre[i] : ld_stream(a4 + lane + 32 * i);
 #pragma unroll
   for (int i = 0; i < 8; ++i) rb[i] = ld_stream(b4 + lane + 32 * i);
   float sa = 0.f, sb = 0.f;
@@ -146,6 +159,11 @@ __device__ __forceinline__ float2 row_dot2(const __nv_bfloat16* wa, const __nv_b
     sb += dot8(rb[i], xs + (lane + 32 * i) * 8);
   }
   return make_float2(warp_sum(sa), warp_sum(sb));
+}
+__device__ __forceinline__ float2 row_dot2(const __nv_bfloat16* wa, const __nv_bfloat16* wb, const float* xs,
+                                          int lane) {
+  const uint4 none[8] = {};
+  return row_dot2<false>(wa, wb, xs, lane, none);
 }
 
 __device__ __forceinline__ void block_rows(int n, int& lo, int& hi) {
@@ -296,16 +314,24 @@ __device__ void combine_attention(const Params& p, Smem& s) {
   }
 }
 
-__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+// The grid barrier in two halves (kSplit puts work between them: loads issued after
+// this block's arrival cannot hold the arrival's release back).
+__device__ __forceinline__ void grid_arrive(unsigned* counter) {
   __syncthreads();
+  if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+}
+__device__ __forceinline__ void grid_wait(const unsigned* counter, unsigned target) {
   if (threadIdx.x == 0) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
     unsigned seen = 0;
     do {
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
     } while (int(seen - target) < 0);
   }
   __syncthreads();
+}
+__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+  grid_arrive(counter);
+  grid_wait(counter, target);
 }
 
 }  // namespace pl

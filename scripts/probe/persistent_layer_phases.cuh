@@ -100,22 +100,48 @@ __device__ void attention_by_group(const Params& p, Smem& s, int layer) {
   attention_unit<kThreads>(p, s, layer, blockIdx.x);
 }
 
+// kCarry: the phase that the weights after `phase` belong to (the attention has none:
+// after the q/k/v phase the o_proj rows are carried through it).
+__device__ __forceinline__ int carry_phase(int phase) { return phase == 1 ? 2 : phase; }
+
+// kCarry: this warp's first row of (layer, phase)'s weights, its first 8 16-byte loads
+// a lane, into `pre` (a gate row for gate/up); false when the warp has no row there.
+__device__ __forceinline__ bool carry_load(const Params& p, int layer, int phase, uint4 (&pre)[8]) {
+  if (layer >= p.n_layers) return false;
+  const LayerW& L = p.layers[layer];
+  const __nv_bfloat16* w = phase == 0 ? L.qkv : phase == 2 ? L.o : phase == 3 ? L.gu : L.d;
+  const int n = phase == 0 ? QKV : phase == 3 ? I : H, k = phase == 4 ? I : H;
+  int lo, hi;
+  block_rows(n, lo, hi);
+  const int r = lo + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (r >= hi) return false;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w + size_t(r) * k);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) pre[i] = ld_stream(w4 + lane + 32 * i);
+  return true;
+}
+
 // CF: the modes that change the phases' code (kDynamic, kGroup, kBalanced), fixed at
 // compile time so that each kernel instance holds only its own (the registers of the
 // baseline stay the baseline's).
 // o_proj and down stay two loops: folded into one helper, the baseline kernel
 // (at its 128-register cap) spilled 4-16 bytes, and its code is what was measured.
+// kCarry: `pre` holds the warp's first row's first loads when `have` (carry_load).
 template <int CF>
-__device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
+__device__ void run_phase(const Params& p, Smem& s, int layer, int phase, const uint4 (&pre)[8], bool have) {
   const LayerW& L = p.layers[layer];
   const int lane = threadIdx.x & 31;
+  constexpr bool kC = (CF & kCarry) != 0;
+  bool first = kC && have;  // the warp's first row (for_rows' fixed slice starts with it)
   switch (phase) {
     case 0:
       load_norm<kThreads>(s, p.x, L.n1);
       __syncthreads();
       if constexpr ((CF & kGroup) != 0) return qkv_by_group(p, s, layer);
       for_rows<CF>(p, layer, phase, QKV, 4, [&](int r) {
-        const float v = row_dot<H>(L.qkv + size_t(r) * H, s.in, lane);
+        const float v = first ? row_dot<H, kC>(L.qkv + size_t(r) * H, s.in, lane, pre)
+                              : row_dot<H>(L.qkv + size_t(r) * H, s.in, lane);
+        first = false;
         if (lane == 0) p.qkv[r] = v;
       });
       break;
@@ -135,7 +161,9 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
       __syncthreads();
       if constexpr ((CF & kBalanced) != 0) return proj_quarters<QD>(p, L.o, s.in);
       for_rows<CF>(p, layer, phase, H, 2, [&](int r) {
-        const float v = row_dot<QD>(L.o + size_t(r) * QD, s.in, lane);
+        const float v = first ? row_dot<QD, kC>(L.o + size_t(r) * QD, s.in, lane, pre)
+                              : row_dot<QD>(L.o + size_t(r) * QD, s.in, lane);
+        first = false;
         if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
       });
       break;
@@ -143,7 +171,9 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
       load_norm<kThreads>(s, p.x, L.n2);
       __syncthreads();
       for_rows<CF>(p, layer, phase, I, 4, [&](int r) {
-        const float2 gu = row_dot2(L.gu + size_t(r) * H, L.gu + size_t(I + r) * H, s.in, lane);
+        const float2 gu = first ? row_dot2<kC>(L.gu + size_t(r) * H, L.gu + size_t(I + r) * H, s.in, lane, pre)
+                                : row_dot2(L.gu + size_t(r) * H, L.gu + size_t(I + r) * H, s.in, lane);
+        first = false;
         if (lane == 0) p.act[r] = gu.x / (1.f + __expf(-gu.x)) * gu.y;
       });
       break;
@@ -152,7 +182,9 @@ __device__ void run_phase(const Params& p, Smem& s, int layer, int phase) {
       __syncthreads();
       if constexpr ((CF & kBalanced) != 0) return proj_quarters<I>(p, L.d, s.in);
       for_rows<CF>(p, layer, phase, H, 2, [&](int r) {
-        const float v = row_dot<I>(L.d + size_t(r) * I, s.in, lane);
+        const float v = first ? row_dot<I, kC>(L.d + size_t(r) * I, s.in, lane, pre)
+                              : row_dot<I>(L.d + size_t(r) * I, s.in, lane);
+        first = false;
         if (lane == 0) p.x[r] = __ldcg(p.x + r) + v;
       });
       break;
