@@ -127,6 +127,8 @@ __device__ __forceinline__ bool carry_load(const Params& p, int layer, int phase
 // o_proj and down stay two loops: folded into one helper, the baseline kernel
 // (at its 128-register cap) spilled 4-16 bytes, and its code is what was measured.
 // kCarry: `pre` holds the warp's first row's first loads when `have` (carry_load).
+// The first row takes its own call (first ? row_dot<K, kC>(.., pre) : row_dot<K>(..)):
+// one call with a per-load select spilled the measured carry kernel twice as much.
 template <int CF>
 __device__ void run_phase(const Params& p, Smem& s, int layer, int phase, const uint4 (&pre)[8], bool have) {
   const LayerW& L = p.layers[layer];
