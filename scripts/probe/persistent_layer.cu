@@ -141,14 +141,16 @@ struct Runner {
     if (flags & kGroup) CK(cudaMemsetAsync(q.group_ctr, 0, sizeof(unsigned) * p.n_layers * 8, st));
     void* args[] = {&q};
     const int cf = flags & (kDynamic | kGroup | kBalanced | kSplit | kCarry);
-    void* k = cf == kDynamic    ? reinterpret_cast<void*>(persistent_kernel<kDynamic>)
-              : cf == kGroup    ? reinterpret_cast<void*>(persistent_kernel<kGroup>)
-              : cf == kBalanced ? reinterpret_cast<void*>(persistent_kernel<kBalanced>)
-              : cf == kSplit    ? reinterpret_cast<void*>(persistent_kernel<kSplit>)
-              : cf == kCarry    ? reinterpret_cast<void*>(persistent_kernel<kCarry>)
-                                : reinterpret_cast<void*>(persistent_kernel<0>);
-    if (cf != 0 && cf != kDynamic && cf != kGroup && cf != kBalanced && cf != kSplit && cf != kCarry)
-      std::abort();  // one mode at a time
+    void* k = nullptr;
+    switch (cf) {  // one mode at a time
+      case 0: k = reinterpret_cast<void*>(persistent_kernel<0>); break;
+      case kDynamic: k = reinterpret_cast<void*>(persistent_kernel<kDynamic>); break;
+      case kGroup: k = reinterpret_cast<void*>(persistent_kernel<kGroup>); break;
+      case kBalanced: k = reinterpret_cast<void*>(persistent_kernel<kBalanced>); break;
+      case kSplit: k = reinterpret_cast<void*>(persistent_kernel<kSplit>); break;
+      case kCarry: k = reinterpret_cast<void*>(persistent_kernel<kCarry>); break;
+      default: std::abort();
+    }
     CK(cudaLaunchCooperativeKernel(k, dim3(blocks), dim3(kThreads), args, 0, st));
   }
 
