@@ -79,6 +79,18 @@ __device__ __forceinline__ long long kv_cache_row(int pos, int slot, const int32
 // so the two round the same values the same way.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// RoPE's rotation of one pair (x0, x1) by (c, s): y0 = x0 c - x1 s, y1 = x1 c
+// + x0 s, the contraction spelled out (the second product rounded, the first
+// fused) so every kernel that rotates -- rope.*, rope_kv_write.*, the GEMV's
+// and the wgmma kernel's RoPE epilogues -- rounds alike, whatever the
+// compiler would contract in its context (their bit-identity is tested; left
+// to the compiler, qkv_rope.5's epilogue differed from rope_kv_write.1 in 1-3
+// of 10^5 elements, session 37).
+__device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+  y1 = __fmaf_rn(x1, c, __fmul_rn(x0, s));
+}
+
 // Eight bf16 in one 16-byte word.
 __device__ __forceinline__ void unpack8(const uint4& w, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w);

@@ -66,6 +66,12 @@ void gemm_wg_planned_prepare(const GemmArgs& a, const LaunchCtx& ctx);
 // (LANTERN_WG_WIDE_MAX_M: up to 4096) on its 256-column form. Returns false (launches
 // nothing) when the shape does not fit; a.m must be > 0.
 bool gate_up_swiglu_wg_launch(const GateUpSwigluArgs& a, const LaunchCtx& ctx, bool wide);
+// qkv_rope.5's batch path (sm90a/gemm_wgmma.cu, sm90a/wg_rope.cuh): the
+// wgmma kernel over the fused q/k/v weight with the RoPE + KV-write epilogue,
+// for 17 <= m <= 128, head_dim a multiple of 8 dividing 128, k % 64 == 0, on
+// an sm_90 GPU (a prologue norm runs ahead). Returns false (launches nothing)
+// when the call does not fit; a.m must be > 0.
+bool qkv_rope_wg_launch(const QkvRopeArgs& a, const LaunchCtx& ctx);
 // proj_residual_norm.6's projection (sm90a/gemm_wgmma.cu): the same kernel's
 // wide form with a bf16 store, for 129 <= m <= 256 (LANTERN_WG_WIDE_MAX_M),
 // k % 64 == 0, bf16 out, no prologue norm. Returns false (launches nothing)

@@ -115,7 +115,8 @@ __device__ __forceinline__ void rope_store(const SkRope& p, const RopeTile& rt, 
   const int d = rt.j0 + row_in_tile;
   const float x0 = __bfloat162float(__float2bfloat16(v)), x1 = __bfloat162float(__float2bfloat16(hi));
   const float c = cs_s[row_in_tile][batch], s = sn_s[row_in_tile][batch];
-  const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+  float y0, y1;
+  rope_rotate(x0, x1, c, s, y0, y1);
   const bf16 b0 = __float2bfloat16(y0), b1 = __float2bfloat16(y1);
   if (rt.head < p.n_q_heads) {
     bf16* q = p.q_out + size_t(batch) * q_dim + rt.head * hd + d;

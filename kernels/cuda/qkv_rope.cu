@@ -39,6 +39,14 @@
 //   the engine then builds the folded op table for decode steps whose
 //   contexts are short (op_table.h). Without attention, or where the tail
 //   does not fit: variant 3.
+// Variant 5 (wg_rope, tested only until the H200 has measured it; written in
+//   session 37): variant 3 up to 16 rows; for 17 <= m <= 128 gemm.8's wgmma
+//   kernel with a RoPE + KV-write epilogue (sm90a/wg_rope.cuh): a block's 128
+//   weight rows are whole heads, its cluster rank sums both halves of its
+//   rotation pairs over the split-k ranks, rounds, rotates and stores as
+//   rope_kv_write.1 -- bit-identical to gemm.8 + rope_kv_write.1, one launch
+//   and one kernel boundary fewer per layer where decode steps ran cuBLASLt +
+//   rope_kv_write. Above 128 rows, or where the kernel does not fit: variant 1.
 // Every variant runs the folded attention when QkvRopeArgs::attention is set:
 //   1-3 launch the attention_decode variant after their path (the composed
 //   definition; attention.variant, else the CUDA default).
@@ -111,6 +119,16 @@ void qkv_rope_gemv_attn(const QkvRopeArgs& a, const LaunchCtx& ctx) {
   folded_attention(a, ctx);
 }
 
+void qkv_rope_wg(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  check_shape(a, "qkv_rope.wg_rope");
+  if (a.m == 0) return;
+  if (a.m <= 16)
+    rope_small(a, ctx);
+  else if (!qkv_rope_wg_launch(a, ctx))
+    rope_unfused(a, ctx);
+  folded_attention(a, ctx);
+}
+
 // The unfused path's GEMM: its variant's prepare hook (gemm.6 plans cuBLASLt
 // for m > 16), outside any capture.
 void qkv_rope_prepare(const QkvRopeArgs& a, const LaunchCtx& ctx) {
@@ -144,7 +162,12 @@ void register_qkv_rope_cuda(Registry& r) {
       "launch); else variant 3",
       kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true, /*defers_norm=*/false,
       /*folds_attention=*/true));
-  for (int v : {1, 2, 3, 4}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
+  r.add(with_traits(make_entry<QkvRopeArgs, qkv_rope_wg, qkv_rope_cost<2>>(
+      5, "wg_rope", Backend::cuda,
+      "variant 3 up to 16 rows; 17-128 rows: gemm.8's wgmma kernel with a RoPE + KV-write epilogue "
+      "(bit-identical to gemm.8 + rope_kv_write.1, no rope_kv_write launch); else variant 1",
+      kTestedOnly, gemm_lt_workspace_bytes), /*norm_prologue=*/true));
+  for (int v : {1, 2, 3, 4, 5}) r.add_prepare(Family::qkv_rope, v, make_prepare<QkvRopeArgs, qkv_rope_prepare>());
 }
 
 }  // namespace lantern::kernels

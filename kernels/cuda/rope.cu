@@ -45,8 +45,10 @@ __global__ void rope_kernel(bf16* q, bf16* k, const int32_t* __restrict__ positi
     bf16* xh = h < n_q_heads ? q + size_t(t) * q_stride + size_t(h) * head_dim
                              : k + size_t(t) * k_stride + size_t(h - n_q_heads) * head_dim;
     const float x0 = __bfloat162float(xh[j]), x1 = __bfloat162float(xh[j + half]);
-    xh[j] = __float2bfloat16(x0 * cos_t[j] - x1 * sin_t[j]);
-    xh[j + half] = __float2bfloat16(x1 * cos_t[j] + x0 * sin_t[j]);
+    float y0, y1;
+    rope_rotate(x0, x1, cos_t[j], sin_t[j], y0, y1);
+    xh[j] = __float2bfloat16(y0);
+    xh[j + half] = __float2bfloat16(y1);
   }
 }
 
@@ -111,10 +113,7 @@ __global__ void __launch_bounds__(kRopeVecThreads)
     unpack8(lo, x0);
     unpack8(hi, x1);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      y0[e] = x0[e] * cos_t[j0 + e] - x1[e] * sin_t[j0 + e];
-      y1[e] = x1[e] * cos_t[j0 + e] + x0[e] * sin_t[j0 + e];
-    }
+    for (int e = 0; e < 8; ++e) rope_rotate(x0[e], x1[e], cos_t[j0 + e], sin_t[j0 + e], y0[e], y1[e]);
     *reinterpret_cast<uint4*>(row(item)) = pack8(y0);
     *reinterpret_cast<uint4*>(row(item) + half) = pack8(y1);
   }

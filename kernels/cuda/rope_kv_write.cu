@@ -93,10 +93,7 @@ __global__ void __launch_bounds__(kThreads)
     unpack8(lo, x0);
     unpack8(hi, x1);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      y0[e] = x0[e] * cos_t[w.dim + e] - x1[e] * sin_t[w.dim + e];
-      y1[e] = x1[e] * cos_t[w.dim + e] + x0[e] * sin_t[w.dim + e];
-    }
+    for (int e = 0; e < 8; ++e) rope_rotate(x0[e], x1[e], cos_t[w.dim + e], sin_t[w.dim + e], y0[e], y1[e]);
     const uint4 r0 = pack8(y0), r1 = pack8(y1);
     bf16* dst;
     if (w.head < n_q_heads) {

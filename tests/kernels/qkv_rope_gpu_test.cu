@@ -5,7 +5,9 @@
 //    each row's fp32 sum in the GEMV's order (same k split, same split count),
 //    rounds it to bf16 as the GEMV's store does and rotates it with
 //    rope_kv_write's formulas and sin/cos. qkv's q columns are the
-//    definition's intermediate (registry.h): not compared.
+//    definition's intermediate (registry.h): not compared. Variant 5's
+//    wgmma path (17..128 rows) sums in gemm.8's order, so its reference is
+//    variant 1 with gemm.8 as the gemm variant, bit-exact the same way.
 //  - vs the definition with qkv rounded to bf16 before the rotation, as the
 //    GPU reads it (no prologue norm): per element, one ulp of the output plus
 //    one ulp of each rotated input (|cos|, |sin| <= 1: the GEMM's fp32 order
@@ -185,22 +187,33 @@ void check_qkv_rope(const Case& c) {
   DeviceBuffer<int32_t> d_pos(s.positions), d_slots(s.slots), d_tables(s.tables);
   DeviceBuffer<float> d_freq(s.inv_freq);
   GpuEnv env;
-  Outputs unfused;  // variant 1's: the first in the loop
-  for (const KernelEntry* e : cuda_variants(Family::qkv_rope)) {
-    SCOPED_TRACE(variant_label(*e) + " heads " + std::to_string(c.n_q) + "/" + std::to_string(c.n_kv) + " hd=" +
-                 std::to_string(hd) + " k=" + std::to_string(k) + " m=" + std::to_string(m) +
-                 (c.norm ? " +norm" : ""));
+  // One variant's outputs (gemm_variant: variant 1's gemm, nullptr for the default).
+  auto run = [&](const KernelEntry& e, const KernelEntry* gemm_variant) {
     DeviceBuffer<bf16_bits> d_qkv(size_t(m) * s.cols), d_q(size_t(m) * s.q_dim), d_pool(s.pool.bits);
     d_qkv.poison();
     d_q.poison();
     QkvRopeArgs args{d_a.get(), d_w.get(), d_qkv.get(), d_q.get(), d_pos.get(), d_slots.get(), d_freq.get(),
                      KvCacheRef{d_pool.get(), d_tables.get(), s.block_size, s.max_blocks, c.n_kv, hd}, m, k, c.n_q};
     if (c.norm) args.norm = PrologueNorm{d_nw.get(), d_xn.get(), Setup::kEps};
-    launch(*e, args, env.ctx(*e, WorkspaceShape{}));
+    args.gemm_variant = gemm_variant;
+    launch(e, args, env.ctx(e, WorkspaceShape{}));
     env.sync();
-    const Outputs got{bf16_to_floats(d_q.download()),
-                      kv_columns(bf16_to_floats(d_qkv.download()), m, s.q_dim, s.kv_dim),
-                      bf16_to_floats(d_pool.download())};
+    return Outputs{bf16_to_floats(d_q.download()), kv_columns(bf16_to_floats(d_qkv.download()), m, s.q_dim, s.kv_dim),
+                   bf16_to_floats(d_pool.download())};
+  };
+  // Variant 5's wgmma path (17..128 rows, head_dim a multiple of 8 dividing 128, k % 64 == 0; the
+  // GPUs we test on are sm_90) sums in gemm.8's order: its bit-identity reference is variant 1
+  // with gemm.8 as the gemm variant. Elsewhere it runs variant 3's or variant 1's kernels.
+  const bool wg_path = m >= 17 && m <= 128 && hd % 8 == 0 && 128 % hd == 0 && k % 64 == 0;
+  const Registry& reg = Registry::global();
+  const Outputs unfused_wg =
+      wg_path ? run(reg.find(Family::qkv_rope, "unfused"), &reg.find(Family::gemm, "wgmma_split")) : Outputs{};
+  Outputs unfused;  // variant 1's: the first in the loop
+  for (const KernelEntry* e : cuda_variants(Family::qkv_rope)) {
+    SCOPED_TRACE(variant_label(*e) + " heads " + std::to_string(c.n_q) + "/" + std::to_string(c.n_kv) + " hd=" +
+                 std::to_string(hd) + " k=" + std::to_string(k) + " m=" + std::to_string(m) +
+                 (c.norm ? " +norm" : ""));
+    const Outputs got = run(*e, nullptr);
     EXPECT_LE(rel_l2(got.q, def.q), 5e-3) << "q_out vs the fp32 definition";
     EXPECT_LE(rel_l2(got.kv, def.kv), 5e-3) << "k, v vs the fp32 definition";
     EXPECT_LE(rel_l2(got.pool, def.pool), 5e-3) << "pool vs the fp32 definition";
@@ -217,9 +230,12 @@ void check_qkv_rope(const Case& c) {
       continue;
     }
     ASSERT_FALSE(unfused.q.empty()) << "variant 1 runs first";
-    EXPECT_TRUE(matches(got.q, unfused.q, 0, 0, 0)) << "q_out bit-identical to variant 1";
-    EXPECT_TRUE(matches(got.kv, unfused.kv, 0, 0, 0)) << "k, v bit-identical to variant 1";
-    EXPECT_TRUE(matches(got.pool, unfused.pool, 0, 0, 0)) << "pool bit-identical to variant 1";
+    const bool vs_wg = e->variant == 5 && wg_path;
+    const Outputs& ref = vs_wg ? unfused_wg : unfused;
+    const char* who = vs_wg ? "variant 1 with gemm.8" : "variant 1";
+    EXPECT_TRUE(matches(got.q, ref.q, 0, 0, 0)) << "q_out bit-identical to " << who;
+    EXPECT_TRUE(matches(got.kv, ref.kv, 0, 0, 0)) << "k, v bit-identical to " << who;
+    EXPECT_TRUE(matches(got.pool, ref.pool, 0, 0, 0)) << "pool bit-identical to " << who;
   }
 }
 
@@ -232,6 +248,19 @@ TEST(QkvRopeGpu, MatchesTheDefinitionAndTheUnfusedKernels) {
   check_qkv_rope({4, 2, 128, 8192, 11});
   check_qkv_rope({2, 1, 48, 1024, 4});
   check_qkv_rope({3, 1, 36, 256, 2});  // head_dim % 16 != 0: variant 1's composed rope_kv_write
+}
+
+// Variant 5's wgmma path (17..128 rows): the 1B shape at one, two and four
+// batch tiles of the kernel (m = 33, 64, 100, 128), with the prologue norm
+// run ahead (m = 24), head_dim 128 (one head per 128-row block, k 8192: a
+// split-k cluster) and 32 (four heads per block), and m = 129 (variant 1).
+TEST(QkvRopeGpu, WgmmaEpilogueMatchesGemm8ThenRopeKvWrite) {
+  LANTERN_REQUIRE_GPU();
+  for (int m : {33, 64, 100, 128}) check_qkv_rope({32, 8, 64, 2048, m});
+  check_qkv_rope({32, 8, 64, 2048, 24, true});
+  check_qkv_rope({4, 2, 128, 8192, 40});
+  check_qkv_rope({8, 4, 32, 1024, 24});
+  check_qkv_rope({32, 8, 64, 2048, 129});
 }
 
 }  // namespace

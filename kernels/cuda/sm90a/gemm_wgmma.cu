@@ -50,6 +50,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/cuda/sm90a/sm90a.h"
+#include "kernels/cuda/sm90a/wg_rope.cuh"
 #include "kernels/cuda/sm90a/wgmma.cuh"
 #include "kernels/cuda/tma_common.cuh"
 
@@ -89,7 +90,7 @@ constexpr int kWgMinM = 17, kWgMaxM = 128, kWgMaxN = 32768, kWgMaxSplits = 8, kW
 // cuBLASLt + swiglu).
 constexpr int kWgWideMB = 256, kWgWideMaxM = 256, kWgWideLimitM = 4096;
 
-enum class WgOut { bf16, swiglu };
+enum class WgOut { bf16, swiglu, rope };  // rope: qkv_rope.5's epilogue (wg_rope.cuh)
 
 template <int MB>
 struct WgShape {
@@ -274,7 +275,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     gemm_wg_kernel(const __grid_constant__ CUtensorMap w_map,  // [rows, k] weights, 64 x 64 boxes
                    const __grid_constant__ CUtensorMap a_map,  // [m, k] activations, 64 x MB boxes
                    bf16* __restrict__ c,                       // [m, n]
-                   int m, int n, int iters_total, int splits, int up_row0, int stages, int mtiles, int hold) {
+                   int m, int n, int iters_total, int splits, int up_row0, int stages, int mtiles, int hold,
+                   WgRope rope) {
   using S = WgShape<MB>;
   constexpr bool kSwiglu = kOut == WgOut::swiglu;
   extern __shared__ unsigned char wg_smem_raw[];
@@ -327,7 +329,11 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   else
     __syncthreads();
   if (threadIdx.x == 0) WG_STAMP(4);
-  wg_reduce_store<kOut, (MB > kWgMaxM)>(tile, cluster, c + size_t(m0) * n, rows, n, tile_idx, split, splits);
+  if constexpr (kOut == WgOut::rope)
+    wg_rope_store<kWgRows, kWgTileLd, kWgThreads, kWgMaxSplits>(tile, cluster, c, m0, rows, n, tile_idx, split,
+                                                                 splits, rope);
+  else
+    wg_reduce_store<kOut, (MB > kWgMaxM)>(tile, cluster, c + size_t(m0) * n, rows, n, tile_idx, split, splits);
   if (threadIdx.x == 0) WG_STAMP(5);
   if (splits > 1) cluster.sync();  // no block exits while another may read its tile
   if (threadIdx.x == 0) WG_STAMP(6);
@@ -339,6 +345,7 @@ struct WgCall {
   bf16* c;
   int m, n, k;  // n: output columns (inter for SwiGLU)
   WgOut out;
+  WgRope rope = {};  // WgOut::rope only
 };
 
 // LANTERN_WG_MAX_SPLITS (1..8) caps the cluster size, LANTERN_WG_STAGES (2..8)
@@ -440,13 +447,16 @@ void launch_wg_out(const WgCall& s, const LaunchCtx& ctx, int tiles) {
   const int w_rows = kOut == WgOut::swiglu ? 2 * s.n : s.n;
   launch_kernel_cluster(true, unsigned(splits), kernel, dim3(unsigned(pairs) * unsigned(splits)), dim3(kWgThreads),
                         WgShape<MB>::smem_bytes(stages), ctx.stream, wg_map(s.w, w_rows, s.k, 64),
-                        wg_map(s.a, s.m, s.k, MB), s.c, s.m, s.n, iters, splits, s.n, stages, mtiles, wg_hold(MB > kWgMaxM));
+                        wg_map(s.a, s.m, s.k, MB), s.c, s.m, s.n, iters, splits, s.n, stages, mtiles, wg_hold(MB > kWgMaxM),
+                        s.rope);
   CUDA_CHECK_LAST("gemm_wg_kernel");
 }
 
 template <int MB>
 void launch_wg(const WgCall& s, const LaunchCtx& ctx, int tiles) {
   if (s.out == WgOut::swiglu) return launch_wg_out<MB, WgOut::swiglu>(s, ctx, tiles);
+  if constexpr (MB <= kWgMaxM)
+    if (s.out == WgOut::rope) return launch_wg_out<MB, WgOut::rope>(s, ctx, tiles);
   launch_wg_out<MB, WgOut::bf16>(s, ctx, tiles);
 }
 
@@ -515,6 +525,22 @@ bool gemm_wg_wide_launch(const GemmArgs& a, const LaunchCtx& ctx) {
   wg_dispatch(WgCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.c), a.m,
                      a.n, a.k, WgOut::bf16},
               ctx);
+  return true;
+}
+
+bool qkv_rope_wg_launch(const QkvRopeArgs& a, const LaunchCtx& ctx) {
+  const KvCacheRef& kv = a.cache;
+  const int hd = kv.head_dim;
+  const bool heads_fit = hd > 0 && hd % 8 == 0 && kWgRows % hd == 0 && a.n_q_heads > 0 && kv.n_kv_heads > 0 &&
+                         kv.block_size > 0 && kv.max_blocks_per_seq > 0;
+  if (!heads_fit || !wg_fits(a.a, a.w, a.qkv, a.m, a.cols(), a.k) || !aligned(a.q_out, 8) || !aligned(kv.pool, 8))
+    return false;
+  const GemmArgs g = with_norm_applied(a.gemm(), ctx);  // a prologue norm: rmsnorm ahead, as gemm.8
+  WgCall s{static_cast<const bf16*>(g.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.qkv), a.m, a.cols(),
+           a.k, WgOut::rope};
+  s.rope = WgRope{static_cast<bf16*>(a.q_out), a.positions, a.seq_slots, a.inv_freq, static_cast<bf16*>(kv.pool),
+                  kv.block_tables, kv.block_size, kv.max_blocks_per_seq, a.n_q_heads, kv.n_kv_heads, hd};
+  wg_dispatch(s, ctx);
   return true;
 }
 
