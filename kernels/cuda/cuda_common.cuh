@@ -79,6 +79,19 @@ __device__ __forceinline__ long long kv_cache_row(int pos, int slot, const int32
 // so the two round the same values the same way.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// The operands of a RoPE + KV-write epilogue (rope_kv_write's, RopeKvWriteArgs,
+// with the GEMM's output as the qkv rows): the GEMV's (SkRope) and the wgmma
+// kernel's (qkv_rope.2 / .5).
+struct RopeOperands {
+  bf16* q_out;  // [m, n_q_heads * head_dim]
+  const int32_t* positions;
+  const int32_t* seq_slots;
+  const float* inv_freq;  // [head_dim / 2]
+  bf16* pool;
+  const int32_t* block_tables;
+  int block_size, max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim;
+};
+
 // RoPE's rotation of one pair (x0, x1) by (c, s): y0 = x0 c - x1 s, y1 = x1 c
 // + x0 s, the contraction spelled out (the second product rounded, the first
 // fused) so every kernel that rotates -- rope.*, rope_kv_write.*, the GEMV's

@@ -48,16 +48,9 @@ struct SkTail {
   float eps;
 };
 
-// The rope epilogue's operands (unused by the other outputs): rope_kv_write's
-// (RopeKvWriteArgs) with c as the qkv rows ([m, n], n = q_dim + 2 kv_dim).
-struct SkRope {
-  bf16* q_out;  // [m, n_q_heads * head_dim]
-  const int32_t* positions;
-  const int32_t* seq_slots;
-  const float* inv_freq;  // [head_dim / 2]
-  bf16* pool;
-  const int32_t* block_tables;
-  int block_size, max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim;
+// The rope epilogue's operands (unused by the other outputs): RopeOperands
+// with c as the qkv rows ([m, n], n = q_dim + 2 kv_dim).
+struct SkRope : RopeOperands {
   // rope_attn only (qkv_attn_tail.cuh): the folded decode attention.
   bf16* attn_out;               // [m, n_q_heads * head_dim]
   const int32_t* context_lens;  // [m], including the token this launch writes

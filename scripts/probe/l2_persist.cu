@@ -19,32 +19,10 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
-#define CB(x)                                                                   \
-  do {                                                                          \
-    if ((x) != CUBLAS_STATUS_SUCCESS) {                                         \
-      fprintf(stderr, "%s:%d %s failed\n", __FILE__, __LINE__, #x);             \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "probe_util.cuh"
 
 using bf16 = __nv_bfloat16;
 constexpr int kM = 512, kHidden = 2048, kInter = 8192, kLayers = 16, kReps = 20;
-
-__global__ void fill(bf16* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
-    p[i] = __float2bfloat16((float(x & 0xffff) / 65535.0f - 0.5f) * 0.05f);
-  }
-}
 
 // h[r, j] = silu(g[r, j]) * g[r, inter + j], 8 elements per thread.
 __global__ void swiglu(const bf16* __restrict__ g, bf16* __restrict__ h, int rows, int inter) {
@@ -120,9 +98,9 @@ int main() {
   bf16* H = act + size_t(kM) * 2 * kInter;
   CK(cudaMalloc(&y, size_t(kM) * kHidden * 2));
   CK(cudaMalloc(&work, 32 << 20));
-  fill<<<2048, 256>>>(wgu, gu * kLayers, 1);
-  fill<<<2048, 256>>>(wd, dn * kLayers, 2);
-  fill<<<256, 256>>>(x, size_t(kM) * kHidden, 3);
+  probe_fill<<<2048, 256>>>(wgu, gu * kLayers, 1, 0.05f);
+  probe_fill<<<2048, 256>>>(wd, dn * kLayers, 2, 0.05f);
+  probe_fill<<<256, 256>>>(x, size_t(kM) * kHidden, 3, 0.05f);
   CK(cudaDeviceSynchronize());
   Gemm g1(h, kM, 2 * kInter, kHidden, 32 << 20), g2(h, kM, kHidden, kInter, 32 << 20);
   std::vector<cudaEvent_t> ev(4 * kLayers * kReps);

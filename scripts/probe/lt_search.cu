@@ -26,22 +26,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
-#define CB(x)                                                                         \
-  do {                                                                                \
-    cublasStatus_t s_ = (x);                                                          \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                \
-      fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #x, int(s_)); \
-      exit(1);                                                                        \
-    }                                                                                 \
-  } while (0)
+#include "probe_util.cuh"
 
 namespace {
 
@@ -268,14 +253,6 @@ double max_rel_diff(const Shape& s, const Bufs& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
-    p[i] = __float2bfloat16((float(x & 0xffff) / 65535.0f - 0.5f) * 0.1f);
-  }
-}
-
 void search(cublasLtHandle_t h, const Shape& s, Bufs& b, cudaStream_t st) {
   fprintf(stderr, "%s m=%d n=%d k=%d%s\n", s.name.c_str(), s.m, s.n, s.k, s.f32 ? " f32" : "");
   Problem p(s);
@@ -350,8 +327,8 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&b.c2, max_c));
   CK(cudaMalloc(&b.ws, kWorkspace));
   CK(cudaMalloc(&b.flush, b.flush_n));
-  fill<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b.w), max_w / 2, 1);
-  fill<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b.a), max_a / 2, 2);
+  probe_fill<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b.w), max_w / 2, 1, 0.1f);
+  probe_fill<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b.a), max_a / 2, 2, 0.1f);
   CK(cudaDeviceSynchronize());
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));

@@ -25,16 +25,8 @@ namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 
-// The rope epilogue's operands (rope_kv_write's, c being the qkv rows).
-struct WgRope {
-  bf16* q_out;  // [m, n_q_heads * head_dim]
-  const int32_t* positions;
-  const int32_t* seq_slots;
-  const float* inv_freq;  // [head_dim / 2]
-  bf16* pool;
-  const int32_t* block_tables;
-  int block_size, max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim;
-};
+// The rope epilogue's operands (cuda_common.cuh), c being the qkv rows.
+using WgRope = RopeOperands;
 
 __device__ __forceinline__ void wg_store4(bf16* dst, const float (&o)[4]) {
   const __nv_bfloat162 p[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
