@@ -92,6 +92,13 @@ struct RopeOperands {
   int block_size, max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim;
 };
 
+// A qkv_rope call's epilogue operands.
+inline RopeOperands rope_operands(const QkvRopeArgs& a) {
+  const KvCacheRef& kv = a.cache;
+  return RopeOperands{static_cast<bf16*>(a.q_out), a.positions, a.seq_slots, a.inv_freq, static_cast<bf16*>(kv.pool),
+                      kv.block_tables, kv.block_size, kv.max_blocks_per_seq, a.n_q_heads, kv.n_kv_heads, kv.head_dim};
+}
+
 // RoPE's rotation of one pair (x0, x1) by (c, s): y0 = x0 c - x1 s, y1 = x1 c
 // + x0 s, the contraction spelled out (the second product rounded, the first
 // fused) so every kernel that rotates -- rope.*, rope_kv_write.*, the GEMV's

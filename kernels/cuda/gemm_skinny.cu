@@ -224,8 +224,7 @@ bool qkv_rope_call(const QkvRopeArgs& a, SkOut out, SkinnyCall& s) {
                           kv.max_blocks_per_seq > 0 && (kv.n_kv_heads * hd) % kSkRows == 0;
   s = SkinnyCall{static_cast<const bf16*>(a.a), static_cast<const bf16*>(a.w), a.qkv, a.m, rows, a.k, out};
   if (!shape_fits || !skinny_fits(a.a, a.w, a.m, a.k) || !skinny_norm(a.norm, rows, a.m, a.k, s.norm)) return false;
-  s.rope = SkRope{{static_cast<bf16*>(a.q_out), a.positions, a.seq_slots, a.inv_freq, static_cast<bf16*>(kv.pool),
-                   kv.block_tables, kv.block_size, kv.max_blocks_per_seq, a.n_q_heads, kv.n_kv_heads, hd}};
+  s.rope = SkRope{rope_operands(a)};
   return true;
 }
 

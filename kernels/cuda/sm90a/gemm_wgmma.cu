@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
                    const __grid_constant__ CUtensorMap a_map,  // [m, k] activations, 64 x MB boxes
                    bf16* __restrict__ c,                       // [m, n]
                    int m, int n, int iters_total, int splits, int up_row0, int stages, int mtiles, int hold,
-                   WgRope rope) {
+                   RopeOperands rope) {
   using S = WgShape<MB>;
   constexpr bool kSwiglu = kOut == WgOut::swiglu;
   extern __shared__ unsigned char wg_smem_raw[];
@@ -345,7 +345,7 @@ struct WgCall {
   bf16* c;
   int m, n, k;  // n: output columns (inter for SwiGLU)
   WgOut out;
-  WgRope rope = {};  // WgOut::rope only
+  RopeOperands rope = {};  // WgOut::rope only
 };
 
 // LANTERN_WG_MAX_SPLITS (1..8) caps the cluster size, LANTERN_WG_STAGES (2..8)
@@ -538,8 +538,7 @@ bool qkv_rope_wg_launch(const QkvRopeArgs& a, const LaunchCtx& ctx) {
   const GemmArgs g = with_norm_applied(a.gemm(), ctx);  // a prologue norm: rmsnorm ahead, as gemm.8
   WgCall s{static_cast<const bf16*>(g.a), static_cast<const bf16*>(a.w), static_cast<bf16*>(a.qkv), a.m, a.cols(),
            a.k, WgOut::rope};
-  s.rope = WgRope{static_cast<bf16*>(a.q_out), a.positions, a.seq_slots, a.inv_freq, static_cast<bf16*>(kv.pool),
-                  kv.block_tables, kv.block_size, kv.max_blocks_per_seq, a.n_q_heads, kv.n_kv_heads, hd};
+  s.rope = rope_operands(a);
   wg_dispatch(s, ctx);
   return true;
 }

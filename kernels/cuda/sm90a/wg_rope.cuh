@@ -25,9 +25,6 @@ namespace lantern::kernels {
 namespace {
 using namespace cuda_detail;
 
-// The rope epilogue's operands (cuda_common.cuh), c being the qkv rows.
-using WgRope = RopeOperands;
-
 __device__ __forceinline__ void wg_store4(bf16* dst, const float (&o)[4]) {
   const __nv_bfloat162 p[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
   *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(p);
@@ -39,7 +36,7 @@ __device__ __forceinline__ void wg_store4(bf16* dst, const float (&o)[4]) {
 template <int kRows, int kLd, int kThreads, int kMaxSplits>
 __device__ __forceinline__ void wg_rope_store(const float* tile, cooperative_groups::cluster_group& cluster,
                                               bf16* __restrict__ qkv, int m0, int rows, int n, int tile_idx,
-                                              int split, int splits, const WgRope& p) {
+                                              int split, int splits, const RopeOperands& p) {
   constexpr int kItems = kRows / 8;  // pair items per batch row: kRows / head_dim heads x head_dim / 8
   const int hd = p.head_dim, half = hd / 2, per_head = hd / 8;
   const int q_dim = p.n_q_heads * hd, kv_dim = p.n_kv_heads * hd;
