@@ -250,10 +250,11 @@ TEST(QkvRopeGpu, MatchesTheDefinitionAndTheUnfusedKernels) {
   check_qkv_rope({3, 1, 36, 256, 2});  // head_dim % 16 != 0: variant 1's composed rope_kv_write
 }
 
-// Variant 5's wgmma path (17..128 rows): the 1B shape at one, two and four
-// batch tiles of the kernel (m = 33, 64, 100, 128), with the prologue norm
-// run ahead (m = 24), head_dim 128 (one head per 128-row block, k 8192: a
-// split-k cluster) and 32 (four heads per block), and m = 129 (variant 1).
+// Variant 5's wgmma path (17..128 rows): the 1B shape at the kernel's batch
+// widths of 64 (m = 33, 64) and 128 (m = 100, 128) columns, and of 32 with
+// the prologue norm run ahead (m = 24; m = 17 above), head_dim 128 (one head
+// per 128-row block, k 8192: a split-k cluster) and 32 (four heads per
+// block), and m = 129 (variant 1's kernels).
 TEST(QkvRopeGpu, WgmmaEpilogueMatchesGemm8ThenRopeKvWrite) {
   LANTERN_REQUIRE_GPU();
   for (int m : {33, 64, 100, 128}) check_qkv_rope({32, 8, 64, 2048, m});
