@@ -279,6 +279,10 @@ void decode_split_persist_one(const AttentionDecodeArgs& a, const LaunchCtx& ctx
 
 }  // namespace
 
+void cuda_detail::decode_split_persist_one_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_split_persist_one(a, ctx);
+}
+
 void register_attention_decode_persist_cuda(Registry& r) {
   r.add(make_entry<AttentionDecodeArgs, decode_persist_only_t, attention_decode_cost<2>>(
       18, "persistent_tma_t", Backend::cuda,

@@ -92,5 +92,7 @@ bool tma_supports(const AttentionDecodeArgs& a);
 // Variant 17 as a launcher (variant 19 runs it below 24 rows).
 // one_short (variant 20): contexts of up to 256 keys run as one split.
 void decode_tma_split_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool one_short = false);
+// Variant 20 as a launcher (variant 21 runs it where its rows kernel does not apply).
+void decode_split_persist_one_t(const AttentionDecodeArgs& a, const LaunchCtx& ctx);
 
 }  // namespace lantern::kernels::cuda_detail

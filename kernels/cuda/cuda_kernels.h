@@ -19,6 +19,7 @@ void register_attention_decode_pipe_cuda(Registry& r);  // variant 6: attention_
 void register_attention_decode_batched_cuda(Registry& r);  // variant 12: attention_decode_batched.cu
 void register_attention_decode_tma_cuda(Registry& r);  // variants 16-17: attention_decode_tma.cu
 void register_attention_decode_persist_cuda(Registry& r);  // variants 18-19: attention_decode_persist.cu
+void register_attention_decode_rows_cuda(Registry& r);  // variant 21: attention_decode_rows.cu
 void register_swiglu_cuda(Registry& r);
 void register_residual_cuda(Registry& r);
 void register_gemm_cuda(Registry& r);

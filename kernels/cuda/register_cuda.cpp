@@ -16,6 +16,7 @@ void register_cuda_kernels(Registry& r) {
   register_attention_decode_batched_cuda(r);
   register_attention_decode_tma_cuda(r);
   register_attention_decode_persist_cuda(r);
+  register_attention_decode_rows_cuda(r);
   register_swiglu_cuda(r);
   register_residual_cuda(r);
   register_gemm_cuda(r);

@@ -1,0 +1,327 @@
+// attention_decode variant 21 (split_rows_t): variant 20, but where its split
+// kernel (variant 17) would run -- below 24 rows, contexts past 256 keys -- a
+// kernel whose block reads whole K/V rows: every kv head of a 16-key group.
+//
+// Why (docs/performance.md, session 38): at batch 1 / 32 k on an H100,
+// Nsight Compute put variant 17's kernel at 56 % of DRAM bandwidth (1.87 TB/s)
+// with 96 KB of TMA copies in flight per SM, and 43 % of its warp-stall
+// samples on the consumer warps' wait for a stage's mbarrier: data starved,
+// not issue bound. More blocks per SM (3 or 4, 2- to 4-stage rings) made the
+// 32 k step 0.17-0.19 ms slower, not faster. Variant 17's block owns one kv
+// head, so it reads 128 bytes of every 1 KB K/V row (8 kv heads x 64 dims x
+// bf16), and the eight blocks that read the rest of those rows run on other
+// SMs, drifting apart: each DRAM page is opened for 128 bytes at a time.
+// Here a block owns (sequence, split) and all 8 kv heads: a stage is one
+// 16-key group, K then V, 8 heads each (32 KB: 16 TMA boxes of 2 KB issued
+// back to back by one thread, one cache block's 16 contiguous KB of K and of
+// V), and warp w (0-7) runs kv head w's GQA group over the stage exactly as a
+// variant-17 warp runs its 16 keys of a tile (pipe_warp_tile_t on the same
+// swizzled 16 x 128-byte boxes); warp 8 is the producer. One block per SM
+// (3 stages, 96 KB, fit the one-row steps' 50 % carveout), as many splits as
+// SMs at batch 1 (splits of whole 16-key groups sized on the device from the
+// real context). Each warp writes its heads' partial (max, sum, output)
+// directly -- no merge across warps -- and a second kernel, one block per (q
+// head, sequence), combines the splits (too many partials for one block's
+// fused tail: 132 splits x 32 heads x 64 dims).
+//
+// The newest K/V row's group is issued after the PDL wait, everything else in
+// the first St stages before it, as in variant 17. Not bit-identical to 17 (a
+// different split and merge order); tested against the CPU reference. Needs 8
+// kv heads of head_dim 64, GQA groups <= 8, block sizes that are multiples of
+// 16; else variant 20.
+#include <algorithm>
+
+#include "kernels/base/env_knob.h"
+#include "kernels/costs.h"
+#include "kernels/cuda/attention_decode_split.cuh"
+#include "kernels/cuda/attention_decode_tma.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace lantern::kernels {
+namespace {
+using namespace cuda_detail;
+
+constexpr int kRowsHeads = 8;                              // kv heads of a block (one consumer warp each)
+constexpr int kRowsThreads = (kRowsHeads + 1) * kWarp;     // + the producer warp
+constexpr int kRowsMaxSplits = 256;                        // the combine's weights in shared memory
+constexpr int kRowsOneSplitKeys = 256;                     // variant 20 below this (one split, no combine)
+constexpr unsigned kRowsBox = kBoxKeys * kHd * sizeof(bf16);  // one head's 16 rows: 2 KB
+constexpr unsigned kRowsStageBytes = 2 * kRowsHeads * kRowsBox;  // K then V: 32 KB
+template <int St>
+constexpr size_t kRowsSmem = 1024 + St * kRowsStageBytes + kTableCap * sizeof(int);  // + alignment slack
+
+// Keys per split for a context of ctx keys over n_splits (pipe_split_setup
+// with 16-key alignment), and how many splits hold keys: the combine kernel
+// recomputes it from the same context.
+__device__ __forceinline__ int rows_split_len(int ctx, int n_splits) {
+  const int keys = ctx <= 0 ? 1 : max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
+  return (keys + kBoxKeys - 1) / kBoxKeys * kBoxKeys;
+}
+__device__ __forceinline__ int seq_context(const int32_t* context_lens, int i, int max_context, int cap) {
+  return min(min(context_lens[i], max_context), cap);
+}
+
+// Group t of the split (16 keys), K and V of every head, into stage st.
+__device__ __forceinline__ void rows_issue(const CUtensorMap* map, const PipeSplit& p, int t, bf16* st,
+                                           uint64_t* bar) {
+  mbar_expect_tx(bar, kRowsStageBytes);
+  const int t0 = p.begin + t * kBoxKeys;
+  const int blk = t0 < p.end ? p.table_s[p.blk_of(t0) - p.first_blk] : -1;
+  const int row_k = blk >= 0 ? blk * 2 * p.block_size + p.row_of(t0) : -4 * kBoxKeys;  // negative: zeros
+  const int row_v = blk >= 0 ? row_k + p.block_size : row_k;
+  constexpr int kBoxElems = kBoxKeys * kHd;
+#pragma unroll
+  for (int h = 0; h < kRowsHeads; ++h) {
+    tma_rows(st + h * kBoxElems, map, h, row_k, bar);
+    tma_rows(st + (kRowsHeads + h) * kBoxElems, map, h, row_v, bar);
+  }
+}
+
+// The warp's partial state for its kv head's group: the output itself when
+// the sequence has one split, else its partial (max, sum, output).
+__device__ __forceinline__ void rows_store(float (&o)[kHd / 16][4], const float (&m)[2], float (&l)[2], int i,
+                                           int kv, int group, int n_q_heads, int q_stride, int split,
+                                           int n_splits, int n_eff, bf16* out, float* part_o, float2* part_ml) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 4);
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 8);
+    l[h] += __shfl_xor_sync(kFullMask, l[h], 16);
+    const int head = 2 * tq + h;
+    if (head >= group) continue;
+    const int qh = kv * group + head;
+    if (n_eff == 1) {
+      const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+      bf16* dst = out + size_t(i) * q_stride + size_t(qh) * kHd;
+#pragma unroll
+      for (int d = 0; d < kHd / 16; ++d) {
+        dst[d * 16 + g] = __float2bfloat16(o[d][h] * inv);
+        dst[d * 16 + g + 8] = __float2bfloat16(o[d][2 + h] * inv);
+      }
+    } else {
+      const size_t idx = (size_t(i) * n_q_heads + qh) * n_splits + split;
+      float* dst = part_o + idx * kHd;
+#pragma unroll
+      for (int d = 0; d < kHd / 16; ++d) {
+        dst[d * 16 + g] = o[d][h];
+        dst[d * 16 + g + 8] = o[d][2 + h];
+      }
+      if (g == 0) part_ml[idx] = make_float2(m[h], l[h]);
+    }
+  }
+}
+
+// Grid (splits, sequences); kRowsThreads threads: warps 0-7 the kv heads, warp 8 the producer.
+template <int St>
+__global__ void __launch_bounds__(kRowsThreads, 1)
+    decode_rows_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out, float* part_o,
+                       float2* part_ml, const int32_t* __restrict__ seq_slots,
+                       const int32_t* __restrict__ context_lens, const int32_t* __restrict__ block_tables,
+                       int block_size, int max_blocks_per_seq, int group, int q_stride, int max_context,
+                       float scale_log2) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[St], empty[St];
+  unsigned char* smem = smem_raw + (1024 - smem_u32(smem_raw) % 1024) % 1024;  // SWIZZLE_128B: 1 KB aligned
+  bf16* stages = reinterpret_cast<bf16*>(smem);
+  int* table_s = reinterpret_cast<int*>(smem + St * kRowsStageBytes);
+  auto stage = [&](int t) { return stages + size_t(t % St) * (kRowsStageBytes / sizeof(bf16)); };
+
+  trigger_dependents();  // the combine kernel (or o_proj) may start launching now
+  const int split = blockIdx.x, n_splits = gridDim.x, i = blockIdx.y;
+  const int slot = seq_slots[i];
+  const int ctx = seq_context(context_lens, i, max_context, max_blocks_per_seq * block_size);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < St; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kRowsHeads);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  PipeSplit p;
+  int n_eff;
+  // Ends with a barrier, which also publishes the mbarriers.
+  if (!pipe_split_setup<kRowsThreads, kHd, kBoxKeys>(p, n_eff, split, n_splits, ctx,
+                                                     block_tables + size_t(slot) * max_blocks_per_seq, block_size,
+                                                     kRowsHeads, nullptr, table_s)) {
+    grid_dependency_wait();  // nothing to do, but exit no earlier than a waiting block would
+    return;
+  }
+  const int n_tiles = (p.end - p.begin + kBoxKeys - 1) / kBoxKeys;
+  // The newest key's group (written by this step's rope_kv_write), if this split holds it.
+  const int newest = ctx >= 1 && ctx - 1 >= p.begin && ctx - 1 < p.end ? (ctx - 1 - p.begin) / kBoxKeys : -1;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const bool producer = warp == kRowsHeads && lane == 0;
+  const int n_first = min(St, n_tiles);
+  if (producer)
+    for (int t = 0; t < n_first; ++t)
+      if (t != newest) rows_issue(&kv_map, p, t, stage(t), &full[t]);
+  grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
+  if (warp == kRowsHeads) {
+    if (producer) {
+      if (newest >= 0 && newest < n_first) rows_issue(&kv_map, p, newest, stage(newest), &full[newest]);
+      for (int t = St; t < n_tiles; ++t) {  // refill each stage once its 8 warps released it
+        mbar_wait(&empty[t % St], (t / St - 1) & 1);
+        rows_issue(&kv_map, p, t, stage(t), &full[t % St]);
+      }
+    }
+    return;  // the producer warp takes no part in the output (no block barrier follows)
+  }
+  uint32_t qb[kHd / 16][2];
+  float o[kHd / 16][4], m[2], l[2];
+  pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(warp) * group * kHd, group, qb, o, m, l);
+  constexpr int kBoxElems = kBoxKeys * kHd;
+  for (int t = 0; t < n_tiles; ++t) {
+    mbar_wait(&full[t % St], (t / St) & 1);
+    bf16* k_s = stage(t) + warp * kBoxElems;
+    bf16* v_s = stage(t) + (kRowsHeads + warp) * kBoxElems;
+    const int kbase = p.begin + t * kBoxKeys;
+    if (kbase + kBoxKeys > p.end) {  // stale V rows of the context's last cache block: zeros (p = 0 there)
+      for (int u = lane; u < kBoxKeys * 8; u += kWarp)
+        if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+    }
+    const int g = lane / 4;
+    const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
+    pipe_warp_tile_t<kHd, kHd, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+    __syncwarp();  // the warp has read its part of the stage: release it
+    if (lane == 0) mbar_arrive(&empty[t % St]);
+  }
+  rows_store(o, m, l, i, warp, group, kRowsHeads * group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
+}
+
+// One block per (q head, sequence), 256 threads: warp 0 turns the splits'
+// (max, sum) into weights; thread t sums splits t / 16, t / 16 + 16, ... of
+// the 4 dims 4 (t % 16) (independent 16-byte loads), and the 16 partial sums
+// of each 4 dims meet in shared memory. Sequences with one split were
+// written by the split kernel.
+constexpr int kCombineThreads = 256, kCombineGroups = kCombineThreads / (kHd / 4);
+__global__ void __launch_bounds__(kCombineThreads)
+    rows_combine_kernel(const float* part_o, const float2* part_ml, bf16* out,
+                        const int32_t* __restrict__ context_lens, int max_context, int cap, int n_q_heads,
+                        int n_splits, int q_stride) {
+  __shared__ float w_s[kRowsMaxSplits];
+  __shared__ float inv_sum;
+  __shared__ float4 red[kCombineGroups][kHd / 4];
+  trigger_dependents();  // o_proj may start streaming its weights
+  const int head = blockIdx.x, i = blockIdx.y;
+  const int ctx = seq_context(context_lens, i, max_context, cap);
+  const int len = rows_split_len(ctx, n_splits);
+  const int n_eff = max(1, (ctx + len - 1) / len);
+  grid_dependency_wait();  // the split kernel's partials
+  if (n_eff == 1) return;
+  const size_t idx0 = (size_t(i) * n_q_heads + head) * n_splits;
+  if (threadIdx.x < kWarp) {
+    float mx = -INFINITY;
+    for (int s = threadIdx.x; s < n_eff; s += kWarp) mx = fmaxf(mx, __ldcg(&part_ml[idx0 + s]).x);
+    mx = warp_max(mx);
+    float l_sum = 0.0f;
+    for (int s = threadIdx.x; s < n_eff; s += kWarp) {
+      const float2 ml = __ldcg(&part_ml[idx0 + s]);
+      const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);  // empty split: 0
+      w_s[s] = w;
+      l_sum += ml.y * w;
+    }
+    l_sum = warp_sum(l_sum);
+    if (threadIdx.x == 0) inv_sum = l_sum > 0.0f ? 1.0f / l_sum : 0.0f;
+  }
+  __syncthreads();
+  const int c = threadIdx.x % (kHd / 4), sg = threadIdx.x / (kHd / 4);
+  const float4* src = reinterpret_cast<const float4*>(part_o) + idx0 * (kHd / 4) + c;
+  float4 acc = make_float4(0, 0, 0, 0);
+#pragma unroll 4
+  for (int s = sg; s < n_eff; s += kCombineGroups) {
+    const float4 v = __ldcg(src + size_t(s) * (kHd / 4));
+    const float w = w_s[s];
+    acc.x += v.x * w, acc.y += v.y * w, acc.z += v.z * w, acc.w += v.w * w;
+  }
+  red[sg][c] = acc;
+  __syncthreads();
+  if (threadIdx.x < kHd / 4) {
+    float4 sum = red[0][c];
+    for (int k = 1; k < kCombineGroups; ++k)
+      sum.x += red[k][c].x, sum.y += red[k][c].y, sum.z += red[k][c].z, sum.w += red[k][c].w;
+    const float inv = inv_sum;
+    bf16* dst = out + size_t(i) * q_stride + size_t(head) * kHd + c * 4;
+    dst[0] = __float2bfloat16(sum.x * inv);
+    dst[1] = __float2bfloat16(sum.y * inv);
+    dst[2] = __float2bfloat16(sum.z * inv);
+    dst[3] = __float2bfloat16(sum.w * inv);
+  }
+}
+
+// LANTERN_ROWS_STAGES = 2, 3 (default) or 4: the ring depth, an experiment knob read once.
+int rows_stages() {
+  static const int v = env_int("LANTERN_ROWS_STAGES", 3);
+  return v == 2 || v == 4 ? v : 3;
+}
+
+// The splits of the rows kernel's grid for `a` (0: it does not apply): one
+// block per SM, whole 16-key groups, the longest split's table entries in
+// shared memory, the partials in the workspace.
+int rows_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  const int max_context = std::max(a.max_context, 1), bs = a.cache.block_size;
+  if (a.b >= 24 || !a.one_row_per_seq || !pipe_supports(a) || !tma_supports(a) ||
+      a.cache.n_kv_heads != kRowsHeads || max_context <= kRowsOneSplitKeys)
+    return 0;
+  auto fits = [&](int n) {
+    const int len = ceil_div(std::max(kMinSplitKeys, ceil_div(max_context, n)), kBoxKeys) * kBoxKeys;
+    return ceil_div(len, bs) + 1 <= kTableCap;
+  };
+  int s = std::clamp(sm_count() / a.b, 1, kRowsMaxSplits);
+  while (s < kRowsMaxSplits && !fits(s)) ++s;
+  if (!fits(s)) return 0;
+  const size_t per_split = split_partial_bytes(a.b, a.n_q_heads, kHd, 1);
+  s = int(std::min<size_t>(s, ctx.workspace ? ctx.workspace_bytes / per_split : 0));
+  return s >= 2 && fits(s) ? s : 0;
+}
+
+template <int St>
+void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
+  const KvCacheRef& c = a.cache;
+  auto* kernel = decode_rows_kernel<St>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRowsSmem<St>)));
+  // [b][q heads][splits][head_dim] partial outputs, then their (max, sum).
+  auto* part_o = static_cast<float*>(ctx.workspace);
+  auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * kHd);
+  const int max_context = std::max(a.max_context, 1), cap = c.max_blocks_per_seq * c.block_size;
+  launch_kernel(true, kernel, dim3(splits, a.b), dim3(kRowsThreads), kRowsSmem<St>, ctx.stream, pool_rows_map(c),
+                static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml, a.seq_slots,
+                a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, a.n_q_heads / c.n_kv_heads,
+                a.q_stride, max_context, a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_rows_kernel");
+  launch_kernel(true, rows_combine_kernel, dim3(a.n_q_heads, a.b), dim3(kCombineThreads), 0, ctx.stream,
+                static_cast<const float*>(part_o), static_cast<const float2*>(part_ml), static_cast<bf16*>(a.out),
+                a.context_lens, max_context, cap, a.n_q_heads, splits, a.q_stride);
+  CUDA_CHECK_LAST("rows_combine_kernel");
+}
+
+void decode_split_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  check_decode(a, "attention_decode.split_rows_t");
+  if (a.b == 0) return;
+  const int splits = rows_splits(a, ctx);
+  if (splits == 0) return decode_split_persist_one_t(a, ctx);
+  switch (rows_stages()) {
+    case 2:
+      return launch_rows<2>(a, ctx, splits);
+    case 4:
+      return launch_rows<4>(a, ctx, splits);
+    default:
+      return launch_rows<3>(a, ctx, splits);
+  }
+}
+
+}  // namespace
+
+void register_attention_decode_rows_cuda(Registry& r) {
+  r.add(make_entry<AttentionDecodeArgs, decode_split_rows, attention_decode_cost<2>>(
+      21, "split_rows_t", Backend::cuda,
+      "split_persist_one, but below 24 rows with contexts past 256 keys a block per (sequence, split) "
+      "reads whole K/V rows: every kv head of a 16-key group per 32 KB TMA stage (8 consumer warps, "
+      "one per kv head, and a producer warp; one block per SM), the splits combined by a second "
+      "kernel; 8 kv heads of head_dim 64, GQA groups <= 8, block sizes that are multiples of 16",
+      kTestedOnly, decode_split_workspace));
+}
+
+}  // namespace lantern::kernels

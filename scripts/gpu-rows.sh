@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# attention_decode.21 split_rows_t (issue 14, session 38) in one call of the device tool, building
+# on the GPU machine from this tree: the attention tests (every variant against the CPU reference),
+# then interleaved step times of the default against variant 21 (scripts/gpu-knob-sweep.sh) at
+# batch 1 / 32 k, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
+# in-engine launch of its split kernel at 32 k. Steps: tests, sweep, ncu (default: all).
+#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
+set -u
+cd "$(dirname "$0")/.."
+LOGS=/tmp/rows-logs; TARGETS="lantern lantern_gpu_tests"; source scripts/lib/device-built.sh
+steps=${*:-tests sweep ncu}
+read -ra sides <<< "${SIDES:-- attention_decode=21}"
+if [[ " $steps " == *" tests "* ]]; then
+  timeout 300 $T --gtest_filter='AttentionDecodeGpu.*' > "$LOGS/tests.log" 2>&1
+  echo "tests: rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$LOGS/tests.log" | tr '\n' ' ')"
+  grep -E "Failure|split_rows|differs|Which is|rel" "$LOGS/tests.log" | head -30
+  cp "$LOGS/tests.log" "$OUT/"
+fi
+if [[ " $steps " == *" sweep "* ]]; then
+  for point in "--batch 1 --prompt-len 32768 --decode-steps 32" "--batch 1 --prompt-len 2048 --decode-steps 64" \
+               "--batch 8 --prompt-len 4096 --decode-steps 64"; do
+    echo "== $point"
+    BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh "${sides[@]}" 2>&1 | tail -$(( ${#sides[@]} + 1 ))
+  done
+fi
+if [[ " $steps " == *" ncu "* ]]; then
+  timeout 200 ncu -k regex:decode_rows_kernel -s 20 -c 1 --section SpeedOfLight --section WarpStateStats \
+    $L bench --model "$M" --device cuda --batch 1 --prompt-len 32768 --decode-steps 4 --kernels attention_decode=21 \
+    > "$OUT/ncu-rows.txt" 2>&1
+  echo "ncu: rc=$?"
+  grep -E "decode_rows|Duration|DRAM Throughput|SM Frequency|Warp Cycles Per Issued" "$OUT/ncu-rows.txt" | head -8
+fi
