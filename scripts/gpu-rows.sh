@@ -2,7 +2,7 @@
 # attention_decode.21 split_rows_t (issue 14, session 38) in one call of the device tool, building
 # on the GPU machine from this tree: the attention tests (every variant against the CPU reference),
 # then interleaved step times of the default against variant 21 (scripts/gpu-knob-sweep.sh) at
-# batch 1 / 32 k, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
+# batch 1 / 32 k, batch 1 / 128, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
 # in-engine launch of its split kernel at 32 k. Steps: tests, sweep, ncu (default: all).
 #   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
 set -u
@@ -17,8 +17,8 @@ if [[ " $steps " == *" tests "* ]]; then
   cp "$LOGS/tests.log" "$OUT/"
 fi
 if [[ " $steps " == *" sweep "* ]]; then
-  for point in "--batch 1 --prompt-len 32768 --decode-steps 32" "--batch 1 --prompt-len 2048 --decode-steps 64" \
-               "--batch 8 --prompt-len 4096 --decode-steps 64"; do
+  for point in "--batch 1 --prompt-len 32768 --decode-steps 32" "--batch 1 --prompt-len 128 --decode-steps 128" \
+               "--batch 1 --prompt-len 2048 --decode-steps 64" "--batch 8 --prompt-len 4096 --decode-steps 64"; do
     echo "== $point"
     BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh "${sides[@]}" 2>&1 | tail -$(( ${#sides[@]} + 1 ))
   done
