@@ -4,7 +4,7 @@
 # then interleaved step times of the default against variant 21 (scripts/gpu-knob-sweep.sh) at
 # batch 1 / 32 k, batch 1 / 128, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
 # in-engine launch of its split kernel at 32 k. Steps: tests, sweep, ncu (default: all).
-#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
+#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
 set -u
 cd "$(dirname "$0")/.."
 LOGS=/tmp/rows-logs; TARGETS="lantern lantern_gpu_tests"; source scripts/lib/device-built.sh
@@ -17,8 +17,8 @@ if [[ " $steps " == *" tests "* ]]; then
   cp "$LOGS/tests.log" "$OUT/"
 fi
 if [[ " $steps " == *" sweep "* ]]; then
-  for point in "--batch 1 --prompt-len 32768 --decode-steps 32" "--batch 1 --prompt-len 128 --decode-steps 128" \
-               "--batch 1 --prompt-len 2048 --decode-steps 64" "--batch 8 --prompt-len 4096 --decode-steps 64"; do
+  IFS=';' read -ra points <<< "${POINTS:---batch 1 --prompt-len 32768 --decode-steps 32;--batch 1 --prompt-len 128 --decode-steps 128;--batch 1 --prompt-len 2048 --decode-steps 64;--batch 8 --prompt-len 4096 --decode-steps 64}"
+  for point in "${points[@]}"; do
     echo "== $point"
     BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh "${sides[@]}" 2>&1 | tail -$(( ${#sides[@]} + 1 ))
   done
