@@ -343,17 +343,7 @@ __global__ void decode_combine_kernel(const float* __restrict__ part_o,
   const int head = blockIdx.x, i = blockIdx.y;
   const size_t idx0 = (size_t(i) * n_q_heads + head) * n_splits;
   if (threadIdx.x < kWarp) {
-    float mx = -INFINITY;
-    for (int s = threadIdx.x; s < n_splits; s += kWarp) mx = fmaxf(mx, part_ml[idx0 + s].x);
-    mx = warp_max(mx);
-    float l = 0.0f;
-    for (int s = threadIdx.x; s < n_splits; s += kWarp) {
-      const float2 ml = part_ml[idx0 + s];
-      const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);  // empty split: 0
-      weight_s[s] = w;
-      l += ml.y * w;
-    }
-    l = warp_sum(l);
+    const float l = split_weights(part_ml + idx0, n_splits, weight_s);
     if (threadIdx.x == 0) inv_sum = l > 0.0f ? 1.0f / l : 0.0f;
   }
   __syncthreads();

@@ -334,6 +334,13 @@ __device__ __forceinline__ void pipe_warp_tile_t(const uint32_t (&qb)[HD / 16][2
 // The transposed state into the merge buffers, the layout pipe_store_state
 // writes (rows = the group's heads < group; kStateRows rows per state); l is
 // completed over the column.
+// The transposed tile's row sum l (a head's keys spread over lanes g = lane / 4) summed over its 8 lanes.
+__device__ __forceinline__ float sum_over_key_lanes(float l) {
+  l += __shfl_xor_sync(kFullMask, l, 4);
+  l += __shfl_xor_sync(kFullMask, l, 8);
+  return l + __shfl_xor_sync(kFullMask, l, 16);
+}
+
 template <int HD, int kStateRows = kBlockRows>
 __device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4], const float (&m)[2], float (&l)[2],
                                                    int group, int state, int row0, float* sm_m, float* sm_l,
@@ -341,9 +348,7 @@ __device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4],
   const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 4);
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 8);
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 16);
+    l[h] = sum_over_key_lanes(l[h]);
     const int head = 2 * tq + h;
     if (head >= group) continue;
     float* dst = sm_o + (state * kStateRows + row0 + head) * HD;

@@ -85,9 +85,7 @@ __device__ __forceinline__ void rows_store(float (&o)[kHd / 16][4], const float 
   const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 4);
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 8);
-    l[h] += __shfl_xor_sync(kFullMask, l[h], 16);
+    l[h] = sum_over_key_lanes(l[h]);
     const int head = 2 * tq + h;
     if (head >= group) continue;
     const int qh = kv * group + head;
@@ -213,17 +211,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (n_eff == 1) return;
   const size_t idx0 = (size_t(i) * n_q_heads + head) * n_splits;
   if (threadIdx.x < kWarp) {
-    float mx = -INFINITY;
-    for (int s = threadIdx.x; s < n_eff; s += kWarp) mx = fmaxf(mx, __ldcg(&part_ml[idx0 + s]).x);
-    mx = warp_max(mx);
-    float l_sum = 0.0f;
-    for (int s = threadIdx.x; s < n_eff; s += kWarp) {
-      const float2 ml = __ldcg(&part_ml[idx0 + s]);
-      const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);  // empty split: 0
-      w_s[s] = w;
-      l_sum += ml.y * w;
-    }
-    l_sum = warp_sum(l_sum);
+    const float l_sum = split_weights(part_ml + idx0, n_eff, w_s);
     if (threadIdx.x == 0) inv_sum = l_sum > 0.0f ? 1.0f / l_sum : 0.0f;
   }
   __syncthreads();

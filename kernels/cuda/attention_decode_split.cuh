@@ -39,6 +39,24 @@ __device__ __forceinline__ void merge_state(float& m, float& l, float (&o)[N], f
   m = mn;
 }
 
+// One warp turns n_eff splits' (max, sum) at ml into their combine weights
+// exp2(max_s - max) in w (0 for an empty split) and returns the weighted sum
+// of the sums (in every lane). L2 loads: the partials come from other blocks.
+__device__ __forceinline__ float split_weights(const float2* ml, int n_eff, float* w) {
+  const int lane = threadIdx.x % kWarp;
+  float mx = -INFINITY;
+  for (int s = lane; s < n_eff; s += kWarp) mx = fmaxf(mx, __ldcg(&ml[s]).x);
+  mx = warp_max(mx);
+  float l_sum = 0.0f;
+  for (int s = lane; s < n_eff; s += kWarp) {
+    const float2 v = __ldcg(&ml[s]);
+    const float wgt = v.x == -INFINITY ? 0.0f : exp2f(v.x - mx);
+    w[s] = wgt;
+    l_sum += v.y * wgt;
+  }
+  return warp_sum(l_sum);
+}
+
 // Where a split block's result goes.
 struct SplitDest {
   bf16* out;
@@ -97,17 +115,7 @@ __device__ void finish_split(const float* sm_m, const float* sm_l, const float* 
     __threadfence();
     for (int g = warp; g < d.group; g += kWarps) {
       const size_t idx0 = (size_t(d.i) * n_q_heads + head0 + g) * d.n_splits;
-      float mx = -INFINITY;
-      for (int s = lane; s < d.n_eff; s += kWarp) mx = fmaxf(mx, __ldcg(&d.part_ml[idx0 + s]).x);
-      mx = warp_max(mx);
-      float l_sum = 0.0f;
-      for (int s = lane; s < d.n_eff; s += kWarp) {
-        const float2 ml = __ldcg(&d.part_ml[idx0 + s]);
-        const float wgt = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mx);
-        split_w[g][s] = wgt;
-        l_sum += ml.y * wgt;
-      }
-      l_sum = warp_sum(l_sum);
+      const float l_sum = split_weights(d.part_ml + idx0, d.n_eff, split_w[g]);
       if (lane == 0) inv_sum[g] = l_sum > 0.0f ? 1.0f / l_sum : 0.0f;
     }
     __syncthreads();
