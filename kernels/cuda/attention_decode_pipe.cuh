@@ -4,6 +4,8 @@
 // tile loads and the per-warp state store. Used by attention_decode_pipe.cu
 // (variants 6-11) and attention_decode_batched.cu (variant 12); the design
 // notes are at the top of attention_decode_pipe.cu.
+#include <algorithm>
+
 #include "kernels/cuda/attention_decode_split.cuh"
 
 namespace lantern::kernels::cuda_detail {
@@ -125,14 +127,22 @@ struct PipeSplit {
 // keys. A context of at most kOneSplitKeys keys (variant 17: 256) is one
 // split, whatever n_splits: no combine. Returns false (nothing copied, no
 // barrier) for a split past them.
+// Keys per split of a ctx-key context over n_splits (see pipe_split_setup).
+template <int kAlign = 1, int kOneSplitKeys = 0>
+__device__ __forceinline__ int split_keys(int ctx, int n_splits) {
+  const int keys = ctx <= kOneSplitKeys ? max(ctx, 1) : max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
+  return (keys + kAlign - 1) / kAlign * kAlign;
+}
+// How many splits of len keys hold keys of a ctx-key context (at least one).
+__device__ __forceinline__ int splits_holding(int ctx, int len) { return max(1, (ctx + len - 1) / len); }
+
 template <int kThreads, int HD, int kAlign = 1, int kOneSplitKeys = 0>
 __device__ __forceinline__ bool pipe_split_setup(PipeSplit& p, int& n_eff, int split, int n_splits, int ctx,
                                                  const int32_t* table, int block_size, int n_kv_heads,
                                                  const bf16* head_base, int* table_s) {
   static_assert(kMinSplitKeys % kAlign == 0 && kOneSplitKeys % kAlign == 0 && kOneSplitKeys < kTableCap);
-  const int keys = ctx <= kOneSplitKeys ? max(ctx, 1) : max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
-  const int len = (keys + kAlign - 1) / kAlign * kAlign;
-  n_eff = max(1, (ctx + len - 1) / len);
+  const int len = split_keys<kAlign, kOneSplitKeys>(ctx, n_splits);
+  n_eff = splits_holding(ctx, len);
   if (split >= n_eff) return false;
   p.begin = split * len;
   p.end = min(ctx, p.begin + len);
@@ -331,9 +341,6 @@ __device__ __forceinline__ void pipe_warp_tile_t(const uint32_t (&qb)[HD / 16][2
   }
 }
 
-// The transposed state into the merge buffers, the layout pipe_store_state
-// writes (rows = the group's heads < group; kStateRows rows per state); l is
-// completed over the column.
 // The transposed tile's row sum l (a head's keys spread over lanes g = lane / 4) summed over its 8 lanes.
 __device__ __forceinline__ float sum_over_key_lanes(float l) {
   l += __shfl_xor_sync(kFullMask, l, 4);
@@ -341,6 +348,9 @@ __device__ __forceinline__ float sum_over_key_lanes(float l) {
   return l + __shfl_xor_sync(kFullMask, l, 16);
 }
 
+// The transposed state into the merge buffers, the layout pipe_store_state
+// writes (rows = the group's heads < group; kStateRows rows per state); l is
+// completed over the column.
 template <int HD, int kStateRows = kBlockRows>
 __device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4], const float (&m)[2], float (&l)[2],
                                                    int group, int state, int row0, float* sm_m, float* sm_l,
@@ -362,6 +372,13 @@ __device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4],
       sm_l[state * kStateRows + row0 + head] = l[h];
     }
   }
+}
+
+// Host: whether the longest of n splits of a max_context-key context (split_keys
+// with kAlign = align) has its block-table entries fit the shared copy (kTableCap).
+inline bool split_table_fits(int max_context, int n, int align, int block_size) {
+  const int len = ceil_div(std::max(kMinSplitKeys, ceil_div(max_context, n)), align) * align;
+  return ceil_div(len, block_size) + 1 <= kTableCap;
 }
 
 // Shapes the pipe kernels serve (others fall back to the register kernels).

@@ -45,18 +45,11 @@ constexpr int kRowsHeads = 8;                              // kv heads of a bloc
 constexpr int kRowsThreads = (kRowsHeads + 1) * kWarp;     // + the producer warp
 constexpr int kRowsMaxSplits = 256;                        // the combine's weights in shared memory
 constexpr int kRowsOneSplitKeys = 256;                     // variant 20 below this (one split, no combine)
-constexpr unsigned kRowsBox = kBoxKeys * kHd * sizeof(bf16);  // one head's 16 rows: 2 KB
-constexpr unsigned kRowsStageBytes = 2 * kRowsHeads * kRowsBox;  // K then V: 32 KB
+constexpr int kBoxElems = kBoxKeys * kHd;                  // one head's 16 rows: 2 KB
+constexpr unsigned kRowsStageBytes = 2 * kRowsHeads * kBoxElems * sizeof(bf16);  // K then V: 32 KB
 template <int St>
 constexpr size_t kRowsSmem = 1024 + St * kRowsStageBytes + kTableCap * sizeof(int);  // + alignment slack
 
-// Keys per split for a context of ctx keys over n_splits (pipe_split_setup
-// with 16-key alignment), and how many splits hold keys: the combine kernel
-// recomputes it from the same context.
-__device__ __forceinline__ int rows_split_len(int ctx, int n_splits) {
-  const int keys = ctx <= 0 ? 1 : max(kMinSplitKeys, (ctx + n_splits - 1) / n_splits);
-  return (keys + kBoxKeys - 1) / kBoxKeys * kBoxKeys;
-}
 __device__ __forceinline__ int seq_context(const int32_t* context_lens, int i, int max_context, int cap) {
   return min(min(context_lens[i], max_context), cap);
 }
@@ -69,7 +62,6 @@ __device__ __forceinline__ void rows_issue(const CUtensorMap* map, const PipeSpl
   const int blk = t0 < p.end ? p.table_s[p.blk_of(t0) - p.first_blk] : -1;
   const int row_k = blk >= 0 ? blk * 2 * p.block_size + p.row_of(t0) : -4 * kBoxKeys;  // negative: zeros
   const int row_v = blk >= 0 ? row_k + p.block_size : row_k;
-  constexpr int kBoxElems = kBoxKeys * kHd;
 #pragma unroll
   for (int h = 0; h < kRowsHeads; ++h) {
     tma_rows(st + h * kBoxElems, map, h, row_k, bar);
@@ -168,7 +160,6 @@ __global__ void __launch_bounds__(kRowsThreads, 1)
   uint32_t qb[kHd / 16][2];
   float o[kHd / 16][4], m[2], l[2];
   pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(warp) * group * kHd, group, qb, o, m, l);
-  constexpr int kBoxElems = kBoxKeys * kHd;
   for (int t = 0; t < n_tiles; ++t) {
     mbar_wait(&full[t % St], (t / St) & 1);
     bf16* k_s = stage(t) + warp * kBoxElems;
@@ -205,8 +196,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   trigger_dependents();  // o_proj may start streaming its weights
   const int head = blockIdx.x, i = blockIdx.y;
   const int ctx = seq_context(context_lens, i, max_context, cap);
-  const int len = rows_split_len(ctx, n_splits);
-  const int n_eff = max(1, (ctx + len - 1) / len);
+  const int n_eff = splits_holding(ctx, split_keys<kBoxKeys>(ctx, n_splits));  // as the split kernel's setup
   grid_dependency_wait();  // the split kernel's partials
   if (n_eff == 1) return;
   const size_t idx0 = (size_t(i) * n_q_heads + head) * n_splits;
@@ -253,10 +243,7 @@ int rows_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   if (a.b >= 24 || !a.one_row_per_seq || !pipe_supports(a) || !tma_supports(a) ||
       a.cache.n_kv_heads != kRowsHeads || max_context <= kRowsOneSplitKeys)
     return 0;
-  auto fits = [&](int n) {
-    const int len = ceil_div(std::max(kMinSplitKeys, ceil_div(max_context, n)), kBoxKeys) * kBoxKeys;
-    return ceil_div(len, bs) + 1 <= kTableCap;
-  };
+  auto fits = [&](int n) { return split_table_fits(max_context, n, kBoxKeys, bs); };  // whole 16-key groups
   int s = std::clamp(sm_count() / a.b, 1, kRowsMaxSplits);
   while (s < kRowsMaxSplits && !fits(s)) ++s;
   if (!fits(s)) return 0;
@@ -269,7 +256,8 @@ template <int St>
 void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
   const KvCacheRef& c = a.cache;
   auto* kernel = decode_rows_kernel<St>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRowsSmem<St>)));
+  static size_t smem_allowed = 0;  // per instantiation
+  allow_smem(kernel, kRowsSmem<St>, &smem_allowed);
   // [b][q heads][splits][head_dim] partial outputs, then their (max, sum).
   auto* part_o = static_cast<float*>(ctx.workspace);
   auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * kHd);

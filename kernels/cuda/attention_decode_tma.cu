@@ -325,10 +325,7 @@ constexpr int kMinTmaSplits = 3;
 int tma_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   const int max_context = std::max(a.max_context, 1), bs = a.cache.block_size;
   const long work = long(a.b) * a.cache.n_kv_heads;
-  auto fits = [&](int n) {  // the longest split's block-table entries fit the shared copy
-    const int len = ceil_div(std::max(kMinSplitKeys, ceil_div(max_context, n)), 64) * 64;
-    return ceil_div(len, bs) + 1 <= kTableCap;
-  };
+  auto fits = [&](int n) { return split_table_fits(max_context, n, 64, bs); };  // whole 64-key tiles
   int s = int(std::clamp<long>(split_tma_blocks_per_sm() * long(sm_count()) / work, 1, max_splits_for(max_context)));
   // Fewer than 3 splits in a wave (16 rows x 8 kv heads on the H200): variant
   // 11's register kernel measured as fast or faster (1.170-1.175 vs 1.180-1.186
