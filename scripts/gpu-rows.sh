@@ -3,7 +3,7 @@
 # on the GPU machine from this tree: the attention tests (every variant against the CPU reference),
 # then interleaved step times of the default against variant 21 (scripts/gpu-knob-sweep.sh) at
 # batch 1 / 32 k, batch 1 / 128, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
-# in-engine launch of its split kernel at 32 k. Steps: tests, sweep, ncu (default: all).
+# in-engine launch of its two kernels at 32 k and of the default's split kernel. Steps: tests, sweep, ncu (default: all).
 #   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
 set -u
 cd "$(dirname "$0")/.."
@@ -24,9 +24,16 @@ if [[ " $steps " == *" sweep "* ]]; then
   done
 fi
 if [[ " $steps " == *" ncu "* ]]; then
-  timeout 200 ncu -k regex:decode_rows_kernel -s 20 -c 1 --section SpeedOfLight --section WarpStateStats \
-    $L bench --model "$M" --device cuda --batch 1 --prompt-len 32768 --decode-steps 4 --kernels attention_decode=21 \
-    > "$OUT/ncu-rows.txt" 2>&1
-  echo "ncu: rc=$?"
-  grep -E "decode_rows|Duration|DRAM Throughput|SM Frequency|Warp Cycles Per Issued" "$OUT/ncu-rows.txt" | head -8
+  # Variant 21's two kernels (the split kernel and its combine), then the default's split kernel
+  # (variant 17) at the same point, each a launch after 20 skipped (the prefill's are skipped too).
+  for side in "attention_decode=21:decode_rows_kernel|rows_combine_kernel:2" "-:decode_tma_kernel:1"; do
+    IFS=: read -r kern regex count <<< "$side"
+    args=(); [[ $kern != - ]] && args=(--kernels "$kern")
+    timeout 200 ncu -k "regex:$regex" -s 20 -c "$count" --section SpeedOfLight --section WarpStateStats \
+      $L bench --model "$M" --device cuda --batch 1 --prompt-len 32768 --decode-steps 4 "${args[@]}" \
+      > "$OUT/ncu-${kern//=/}.txt" 2>&1
+    echo "ncu $kern: rc=$?"
+    grep -E "decode_rows|rows_combine|decode_tma|Duration|DRAM Throughput|SM Frequency|Warp Cycles Per Issued" \
+      "$OUT/ncu-${kern//=/}.txt" | head -12
+  done
 fi
