@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# attention_decode.21 split_rows_t (issue 14, session 38) in one call of the device tool, building
+# attention_decode.21 split_rows_t and .22 split_rows_cluster_t (issue 14, sessions 38-39) in one call of the device tool, building
 # on the GPU machine from this tree: the attention tests (every variant against the CPU reference),
-# then interleaved step times of the default against variant 21 (scripts/gpu-knob-sweep.sh) at
+# then interleaved step times of the default against variants 21 and 22 (scripts/gpu-knob-sweep.sh) at
 # batch 1 / 32 k, batch 1 / 128, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
 # in-engine launch of its two kernels at 32 k and of the default's split kernel. Steps: tests, sweep, ncu (default: all).
-#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
+#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21 attention_decode=22"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
 set -u
 cd "$(dirname "$0")/.."
 LOGS=/tmp/rows-logs; TARGETS="lantern lantern_gpu_tests"; source scripts/lib/device-built.sh
 steps=${*:-tests sweep ncu}
-read -ra sides <<< "${SIDES:-- attention_decode=21}"
+read -ra sides <<< "${SIDES:-- attention_decode=21 attention_decode=22}"
 if [[ " $steps " == *" tests "* ]]; then
   timeout 300 $T --gtest_filter='AttentionDecodeGpu.*' > "$LOGS/tests.log" 2>&1
   echo "tests: rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$LOGS/tests.log" | tr '\n' ' ')"
@@ -26,7 +26,8 @@ fi
 if [[ " $steps " == *" ncu "* ]]; then
   # Variant 21's two kernels (the split kernel and its combine), then the default's split kernel
   # (variant 17) at the same point, each a launch after 20 skipped (the prefill's are skipped too).
-  for side in "attention_decode=21:decode_rows_kernel|rows_combine_kernel:2" "-:decode_tma_kernel:1"; do
+  for side in "attention_decode=21:decode_rows_kernel|rows_combine_kernel:2" "attention_decode=22:decode_rows_kernel:1" \
+    "-:decode_tma_kernel:1"; do
     IFS=: read -r kern regex count <<< "$side"
     args=(); [[ $kern != - ]] && args=(--kernels "$kern")
     timeout 200 ncu -k "regex:$regex" -s 20 -c "$count" --section SpeedOfLight --section WarpStateStats \

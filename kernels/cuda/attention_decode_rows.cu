@@ -29,6 +29,8 @@
 // different split and merge order); tested against the CPU reference. Needs 8
 // kv heads of head_dim 64, GQA groups <= 8, block sizes that are multiples of
 // 16; else variant 20.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 
 #include "kernels/base/env_knob.h"
@@ -44,6 +46,7 @@ using namespace cuda_detail;
 constexpr int kRowsHeads = 8;                              // kv heads of a block (one consumer warp each)
 constexpr int kRowsThreads = (kRowsHeads + 1) * kWarp;     // + the producer warp
 constexpr int kRowsMaxSplits = 256;                        // the combine's weights in shared memory
+constexpr int kRowsMaxGroup = 8;                           // q heads per kv head (the transposed tile's n side)
 constexpr int kRowsOneSplitKeys = 256;                     // variant 20 below this (one split, no combine)
 constexpr int kBoxElems = kBoxKeys * kHd;                  // one head's 16 rows: 2 KB
 constexpr unsigned kRowsStageBytes = 2 * kRowsHeads * kBoxElems * sizeof(bf16);  // K then V: 32 KB
@@ -102,8 +105,129 @@ __device__ __forceinline__ void rows_store(float (&o)[kHd / 16][4], const float 
   }
 }
 
+__device__ __forceinline__ void rows_empty_state(float (&o)[kHd / 16][4], float (&m)[2], float (&l)[2]) {
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
+#pragma unroll
+  for (int d = 0; d < kHd / 16; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+}
+
+// All threads of the cluster (not warp-aligned: the release / acquire forms).
+__device__ __forceinline__ void rows_cluster_barrier() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+__device__ unsigned g_rows_counters[kMaxSplitCounters];  // variant 22: [sequence][kv head], zero between launches
+
+// Variant 22: the sequence's clusters count themselves in per rank (kv heads
+// rank, rank + kC, ...); the last to arrive combines those heads' cluster
+// partials into the output and resets the counter.
+template <int kC>
+__device__ void rows_last_cluster(int rank, int i, int group, int q_stride, int n_cl, int n_cl_eff, bf16* out,
+                                  const float* part_o, const float2* part_ml) {
+  constexpr int kHeads = kRowsHeads / kC * kRowsMaxGroup;  // most q heads of a rank
+  __shared__ bool is_last;
+  __shared__ float w_s[kHeads][kRowsMaxSplits / kC];
+  __shared__ float inv_s[kHeads];
+  __threadfence();
+  __syncthreads();
+  unsigned* counter = &g_rows_counters[size_t(i) * kRowsHeads + rank];
+  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == unsigned(n_cl_eff - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int n_q_heads = kRowsHeads * group, n_heads = kRowsHeads / kC * group;
+  auto q_head = [&](int j) { return (rank + kC * (j / group)) * group + j % group; };
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int j = warp; j < n_heads; j += kRowsThreads / kWarp) {
+    const float l_sum = split_weights(part_ml + (size_t(i) * n_q_heads + q_head(j)) * n_cl, n_cl_eff, w_s[j]);
+    if (lane == 0) inv_s[j] = l_sum > 0.0f ? 1.0f / l_sum : 0.0f;
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < n_heads * kHd; item += kRowsThreads) {
+    const int j = item / kHd, d = item % kHd, qh = q_head(j);
+    const float* src = part_o + (size_t(i) * n_q_heads + qh) * n_cl * kHd + d;
+    float acc = 0.0f;
+    for (int c = 0; c < n_cl_eff; ++c) acc += __ldcg(src + size_t(c) * kHd) * w_s[j][c];
+    out[size_t(i) * q_stride + size_t(qh) * kHd + d] = __float2bfloat16(acc * inv_s[j]);
+  }
+  if (threadIdx.x == 0) *counter = 0u;
+}
+
+// Variant 22's end of a split block (every thread of the block, cluster of kC
+// splits). The 8 consumer warps put their states (kv head w's group: o, m, l)
+// into the drained stages; after a cluster barrier, rank r merges kv head r
+// (or heads r, r + kC, ... for kC < 8) over the cluster's kC blocks from
+// distributed shared memory -- the sequence's output if one cluster holds all
+// its keys, else the cluster's partial -- and the last of the sequence's
+// clusters to count itself in (per kv head: threadfence-reduction pattern)
+// combines the clusters' partials and resets its counter.
+template <int kC>
+__device__ void rows_cluster_finish(unsigned char* smem, float (&o)[kHd / 16][4], const float (&m)[2],
+                                    float (&l)[2], int i, int group, int q_stride, int split, int n_splits,
+                                    int n_eff, bf16* out, float* part_o, float2* part_ml) {
+  namespace cg = cooperative_groups;
+  float* st_o = reinterpret_cast<float*>(smem);                               // [kv][group][kHd]
+  float2* st_ml = reinterpret_cast<float2*>(st_o + kRowsHeads * kRowsMaxGroup * kHd);  // [kv][group]
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  __syncwarp();  // the producer warp waits for its issuing lane
+  if (warp < kRowsHeads) {
+    asm volatile("barrier.sync 1, %0;" ::"n"(kRowsHeads * kWarp) : "memory");  // every consumer left the stages
+    const int g = lane / 4, tq = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] = sum_over_key_lanes(l[h]);
+      const int head = 2 * tq + h;
+      if (head >= group) continue;
+      float* dst = st_o + (warp * group + head) * kHd;
+#pragma unroll
+      for (int d = 0; d < kHd / 16; ++d) {
+        dst[d * 16 + g] = o[d][h];
+        dst[d * 16 + g + 8] = o[d][2 + h];
+      }
+      if (g == 0) st_ml[warp * group + head] = make_float2(m[h], l[h]);
+    }
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  rows_cluster_barrier();  // every block's states are written
+  const int rank = int(cluster.block_rank()), n_cl = n_splits / kC, cl = split / kC;
+  const int n_cl_eff = (n_eff + kC - 1) / kC;  // clusters holding keys (the others exited)
+  const int n_q_heads = kRowsHeads * group;
+  for (int item = threadIdx.x; item < kRowsHeads / kC * group * kHd; item += kRowsThreads) {
+    const int kv = rank + kC * (item / (group * kHd)), d = item % kHd;
+    const int qh = kv * group + item / kHd % group;  // also the state's index: warp kv holds kv head kv
+    float mx = -INFINITY;
+    float2 ml[kC];
+#pragma unroll
+    for (int r = 0; r < kC; ++r) {
+      ml[r] = cluster.map_shared_rank(st_ml, r)[qh];
+      mx = fmaxf(mx, ml[r].x);
+    }
+    float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kC; ++r) {
+      const float w = ml[r].x == -INFINITY ? 0.0f : exp2f(ml[r].x - mx);
+      sum += ml[r].y * w;
+      acc += cluster.map_shared_rank(st_o, r)[qh * kHd + d] * w;
+    }
+    if (n_cl_eff == 1) {
+      out[size_t(i) * q_stride + size_t(qh) * kHd + d] = __float2bfloat16(sum > 0.0f ? acc / sum : 0.0f);
+    } else {
+      const size_t idx = (size_t(i) * n_q_heads + qh) * n_cl + cl;
+      part_o[idx * kHd + d] = acc;
+      if (d == 0) part_ml[idx] = make_float2(mx, sum);
+    }
+  }
+  rows_cluster_barrier();  // no block leaves while a peer may still read its states
+  if (n_cl_eff == 1) return;
+  rows_last_cluster<kC>(rank, i, group, q_stride, n_cl, n_cl_eff, out, part_o, part_ml);
+}
+
 // Grid (splits, sequences); kRowsThreads threads: warps 0-7 the kv heads, warp 8 the producer.
-template <int St>
+// kC == 1 (variant 21): each warp stores its partial, rows_combine_kernel combines them. kC > 1
+// (variant 22): clusters of kC splits merge their states in distributed shared memory and the
+// last cluster to finish combines the clusters' partials (rows_cluster_finish).
+template <int St, int kC>
 __global__ void __launch_bounds__(kRowsThreads, 1)
     decode_rows_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out, float* part_o,
                        float2* part_ml, const int32_t* __restrict__ seq_slots,
@@ -131,10 +255,18 @@ __global__ void __launch_bounds__(kRowsThreads, 1)
   PipeSplit p;
   int n_eff;
   // Ends with a barrier, which also publishes the mbarriers.
-  if (!pipe_split_setup<kRowsThreads, kHd, kBoxKeys>(p, n_eff, split, n_splits, ctx,
-                                                     block_tables + size_t(slot) * max_blocks_per_seq, block_size,
-                                                     kRowsHeads, nullptr, table_s)) {
-    grid_dependency_wait();  // nothing to do, but exit no earlier than a waiting block would
+  const bool busy = pipe_split_setup<kRowsThreads, kHd, kBoxKeys>(
+      p, n_eff, split, n_splits, ctx, block_tables + size_t(slot) * max_blocks_per_seq, block_size, kRowsHeads,
+      nullptr, table_s);
+  if (!busy && (kC == 1 || split / kC >= (n_eff + kC - 1) / kC)) {
+    grid_dependency_wait();  // nothing to do (a whole cluster: no peer reads this block), but exit no earlier
+    return;                  // than a waiting block would
+  }
+  float o[kHd / 16][4], m[2], l[2];
+  if (!busy) {  // an empty split in a cluster that holds keys: an empty state for the merge
+    rows_empty_state(o, m, l);
+    grid_dependency_wait();
+    rows_cluster_finish<kC>(smem, o, m, l, i, group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
     return;
   }
   const int n_tiles = (p.end - p.begin + kBoxKeys - 1) / kBoxKeys;
@@ -155,10 +287,11 @@ __global__ void __launch_bounds__(kRowsThreads, 1)
         rows_issue(&kv_map, p, t, stage(t), &full[t % St]);
       }
     }
-    return;  // the producer warp takes no part in the output (no block barrier follows)
+    if constexpr (kC > 1)  // the cluster's barriers count every thread
+      rows_cluster_finish<kC>(smem, o, m, l, i, group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
+    return;  // variant 21: the producer warp takes no part in the output (no block barrier follows)
   }
   uint32_t qb[kHd / 16][2];
-  float o[kHd / 16][4], m[2], l[2];
   pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(warp) * group * kHd, group, qb, o, m, l);
   for (int t = 0; t < n_tiles; ++t) {
     mbar_wait(&full[t % St], (t / St) & 1);
@@ -177,7 +310,11 @@ __global__ void __launch_bounds__(kRowsThreads, 1)
     __syncwarp();  // the warp has read its part of the stage: release it
     if (lane == 0) mbar_arrive(&empty[t % St]);
   }
-  rows_store(o, m, l, i, warp, group, kRowsHeads * group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
+  if constexpr (kC == 1)
+    rows_store(o, m, l, i, warp, group, kRowsHeads * group, q_stride, split, n_splits, n_eff, out, part_o,
+               part_ml);
+  else
+    rows_cluster_finish<kC>(smem, o, m, l, i, group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
 }
 
 // One block per (q head, sequence), 256 threads: warp 0 turns the splits'
@@ -252,40 +389,103 @@ int rows_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   return s >= 2 && fits(s) ? s : 0;
 }
 
-template <int St>
-void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
-  const KvCacheRef& c = a.cache;
-  auto* kernel = decode_rows_kernel<St>;
-  static size_t smem_allowed = 0;  // per instantiation
-  allow_smem(kernel, kRowsSmem<St>, &smem_allowed);
-  // [b][q heads][splits][head_dim] partial outputs, then their (max, sum).
-  auto* part_o = static_cast<float*>(ctx.workspace);
-  auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * splits * kHd);
-  const int max_context = std::max(a.max_context, 1), cap = c.max_blocks_per_seq * c.block_size;
-  launch_kernel(true, kernel, dim3(splits, a.b), dim3(kRowsThreads), kRowsSmem<St>, ctx.stream, pool_rows_map(c),
-                static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml, a.seq_slots,
-                a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq, a.n_q_heads / c.n_kv_heads,
-                a.q_stride, max_context, a.scale * 1.4426950408889634f);
-  CUDA_CHECK_LAST("decode_rows_kernel");
-  launch_kernel(true, rows_combine_kernel, dim3(a.n_q_heads, a.b), dim3(kCombineThreads), 0, ctx.stream,
-                static_cast<const float*>(part_o), static_cast<const float2*>(part_ml), static_cast<bf16*>(a.out),
-                a.context_lens, max_context, cap, a.n_q_heads, splits, a.q_stride);
-  CUDA_CHECK_LAST("rows_combine_kernel");
+// LANTERN_ROWS_CLUSTER = 4 or 8 (default): variant 22's cluster size, an experiment knob read once.
+int rows_cluster() {
+  static const int v = env_int("LANTERN_ROWS_CLUSTER", 8);
+  return v == 4 ? 4 : 8;
 }
 
-void decode_split_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  check_decode(a, "attention_decode.split_rows_t");
+// How many clusters of kC blocks (one per SM) can be resident at once; queried once per instantiation.
+template <int St, int kC>
+int rows_active_clusters() {
+  static const int n = [] {
+    auto* kernel = decode_rows_kernel<St, kC>;
+    size_t allowed = 0;
+    allow_smem(kernel, kRowsSmem<St>, &allowed);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kC * 64, 1);
+    cfg.blockDim = dim3(kRowsThreads);
+    cfg.dynamicSmemBytes = kRowsSmem<St>;
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kC, attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    int count = 0;
+    if (cudaOccupancyMaxActiveClusters(&count, kernel, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }();
+  return n;
+}
+
+// Variant 22's splits (0: variant 21's launch): where variant 21's kernel
+// applies and every sequence gets at least one resident cluster, the most
+// whole clusters that run in one wave; the clusters' partials in the workspace.
+template <int St, int kC>
+int rows_cluster_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  if (rows_splits(a, ctx) == 0) return 0;
+  const int per_seq = std::min(rows_active_clusters<St, kC>() / a.b, kRowsMaxSplits / kC);
+  const int s = kC * per_seq;
+  if (per_seq < 1 || !split_table_fits(std::max(a.max_context, 1), s, kBoxKeys, a.cache.block_size)) return 0;
+  const size_t partials = split_partial_bytes(a.b, a.n_q_heads, kHd, per_seq);
+  return ctx.workspace && partials <= ctx.workspace_bytes ? s : 0;
+}
+
+// kC == 1: variant 21 (the split kernel, then rows_combine_kernel); else variant 22 (clusters of kC).
+template <int St, int kC>
+void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
+  const KvCacheRef& c = a.cache;
+  auto* kernel = decode_rows_kernel<St, kC>;
+  static size_t smem_allowed = 0;  // per instantiation
+  allow_smem(kernel, kRowsSmem<St>, &smem_allowed);
+  // [b][q heads][splits (variant 22: clusters)][head_dim] partial outputs, then their (max, sum).
+  auto* part_o = static_cast<float*>(ctx.workspace);
+  auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * (splits / kC) * kHd);
+  const int max_context = std::max(a.max_context, 1), cap = c.max_blocks_per_seq * c.block_size;
+  launch_kernel_cluster(true, kC, kernel, dim3(splits, a.b), dim3(kRowsThreads), kRowsSmem<St>, ctx.stream,
+                        pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
+                        a.seq_slots, a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq,
+                        a.n_q_heads / c.n_kv_heads, a.q_stride, max_context, a.scale * 1.4426950408889634f);
+  CUDA_CHECK_LAST("decode_rows_kernel");
+  if constexpr (kC == 1) {
+    launch_kernel(true, rows_combine_kernel, dim3(a.n_q_heads, a.b), dim3(kCombineThreads), 0, ctx.stream,
+                  static_cast<const float*>(part_o), static_cast<const float2*>(part_ml),
+                  static_cast<bf16*>(a.out), a.context_lens, max_context, cap, a.n_q_heads, splits, a.q_stride);
+    CUDA_CHECK_LAST("rows_combine_kernel");
+  }
+}
+
+// Variant 22 at St stages, else (no cluster shape fits) variant 21's launch.
+template <int St>
+void launch_rows_any(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool cluster) {
+  if (cluster) {
+    const int kc = rows_cluster();
+    const int s = kc == 4 ? rows_cluster_splits<St, 4>(a, ctx) : rows_cluster_splits<St, 8>(a, ctx);
+    if (s > 0) return kc == 4 ? launch_rows<St, 4>(a, ctx, s) : launch_rows<St, 8>(a, ctx, s);
+  }
+  launch_rows<St, 1>(a, ctx, rows_splits(a, ctx));
+}
+
+void decode_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool cluster, const char* who) {
+  check_decode(a, who);
   if (a.b == 0) return;
-  const int splits = rows_splits(a, ctx);
-  if (splits == 0) return decode_split_persist_one_t(a, ctx);
+  if (rows_splits(a, ctx) == 0) return decode_split_persist_one_t(a, ctx);
   switch (rows_stages()) {
     case 2:
-      return launch_rows<2>(a, ctx, splits);
+      return launch_rows_any<2>(a, ctx, cluster);
     case 4:
-      return launch_rows<4>(a, ctx, splits);
+      return launch_rows_any<4>(a, ctx, cluster);
     default:
-      return launch_rows<3>(a, ctx, splits);
+      return launch_rows_any<3>(a, ctx, cluster);
   }
+}
+void decode_split_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_rows(a, ctx, false, "attention_decode.split_rows_t");
+}
+void decode_split_rows_cluster(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
+  decode_rows(a, ctx, true, "attention_decode.split_rows_cluster_t");
 }
 
 }  // namespace
@@ -298,6 +498,13 @@ void register_attention_decode_rows_cuda(Registry& r) {
       "one per kv head, and a producer warp; one block per SM), the splits combined by a second "
       "kernel; 8 kv heads of head_dim 64, GQA groups <= 8, block sizes that are multiples of 16",
       kUntested, decode_split_workspace));  // written in session 38; its GPU test has not run yet
+  r.add(make_entry<AttentionDecodeArgs, decode_split_rows_cluster, attention_decode_cost<2>>(
+      22, "split_rows_cluster_t", Backend::cuda,
+      "split_rows_t with no combine kernel: clusters of 8 splits (LANTERN_ROWS_CLUSTER=4: 4) merge "
+      "their blocks' states in distributed shared memory, and per kv head the last of a sequence's "
+      "clusters to finish combines the clusters' partials; variant 21's launch where no cluster "
+      "shape fits (every sequence needs a resident cluster)",
+      kUntested, decode_split_workspace));  // written in session 39
 }
 
 }  // namespace lantern::kernels
