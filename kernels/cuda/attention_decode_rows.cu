@@ -38,6 +38,7 @@
 // kv heads of head_dim 64, GQA groups <= 8, block sizes that are multiples of
 // 16; else variant 20.
 #include <algorithm>
+#include <cstdio>
 
 #include "kernels/base/env_knob.h"
 #include "kernels/costs.h"
@@ -202,10 +203,11 @@ int rows_active_clusters() {
     attr.val.clusterDim.x = kC, attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
     cfg.attrs = &attr, cfg.numAttrs = 1;
     int count = 0;
-    if (cudaOccupancyMaxActiveClusters(&count, kernel, &cfg) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
+    const cudaError_t err = cudaOccupancyMaxActiveClusters(&count, kernel, &cfg);
+    if (err != cudaSuccess) (void)cudaGetLastError(), count = 0;
+    if (count == 0)
+      std::fprintf(stderr, "attention_decode.22: no cluster of %d blocks fits (%s); variant 21's launch runs\n", kC,
+                   err != cudaSuccess ? cudaGetErrorString(err) : "0 resident clusters");
     return count;
   }();
   return n;
