@@ -219,7 +219,10 @@ int rows_active_clusters() {
 template <int St, int kC>
 int rows_cluster_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   if (rows_splits(a, ctx) == 0) return 0;
-  const int per_seq = std::min(rows_active_clusters<St, kC>() / a.b, kRowsMaxSplits / kC);
+  // One block per SM: the occupancy query counts two where the whole shared memory is carved out,
+  // but the one-row steps' carveout holds one.
+  const int clusters = std::min(rows_active_clusters<St, kC>(), sm_count() / kC);
+  const int per_seq = std::min(clusters / a.b, kRowsMaxSplits / kC);
   const int s = kC * per_seq;
   if (per_seq < 1 || !split_table_fits(std::max(a.max_context, 1), s, kBoxKeys, a.cache.block_size)) return 0;
   const size_t partials = split_partial_bytes(a.b, a.n_q_heads, kHd, per_seq);
