@@ -293,14 +293,14 @@ void register_attention_decode_rows_cuda(Registry& r) {
       "reads whole K/V rows: every kv head of a 16-key group per 32 KB TMA stage (8 consumer warps, "
       "one per kv head, and a producer warp; one block per SM), the splits combined by a second "
       "kernel; 8 kv heads of head_dim 64, GQA groups <= 8, block sizes that are multiples of 16",
-      kUntested, decode_split_workspace));  // written in session 38; its GPU test has not run yet
+      kTestedOnly, decode_split_workspace));  // session 39, H100: batch 1 faster, batch 2-8 slower
   r.add(make_entry<AttentionDecodeArgs, decode_split_rows_cluster, attention_decode_cost<2>>(
       22, "split_rows_cluster_t", Backend::cuda,
       "split_rows_t with no combine kernel: clusters of 8 splits (LANTERN_ROWS_CLUSTER=4: 4) merge "
       "their blocks' states in distributed shared memory, and per kv head the last of a sequence's "
       "clusters to finish combines the clusters' partials; variant 21's launch where no cluster "
       "shape fits (every sequence needs a resident cluster)",
-      kUntested, decode_split_workspace));  // written in session 39
+      kTestedOnly, decode_split_workspace));  // session 39, H100: slower than 21 everywhere
 }
 
 }  // namespace lantern::kernels
