@@ -3,8 +3,12 @@
 # on the GPU machine from this tree: the attention tests (every variant against the CPU reference),
 # then interleaved step times of the default against variants 21 and 22 (scripts/gpu-knob-sweep.sh) at
 # batch 1 / 32 k, batch 1 / 128, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
-# in-engine launch of its two kernels at 32 k and of the default's split kernel. Steps: tests, sweep, ncu (default: all).
-#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21 attention_decode=22"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu]
+# in-engine launch of its two kernels at 32 k and of the default's split kernel; record: two recorded runs of
+# experiments/long-context-decode-8.json (8 sequences at 4 k keys; default, then variant 21) and lantern compare's
+# per-kernel table. Steps: tests, sweep, ncu, record (default: tests sweep ncu).
+# NCU_POINT / NCU_SKIP move the profiled launch: e.g. NCU_POINT="--batch 8 --prompt-len 4096 --decode-steps 40"
+# NCU_SKIP=400 profiles a full-batch step (the first decode steps run partial batches while prompts prefill).
+#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21 attention_decode=22"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu] [record]
 set -u
 cd "$(dirname "$0")/.."
 LOGS=/tmp/rows-logs; TARGETS="lantern lantern_gpu_tests"; source scripts/lib/device-built.sh
@@ -30,11 +34,23 @@ if [[ " $steps " == *" ncu "* ]]; then
     "-:decode_tma_kernel:1"; do
     IFS=: read -r kern regex count <<< "$side"
     args=(); [[ $kern != - ]] && args=(--kernels "$kern")
-    timeout 200 ncu -k "regex:$regex" -s 20 -c "$count" --section SpeedOfLight --section WarpStateStats \
-      $L bench --model "$M" --device cuda --batch 1 --prompt-len 32768 --decode-steps 4 "${args[@]}" \
+    read -ra point <<< "${NCU_POINT:---batch 1 --prompt-len 32768 --decode-steps 4}"
+    timeout 200 ncu -k "regex:$regex" -s "${NCU_SKIP:-20}" -c "$count" --section SpeedOfLight --section WarpStateStats \
+      $L bench --model "$M" --device cuda "${point[@]}" "${args[@]}" \
       > "$OUT/ncu-${kern//=/}.txt" 2>&1
     echo "ncu $kern: rc=$?"
     grep -E "decode_rows|rows_combine|decode_tma|Duration|DRAM Throughput|SM Frequency|Warp Cycles Per Issued" \
       "$OUT/ncu-${kern//=/}.txt" | head -12
   done
+fi
+if [[ " $steps " == *" record "* ]]; then
+  for side in default split_rows_t; do
+    set_args=(--set model.path="$M" --set model.preset=auto)
+    [[ $side != default ]] && set_args+=(--set kernels.attention_decode=$side)
+    timeout 240 $L run experiments/long-context-decode-8.json "${set_args[@]}" --out "$LOGS/run-$side" \
+      > "$LOGS/run-$side.log" 2>&1
+    echo "run $side: rc=$?"; tail -2 "$LOGS/run-$side.log"
+  done
+  timeout 60 $L compare "$LOGS/run-default" "$LOGS/run-split_rows_t" > "$OUT/compare.txt" 2>&1
+  echo "compare: rc=$?"; grep -E "attention|o_proj|TPOT|ITL" "$OUT/compare.txt" | head -24
 fi
