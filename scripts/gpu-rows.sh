@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
 # attention_decode.21 split_rows_t and .22 split_rows_cluster_t (issue 14, sessions 38-39) in one call of the device tool, building
-# on the GPU machine from this tree: the attention tests (every variant against the CPU reference),
-# then interleaved step times of the default against variants 21 and 22 (scripts/gpu-knob-sweep.sh) at
+# on the GPU machine from this tree: the attention tests (every variant against the CPU reference;
+# twice, the second with LANTERN_ROWS_SETS=2),
+# then interleaved step times of the default against variant 21 with one and two consumer sets
+# (scripts/gpu-knob-sweep.sh; SIDES="... attention_decode=22" adds the cluster form) at
 # batch 1 / 32 k, batch 1 / 128, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
 # in-engine launch of its two kernels at 32 k and of the default's split kernel; record: two recorded runs of
 # experiments/long-context-decode-8.json (8 sequences at 4 k keys; default, then variant 21) and lantern compare's
 # per-kernel table. Steps: tests, sweep, ncu, record (default: tests sweep ncu).
 # NCU_POINT / NCU_SKIP move the profiled launch: e.g. NCU_POINT="--batch 8 --prompt-len 4096 --decode-steps 40"
 # NCU_SKIP=400 profiles a full-batch step (the first decode steps run partial batches while prompts prefill).
-#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21 attention_decode=22"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu] [record]
+#   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21 attention_decode=21,LANTERN_ROWS_SETS=2"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu] [record]
 set -u
 cd "$(dirname "$0")/.."
 LOGS=/tmp/rows-logs; TARGETS="lantern lantern_gpu_tests"; source scripts/lib/device-built.sh
 steps=${*:-tests sweep ncu}
-read -ra sides <<< "${SIDES:-- attention_decode=21 attention_decode=22}"
+read -ra sides <<< "${SIDES:-- attention_decode=21 attention_decode=21,LANTERN_ROWS_SETS=2}"
 if [[ " $steps " == *" tests "* ]]; then
-  timeout 300 $T --gtest_filter='AttentionDecodeGpu.*' > "$LOGS/tests.log" 2>&1
-  echo "tests: rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$LOGS/tests.log" | tr '\n' ' ')"
-  grep -E "Failure|split_rows|differs|Which is|rel" "$LOGS/tests.log" | head -30
-  cp "$LOGS/tests.log" "$OUT/"
+  # Twice: the second with variant 21's two consumer sets (LANTERN_ROWS_SETS is read once per process).
+  for sets in 1 2; do
+    LANTERN_ROWS_SETS=$sets timeout 300 $T --gtest_filter='AttentionDecodeGpu.*' > "$LOGS/tests-sets$sets.log" 2>&1
+    echo "tests (LANTERN_ROWS_SETS=$sets): rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$LOGS/tests-sets$sets.log" | tr '\n' ' ')"
+    grep -E "Failure|split_rows|differs|Which is|rel" "$LOGS/tests-sets$sets.log" | head -30
+    cp "$LOGS/tests-sets$sets.log" "$OUT/"
+  done
 fi
 if [[ " $steps " == *" sweep "* ]]; then
   IFS=';' read -ra points <<< "${POINTS:---batch 1 --prompt-len 32768 --decode-steps 32;--batch 1 --prompt-len 128 --decode-steps 128;--batch 1 --prompt-len 2048 --decode-steps 64;--batch 8 --prompt-len 4096 --decode-steps 64}"

@@ -64,17 +64,85 @@ __device__ __forceinline__ void rows_issue(const CUtensorMap* map, const PipeSpl
   }
 }
 
-// Grid (splits, sequences); kRowsThreads threads: warps 0-7 the kv heads, warp 8 the producer.
-// kC == 1 (variant 21): each warp stores its partial, rows_combine_kernel combines them. kC > 1
-// (variant 22): clusters of kC splits merge their states in distributed shared memory and the
-// last cluster to finish combines the clusters' partials (rows_cluster_finish).
-template <int St, int kC>
-__global__ void __launch_bounds__(kRowsThreads, 1)
+// The consumer loop of warp kv of consumer set `set`: groups t = set,
+// set + kSets, ... of the split, each from its landed stage, released to the
+// producer (8 arrivals: the set's warps) once read.
+template <int St, int kSets>
+__device__ __forceinline__ void rows_consume(const PipeSplit& p, int n_tiles, int set, int kv, bf16* stages,
+                                             uint64_t* full, uint64_t* empty, const uint32_t (&qb)[kHd / 16][2],
+                                             float scale_log2, float (&o)[kHd / 16][4], float (&m)[2],
+                                             float (&l)[2]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4;
+  for (int t = set; t < n_tiles; t += kSets) {
+    mbar_wait(&full[t % St], (t / St) & 1);
+    bf16* stage = stages + size_t(t % St) * (kRowsStageBytes / sizeof(bf16));
+    bf16* k_s = stage + kv * kBoxElems;
+    bf16* v_s = stage + (kRowsHeads + kv) * kBoxElems;
+    const int kbase = p.begin + t * kBoxKeys;
+    if (kbase + kBoxKeys > p.end) {  // stale V rows of the context's last cache block: zeros (p = 0 there)
+      for (int u = lane; u < kBoxKeys * 8; u += kWarp)
+        if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+    }
+    const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
+    pipe_warp_tile_t<kHd, kHd, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
+    __syncwarp();  // the warp has read its part of the stage: release it
+    if (lane == 0) mbar_arrive(&empty[t % St]);
+  }
+}
+
+// Two consumer sets: set 1's warps hand their register states (per lane: o,
+// m, l; l still a per-lane partial) to set 0's warp of the same kv head
+// through the drained stages, and set 0 merges them lane by lane (m is the
+// same across a head's lanes, so the per-lane partials scale alike).
+__device__ __forceinline__ void rows_merge_sets(float* buf, int set, int kv, float (&o)[kHd / 16][4], float (&m)[2],
+                                                float (&l)[2]) {
+  constexpr int kFields = kHd / 16 * 4 + 4;  // o, then m and l of the lane's two heads
+  const int lane = threadIdx.x % kWarp;
+  auto at = [&](int f) { return buf + (f * kRowsHeads + kv) * kWarp + lane; };  // conflict-free by lane
+  asm volatile("barrier.sync 1, %0;" ::"n"(2 * kRowsHeads * kWarp) : "memory");  // no consumer reads a stage
+  if (set == 1) {
+#pragma unroll
+    for (int d = 0; d < kHd / 16; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) *at(d * 4 + e) = o[d][e];
+    *at(kFields - 4) = m[0], *at(kFields - 3) = m[1], *at(kFields - 2) = l[0], *at(kFields - 1) = l[1];
+  }
+  asm volatile("barrier.sync 1, %0;" ::"n"(2 * kRowsHeads * kWarp) : "memory");
+  if (set == 1) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m1 = *at(kFields - 4 + h), l1 = *at(kFields - 2 + h);
+    const float mn = fmaxf(m[h], m1);
+    if (mn == -INFINITY) continue;  // neither set saw a valid key of this head
+    const float c0 = exp2f(m[h] - mn), c1 = exp2f(m1 - mn);
+    l[h] = l[h] * c0 + l1 * c1;
+    m[h] = mn;
+#pragma unroll
+    for (int d = 0; d < kHd / 16; ++d) {
+      o[d][h] = o[d][h] * c0 + *at(d * 4 + h) * c1;
+      o[d][2 + h] = o[d][2 + h] * c0 + *at(d * 4 + 2 + h) * c1;
+    }
+  }
+}
+
+// Grid (splits, sequences); kRowsThreadsOf<kSets> threads: kSets sets of 8
+// consumer warps (warp w of a set: kv head w % 8), then the producer warp.
+// kC == 1 (variant 21): each warp stores its partial, rows_combine_kernel
+// combines them; kSets == 2 (LANTERN_ROWS_SETS=2) splits a split's groups
+// between two sets (even / odd), merged before the store. kC > 1 (variant
+// 22, kSets == 1): clusters of kC splits merge their states in distributed
+// shared memory and the last cluster to finish combines the clusters'
+// partials (rows_cluster_finish).
+template <int St, int kC, int kSets>
+__global__ void __launch_bounds__(kRowsThreadsOf<kSets>, 1)
     decode_rows_kernel(const __grid_constant__ CUtensorMap kv_map, const bf16* q, bf16* out, float* part_o,
                        float2* part_ml, const int32_t* __restrict__ seq_slots,
                        const int32_t* __restrict__ context_lens, const int32_t* __restrict__ block_tables,
                        int block_size, int max_blocks_per_seq, int group, int q_stride, int max_context,
                        float scale_log2) {
+  static_assert(kC == 1 || kSets == 1);
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[St], empty[St];
   unsigned char* smem = smem_raw + (1024 - smem_u32(smem_raw) % 1024) % 1024;  // SWIZZLE_128B: 1 KB aligned
@@ -89,14 +157,14 @@ __global__ void __launch_bounds__(kRowsThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < St; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kRowsHeads);  // one arrival per consumer warp
+      mbar_init(&empty[s], kRowsHeads);  // one arrival per warp of the consuming set
     }
     fence_barrier_init();
   }
   PipeSplit p;
   int n_eff;
   // Ends with a barrier, which also publishes the mbarriers.
-  const bool busy = pipe_split_setup<kRowsThreads, kHd, kBoxKeys>(
+  const bool busy = pipe_split_setup<kRowsThreadsOf<kSets>, kHd, kBoxKeys>(
       p, n_eff, split, n_splits, ctx, block_tables + size_t(slot) * max_blocks_per_seq, block_size, kRowsHeads,
       nullptr, table_s);
   if (!busy && (kC == 1 || split / kC >= (n_eff + kC - 1) / kC)) {
@@ -113,17 +181,18 @@ __global__ void __launch_bounds__(kRowsThreads, 1)
   const int n_tiles = (p.end - p.begin + kBoxKeys - 1) / kBoxKeys;
   // The newest key's group (written by this step's rope_kv_write), if this split holds it.
   const int newest = ctx >= 1 && ctx - 1 >= p.begin && ctx - 1 < p.end ? (ctx - 1 - p.begin) / kBoxKeys : -1;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const bool producer = warp == kRowsHeads && lane == 0;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, kv = warp % kRowsHeads;
+  constexpr int kProducer = kRowsHeads * kSets;  // the producer warp
+  const bool producer = warp == kProducer && lane == 0;
   const int n_first = min(St, n_tiles);
   if (producer)
     for (int t = 0; t < n_first; ++t)
       if (t != newest) rows_issue(&kv_map, p, t, stage(t), &full[t]);
   grid_dependency_wait();  // q and the newest K/V row are written by earlier kernels
-  if (warp == kRowsHeads) {
+  if (warp == kProducer) {
     if (producer) {
       if (newest >= 0 && newest < n_first) rows_issue(&kv_map, p, newest, stage(newest), &full[newest]);
-      for (int t = St; t < n_tiles; ++t) {  // refill each stage once its 8 warps released it
+      for (int t = St; t < n_tiles; ++t) {  // refill each stage once its consumers released it
         mbar_wait(&empty[t % St], (t / St - 1) & 1);
         rows_issue(&kv_map, p, t, stage(t), &full[t % St]);
       }
@@ -133,27 +202,14 @@ __global__ void __launch_bounds__(kRowsThreads, 1)
     return;  // variant 21: the producer warp takes no part in the output (no block barrier follows)
   }
   uint32_t qb[kHd / 16][2];
-  pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(warp) * group * kHd, group, qb, o, m, l);
-  for (int t = 0; t < n_tiles; ++t) {
-    mbar_wait(&full[t % St], (t / St) & 1);
-    bf16* k_s = stage(t) + warp * kBoxElems;
-    bf16* v_s = stage(t) + (kRowsHeads + warp) * kBoxElems;
-    const int kbase = p.begin + t * kBoxKeys;
-    if (kbase + kBoxKeys > p.end) {  // stale V rows of the context's last cache block: zeros (p = 0 there)
-      for (int u = lane; u < kBoxKeys * 8; u += kWarp)
-        if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      __syncwarp();
-    }
-    const int g = lane / 4;
-    const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
-    pipe_warp_tile_t<kHd, kHd, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
-    __syncwarp();  // the warp has read its part of the stage: release it
-    if (lane == 0) mbar_arrive(&empty[t % St]);
+  pipe_qt_and_state<kHd>(q + size_t(i) * q_stride + size_t(kv) * group * kHd, group, qb, o, m, l);
+  rows_consume<St, kSets>(p, n_tiles, warp / kRowsHeads, kv, stages, full, empty, qb, scale_log2, o, m, l);
+  if constexpr (kSets == 2) {
+    rows_merge_sets(reinterpret_cast<float*>(smem), warp / kRowsHeads, kv, o, m, l);
+    if (warp >= kRowsHeads) return;  // set 1 handed its state to set 0
   }
   if constexpr (kC == 1)
-    rows_store(o, m, l, i, warp, group, kRowsHeads * group, q_stride, split, n_splits, n_eff, out, part_o,
-               part_ml);
+    rows_store(o, m, l, i, kv, group, kRowsHeads * group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
   else
     rows_cluster_finish<kC>(smem, o, m, l, i, group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
 }
@@ -181,6 +237,12 @@ int rows_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
   return s >= 2 && fits(s) ? s : 0;
 }
 
+// LANTERN_ROWS_SETS = 1 (default) or 2: consumer sets of variant 21's kernel, an experiment knob read once.
+int rows_sets() {
+  static const int v = env_int("LANTERN_ROWS_SETS", 1);
+  return v == 2 ? 2 : 1;
+}
+
 // LANTERN_ROWS_CLUSTER = 4 or 8 (default): variant 22's cluster size, an experiment knob read once.
 int rows_cluster() {
   static const int v = env_int("LANTERN_ROWS_CLUSTER", 8);
@@ -191,7 +253,7 @@ int rows_cluster() {
 template <int St, int kC>
 int rows_active_clusters() {
   static const int n = [] {
-    auto* kernel = decode_rows_kernel<St, kC>;
+    auto* kernel = decode_rows_kernel<St, kC, 1>;
     size_t allowed = 0;
     allow_smem(kernel, kRowsSmem<St>, &allowed);
     cudaLaunchConfig_t cfg = {};
@@ -230,17 +292,17 @@ int rows_cluster_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 }
 
 // kC == 1: variant 21 (the split kernel, then rows_combine_kernel); else variant 22 (clusters of kC).
-template <int St, int kC>
+template <int St, int kC, int kSets = 1>
 void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
   const KvCacheRef& c = a.cache;
-  auto* kernel = decode_rows_kernel<St, kC>;
+  auto* kernel = decode_rows_kernel<St, kC, kSets>;
   static size_t smem_allowed = 0;  // per instantiation
   allow_smem(kernel, kRowsSmem<St>, &smem_allowed);
   // [b][q heads][splits (variant 22: clusters)][head_dim] partial outputs, then their (max, sum).
   auto* part_o = static_cast<float*>(ctx.workspace);
   auto* part_ml = reinterpret_cast<float2*>(part_o + size_t(a.b) * a.n_q_heads * (splits / kC) * kHd);
   const int max_context = std::max(a.max_context, 1), cap = c.max_blocks_per_seq * c.block_size;
-  launch_kernel_cluster(true, kC, kernel, dim3(splits, a.b), dim3(kRowsThreads), kRowsSmem<St>, ctx.stream,
+  launch_kernel_cluster(true, kC, kernel, dim3(splits, a.b), dim3(kRowsThreadsOf<kSets>), kRowsSmem<St>, ctx.stream,
                         pool_rows_map(c), static_cast<const bf16*>(a.q), static_cast<bf16*>(a.out), part_o, part_ml,
                         a.seq_slots, a.context_lens, c.block_tables, c.block_size, c.max_blocks_per_seq,
                         a.n_q_heads / c.n_kv_heads, a.q_stride, max_context, a.scale * 1.4426950408889634f);
@@ -261,6 +323,7 @@ void launch_rows_any(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool cl
     const int s = kc == 4 ? rows_cluster_splits<St, 4>(a, ctx) : rows_cluster_splits<St, 8>(a, ctx);
     if (s > 0) return kc == 4 ? launch_rows<St, 4>(a, ctx, s) : launch_rows<St, 8>(a, ctx, s);
   }
+  if (rows_sets() == 2) return launch_rows<St, 1, 2>(a, ctx, rows_splits(a, ctx));
   launch_rows<St, 1>(a, ctx, rows_splits(a, ctx));
 }
 

@@ -14,6 +14,8 @@ namespace {
 
 constexpr int kRowsHeads = 8;                              // kv heads of a block (one consumer warp each)
 constexpr int kRowsThreads = (kRowsHeads + 1) * kWarp;     // + the producer warp
+template <int kSets>  // consumer sets of 8 warps (LANTERN_ROWS_SETS)
+constexpr int kRowsThreadsOf = (kRowsHeads * kSets + 1) * kWarp;
 constexpr int kRowsMaxSplits = 256;                        // the combine's weights in shared memory
 constexpr int kRowsMaxGroup = 8;                           // q heads per kv head (the transposed tile's n side)
 constexpr int kRowsOneSplitKeys = 256;                     // variant 20 below this (one split, no combine)
