@@ -7,7 +7,8 @@
 # BASE=0 skips those two.
 # With SOURCE=1 a third profile samples warp stalls per SASS instruction at the GPU's own clocks
 # (--clock-control none) and scripts/ncu_source_top.py prints the instructions with the most stall
-# samples and their reasons (ENV="A=1 B=2" sets knobs for the profiled runs).
+# samples and their reasons (ENV="A=1 B=2" sets knobs for the profiled runs; KERNELS=attention_decode=21
+# with KERNEL=regex:decode_rows_kernel profiles another variant).
 # With SUITE=1 the whole lantern_gpu_tests runs after it.
 #   OUT=DIR [KERNEL=regex:decode_tma_kernel] [SOURCE=1] [SUITE=1] bash scripts/gpu-attn32k.sh
 set -u
@@ -27,7 +28,8 @@ fi
 if [[ ${SOURCE:-} == 1 ]]; then
   env ${ENV:-} timeout 300 ncu -k "${KERNEL:-regex:decode_tma_kernel}" -s 20 -c 1 --clock-control none \
     --section WarpStateStats --section SourceCounters --section SpeedOfLight -o "$LOGS/src" -f \
-    $L bench --model "$M" --device cuda --batch 1 --prompt-len 32768 --decode-steps 4 > "$LOGS/ncu-src.log" 2>&1
+    $L bench --model "$M" --device cuda --batch 1 --prompt-len 32768 --decode-steps 4 \
+    ${KERNELS:+--kernels "$KERNELS"} > "$LOGS/ncu-src.log" 2>&1
   echo "ncu source: rc=$?"
   ncu -i "$LOGS/src.ncu-rep" --page source --csv --print-source sass > "$LOGS/src.csv" 2> "$LOGS/src.err"
   echo "export: rc=$? $(wc -l < "$LOGS/src.csv") lines"; head -c 600 "$LOGS/src.err"
