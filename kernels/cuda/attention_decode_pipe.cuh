@@ -348,6 +348,30 @@ __device__ __forceinline__ float sum_over_key_lanes(float l) {
   return l + __shfl_xor_sync(kFullMask, l, 16);
 }
 
+// The lane's two heads of a transposed state (head 2tq + h): completes l[h]
+// over the head's 8 key lanes (every lane takes part), then calls
+// f(h, head) for the heads below `group`.
+template <class F>
+__device__ __forceinline__ void for_lane_heads_t(float (&l)[2], int group, F&& f) {
+  const int tq = threadIdx.x % kWarp % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] = sum_over_key_lanes(l[h]);
+    if (2 * tq + h < group) f(h, 2 * tq + h);
+  }
+}
+
+// The lane's dims of head h of the transposed o (g and g + 8 of every 16) as st(dim, value).
+template <int HD, class St>
+__device__ __forceinline__ void store_head_t(const float (&o)[HD / 16][4], int h, St&& st) {
+  const int g = threadIdx.x % kWarp / 4;
+#pragma unroll
+  for (int d = 0; d < HD / 16; ++d) {
+    st(d * 16 + g, o[d][h]);
+    st(d * 16 + g + 8, o[d][2 + h]);
+  }
+}
+
 // The transposed state into the merge buffers, the layout pipe_store_state
 // writes (rows = the group's heads < group; kStateRows rows per state); l is
 // completed over the column.
@@ -355,23 +379,15 @@ template <int HD, int kStateRows = kBlockRows>
 __device__ __forceinline__ void pipe_store_state_t(const float (&o)[HD / 16][4], const float (&m)[2], float (&l)[2],
                                                    int group, int state, int row0, float* sm_m, float* sm_l,
                                                    float* sm_o) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] = sum_over_key_lanes(l[h]);
-    const int head = 2 * tq + h;
-    if (head >= group) continue;
+  const int g = threadIdx.x % kWarp / 4;
+  for_lane_heads_t(l, group, [&](int h, int head) {
     float* dst = sm_o + (state * kStateRows + row0 + head) * HD;
-#pragma unroll
-    for (int d = 0; d < HD / 16; ++d) {
-      dst[d * 16 + g] = o[d][h];
-      dst[d * 16 + g + 8] = o[d][2 + h];
-    }
+    store_head_t<HD>(o, h, [&](int dim, float v) { dst[dim] = v; });
     if (g == 0) {
       sm_m[state * kStateRows + row0 + head] = m[h];
       sm_l[state * kStateRows + row0 + head] = l[h];
     }
-  }
+  });
 }
 
 // Host: whether the longest of n splits of a max_context-key context (split_keys

@@ -79,12 +79,7 @@ __device__ __forceinline__ void rows_consume(const PipeSplit& p, int n_tiles, in
     bf16* k_s = stage + kv * kBoxElems;
     bf16* v_s = stage + (kRowsHeads + kv) * kBoxElems;
     const int kbase = p.begin + t * kBoxKeys;
-    if (kbase + kBoxKeys > p.end) {  // stale V rows of the context's last cache block: zeros (p = 0 there)
-      for (int u = lane; u < kBoxKeys * 8; u += kWarp)
-        if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      __syncwarp();
-    }
+    zero_stale_v(v_s, kbase, p.end);
     const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
     pipe_warp_tile_t<kHd, kHd, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
     __syncwarp();  // the warp has read its part of the stage: release it

@@ -33,32 +33,20 @@ __device__ __forceinline__ int seq_context(const int32_t* context_lens, int i, i
 __device__ __forceinline__ void rows_store(float (&o)[kHd / 16][4], const float (&m)[2], float (&l)[2], int i,
                                            int kv, int group, int n_q_heads, int q_stride, int split,
                                            int n_splits, int n_eff, bf16* out, float* part_o, float2* part_ml) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, tq = lane % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] = sum_over_key_lanes(l[h]);
-    const int head = 2 * tq + h;
-    if (head >= group) continue;
+  const int g = threadIdx.x % kWarp / 4;
+  for_lane_heads_t(l, group, [&](int h, int head) {
     const int qh = kv * group + head;
     if (n_eff == 1) {
       const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
       bf16* dst = out + size_t(i) * q_stride + size_t(qh) * kHd;
-#pragma unroll
-      for (int d = 0; d < kHd / 16; ++d) {
-        dst[d * 16 + g] = __float2bfloat16(o[d][h] * inv);
-        dst[d * 16 + g + 8] = __float2bfloat16(o[d][2 + h] * inv);
-      }
+      store_head_t<kHd>(o, h, [&](int dim, float v) { dst[dim] = __float2bfloat16(v * inv); });
     } else {
       const size_t idx = (size_t(i) * n_q_heads + qh) * n_splits + split;
       float* dst = part_o + idx * kHd;
-#pragma unroll
-      for (int d = 0; d < kHd / 16; ++d) {
-        dst[d * 16 + g] = o[d][h];
-        dst[d * 16 + g + 8] = o[d][2 + h];
-      }
+      store_head_t<kHd>(o, h, [&](int dim, float v) { dst[dim] = v; });
       if (g == 0) part_ml[idx] = make_float2(m[h], l[h]);
     }
-  }
+  });
 }
 
 __device__ __forceinline__ void rows_empty_state(float (&o)[kHd / 16][4], float (&m)[2], float (&l)[2]) {
@@ -129,20 +117,11 @@ __device__ void rows_cluster_finish(unsigned char* smem, float (&o)[kHd / 16][4]
   __syncwarp();  // the producer warp waits for its issuing lane
   if (warp < kRowsHeads) {
     asm volatile("barrier.sync 1, %0;" ::"n"(kRowsHeads * kWarp) : "memory");  // every consumer left the stages
-    const int g = lane / 4, tq = lane % 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] = sum_over_key_lanes(l[h]);
-      const int head = 2 * tq + h;
-      if (head >= group) continue;
+    for_lane_heads_t(l, group, [&](int h, int head) {
       float* dst = st_o + (warp * group + head) * kHd;
-#pragma unroll
-      for (int d = 0; d < kHd / 16; ++d) {
-        dst[d * 16 + g] = o[d][h];
-        dst[d * 16 + g + 8] = o[d][2 + h];
-      }
-      if (g == 0) st_ml[warp * group + head] = make_float2(m[h], l[h]);
-    }
+      store_head_t<kHd>(o, h, [&](int dim, float v) { dst[dim] = v; });
+      if (lane < 4) st_ml[warp * group + head] = make_float2(m[h], l[h]);  // g == 0
+    });
   }
   cg::cluster_group cluster = cg::this_cluster();
   rows_cluster_barrier();  // every block's states are written

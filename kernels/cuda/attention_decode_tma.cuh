@@ -64,6 +64,17 @@ __device__ __forceinline__ void tma_newest_group(const CUtensorMap* map, const P
   if (newest_group >= 0 && t < n) tma_group(map, p, kv, t, newest_group % 4, stage_at(stages, t), &full[t]);
 }
 
+// The V rows of a warp's 16 keys from kbase (128-byte rows at v_s) past the
+// split's end -- stale rows of the context's last cache block -- zeroed, so
+// p = 0 there cannot meet a NaN; then a proxy fence (TMA refills the stage).
+__device__ __forceinline__ void zero_stale_v(bf16* v_s, int kbase, int end) {
+  if (kbase + kWarpKeys <= end) return;
+  for (int u = threadIdx.x % kWarp; u < kWarpKeys * 8; u += kWarp)
+    if (kbase + u / 8 >= end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncwarp();
+}
+
 // One warp's 16 keys (from kbase; its K rows at k_s, the tile's V rows 64 rows
 // on) of a landed stage: the V rows past the split's end -- stale rows of the
 // context's last cache block -- are zeroed first, then variant 14's
@@ -74,12 +85,7 @@ __device__ __forceinline__ void tma_warp_tile(const PipeSplit& p, bf16* k_s, int
   constexpr int kStride = kHd, kTileKeys = 4 * kBoxKeys;
   const int lane = threadIdx.x % kWarp, g = lane / 4;
   bf16* v_s = k_s + kTileKeys * kStride;
-  if (kbase + kWarpKeys > p.end) {
-    for (int u = lane; u < kWarpKeys * 8; u += kWarp)
-      if (kbase + u / 8 >= p.end) reinterpret_cast<uint4*>(v_s)[u] = make_uint4(0, 0, 0, 0);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncwarp();
-  }
+  zero_stale_v(v_s, kbase, p.end);
   const bool ok[2] = {p.key_ok(kbase + g), p.key_ok(kbase + g + 8)};
   pipe_warp_tile_t<kHd, kStride, true>(qb, k_s, v_s, ok, scale_log2, o, m, l);
 }
