@@ -33,13 +33,13 @@ if [[ " $steps " == *" sweep "* ]]; then
   done
 fi
 if [[ " $steps " == *" ncu "* ]]; then
-  # Variant 21's two kernels (the split kernel and its combine), then the default's split kernel
-  # (variant 17) at the same point, each a launch after 20 skipped (the prefill's are skipped too).
+  # Variant 21's two kernels (the split kernel and its combine), variant 22's split kernel, then the
+  # default's (variant 17) at the same point, each after NCU_SKIP launches of the kernel (default 20).
+  read -ra point <<< "${NCU_POINT:---batch 1 --prompt-len 32768 --decode-steps 4}"
   for side in "attention_decode=21:decode_rows_kernel|rows_combine_kernel:2" "attention_decode=22:decode_rows_kernel:1" \
     "-:decode_tma_kernel:1"; do
     IFS=: read -r kern regex count <<< "$side"
     args=(); [[ $kern != - ]] && args=(--kernels "$kern")
-    read -ra point <<< "${NCU_POINT:---batch 1 --prompt-len 32768 --decode-steps 4}"
     timeout 200 ncu -k "regex:$regex" -s "${NCU_SKIP:-20}" -c "$count" --section SpeedOfLight --section WarpStateStats \
       $L bench --model "$M" --device cuda "${point[@]}" "${args[@]}" \
       > "$OUT/ncu-${kern//=/}.txt" 2>&1

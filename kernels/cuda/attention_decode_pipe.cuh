@@ -276,6 +276,15 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
   return d;
 }
 
+// The empty transposed state: no key seen (m = -inf, l = 0, o = 0).
+template <int HD>
+__device__ __forceinline__ void pipe_empty_state_t(float (&o)[HD / 16][4], float (&m)[2], float (&l)[2]) {
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
+#pragma unroll
+  for (int d = 0; d < HD / 16; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+}
+
 // Q^T of one kv head's group as the mma B operand (columns = heads, zero past
 // the group) and the empty state.
 template <int HD>
@@ -287,10 +296,7 @@ __device__ __forceinline__ void pipe_qt_and_state(const bf16* qh, int group, uin
     qb[kk][0] = g < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(g) * HD + kk * 16 + 2 * tq) : 0u;
     qb[kk][1] = g < group ? *reinterpret_cast<const uint32_t*>(qh + size_t(g) * HD + kk * 16 + 2 * tq + 8) : 0u;
   }
-  m[0] = m[1] = -INFINITY;
-  l[0] = l[1] = 0.0f;
-#pragma unroll
-  for (int d = 0; d < HD / 16; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  pipe_empty_state_t<HD>(o, m, l);
 }
 
 // One warp's 16 keys of a tile, transposed. ok[0] / ok[1]: key g / g + 8 is valid.

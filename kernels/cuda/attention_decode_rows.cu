@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kRowsThreadsOf<kSets>, 1)
   }
   float o[kHd / 16][4], m[2], l[2];
   if (!busy) {  // an empty split in a cluster that holds keys: an empty state for the merge
-    rows_empty_state(o, m, l);
+    pipe_empty_state_t<kHd>(o, m, l);
     grid_dependency_wait();
     rows_cluster_finish<kC>(smem, o, m, l, i, group, q_stride, split, n_splits, n_eff, out, part_o, part_ml);
     return;
@@ -270,12 +270,11 @@ int rows_active_clusters() {
   return n;
 }
 
-// Variant 22's splits (0: variant 21's launch): where variant 21's kernel
-// applies and every sequence gets at least one resident cluster, the most
+// Variant 22's splits (0: variant 21's launch), where variant 21's kernel
+// applies (the caller checked): where every sequence gets a resident cluster, the most
 // whole clusters that run in one wave; the clusters' partials in the workspace.
 template <int St, int kC>
 int rows_cluster_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
-  if (rows_splits(a, ctx) == 0) return 0;
   // One block per SM: the occupancy query counts two where the whole shared memory is carved out,
   // but the one-row steps' carveout holds one.
   const int clusters = std::min(rows_active_clusters<St, kC>(), sm_count() / kC);
@@ -310,29 +309,30 @@ void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits)
   }
 }
 
-// Variant 22 at St stages, else (no cluster shape fits) variant 21's launch.
+// Variant 22 at St stages, else (no cluster shape fits) variant 21's launch with its `splits`.
 template <int St>
-void launch_rows_any(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool cluster) {
+void launch_rows_any(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits, bool cluster) {
   if (cluster) {
     const int kc = rows_cluster();
     const int s = kc == 4 ? rows_cluster_splits<St, 4>(a, ctx) : rows_cluster_splits<St, 8>(a, ctx);
     if (s > 0) return kc == 4 ? launch_rows<St, 4>(a, ctx, s) : launch_rows<St, 8>(a, ctx, s);
   }
-  if (rows_sets() == 2) return launch_rows<St, 1, 2>(a, ctx, rows_splits(a, ctx));
-  launch_rows<St, 1>(a, ctx, rows_splits(a, ctx));
+  if (rows_sets() == 2) return launch_rows<St, 1, 2>(a, ctx, splits);
+  launch_rows<St, 1>(a, ctx, splits);
 }
 
 void decode_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, bool cluster, const char* who) {
   check_decode(a, who);
   if (a.b == 0) return;
-  if (rows_splits(a, ctx) == 0) return decode_split_persist_one_t(a, ctx);
+  const int splits = rows_splits(a, ctx);
+  if (splits == 0) return decode_split_persist_one_t(a, ctx);
   switch (rows_stages()) {
     case 2:
-      return launch_rows_any<2>(a, ctx, cluster);
+      return launch_rows_any<2>(a, ctx, splits, cluster);
     case 4:
-      return launch_rows_any<4>(a, ctx, cluster);
+      return launch_rows_any<4>(a, ctx, splits, cluster);
     default:
-      return launch_rows_any<3>(a, ctx, cluster);
+      return launch_rows_any<3>(a, ctx, splits, cluster);
   }
 }
 void decode_split_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {

@@ -11,11 +11,10 @@
 namespace lantern::kernels::cuda_detail {
 namespace {
 
-
 constexpr int kRowsHeads = 8;                              // kv heads of a block (one consumer warp each)
-constexpr int kRowsThreads = (kRowsHeads + 1) * kWarp;     // + the producer warp
-template <int kSets>  // consumer sets of 8 warps (LANTERN_ROWS_SETS)
+template <int kSets>  // kSets sets of 8 consumer warps (LANTERN_ROWS_SETS) + the producer warp
 constexpr int kRowsThreadsOf = (kRowsHeads * kSets + 1) * kWarp;
+constexpr int kRowsThreads = kRowsThreadsOf<1>;
 constexpr int kRowsMaxSplits = 256;                        // the combine's weights in shared memory
 constexpr int kRowsMaxGroup = 8;                           // q heads per kv head (the transposed tile's n side)
 constexpr int kRowsOneSplitKeys = 256;                     // variant 20 below this (one split, no combine)
@@ -47,13 +46,6 @@ __device__ __forceinline__ void rows_store(float (&o)[kHd / 16][4], const float 
       if (g == 0) part_ml[idx] = make_float2(m[h], l[h]);
     }
   });
-}
-
-__device__ __forceinline__ void rows_empty_state(float (&o)[kHd / 16][4], float (&m)[2], float (&l)[2]) {
-  m[0] = m[1] = -INFINITY;
-  l[0] = l[1] = 0.0f;
-#pragma unroll
-  for (int d = 0; d < kHd / 16; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
 }
 
 // All threads of the cluster (not warp-aligned: the release / acquire forms).
