@@ -11,7 +11,8 @@
 #   scripts/sanitize.sh              # all three
 #   scripts/sanitize.sh tsan fuzz    # some
 # CUDA objects are built exactly as in the default preset, so with ccache the
-# sanitizer builds recompile only host code.
+# sanitizer builds recompile only host code. SANITIZE_DROP_TREES=1 (CI) removes
+# build/asan and build/tsan once their stage passed, to keep the disk free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGES=("$@")
@@ -44,5 +45,9 @@ for s in "${STAGES[@]}"; do
   start=$(date +%s)
   echo "sanitize: stage $s"
   "stage_$s"
-  echo "sanitize: stage $s passed in $(( $(date +%s) - start )) s"
+  echo "sanitize: stage $s passed in $(( $(date +%s) - start )) s" \
+       "(build trees: $(du -sh build/* 2>/dev/null | awk '{printf "%s %s  ", $2, $1}'))"
+  if [[ "${SANITIZE_DROP_TREES:-0}" == 1 && -d "build/$s" && "$s" != fuzz ]]; then
+    rm -rf "build/$s"
+  fi
 done
