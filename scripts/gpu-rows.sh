@@ -7,7 +7,11 @@
 # batch 1 / 32 k, batch 1 / 128, batch 1 / 2 k and batch 8 / 4 k, then Nsight Compute's speed of light on one
 # in-engine launch of its two kernels at 32 k and of the default's split kernel; record: two recorded runs of
 # experiments/long-context-decode-8.json (8 sequences at 4 k keys; default, then variant 21) and lantern compare's
-# per-kernel table. Steps: tests, sweep, ncu, record (default: tests sweep ncu).
+# per-kernel table; carveout: the batch 2-8 points again with every step's kernels at a 50 % shared-memory
+# carveout (LANTERN_SMALL_BATCH_CARVEOUT=50:8), default and variant 21 (session 40's hypothesis: from 2 rows
+# the driver picks each kernel's carveout, variant 21's combine kernel (no shared memory) and its split kernel
+# (98 KB) want different ones, and an SM that switches carveouts between two kernels cannot hold blocks of both,
+# which costs the PDL overlap twice per layer). Steps: tests, sweep, ncu, record, carveout (default: tests sweep ncu).
 # NCU_POINT / NCU_SKIP move the profiled launch: e.g. NCU_POINT="--batch 8 --prompt-len 4096 --decode-steps 40"
 # NCU_SKIP=400 profiles a full-batch step (the first decode steps run partial batches while prompts prefill).
 #   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21 attention_decode=21,LANTERN_ROWS_SETS=2"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu] [record]
@@ -30,6 +34,15 @@ if [[ " $steps " == *" sweep "* ]]; then
   for point in "${points[@]}"; do
     echo "== $point"
     BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh "${sides[@]}" 2>&1 | tail -$(( ${#sides[@]} + 1 ))
+  done
+fi
+if [[ " $steps " == *" carveout "* ]]; then
+  c=LANTERN_SMALL_BATCH_CARVEOUT=50:8
+  IFS=';' read -ra points <<< "${CARVEOUT_POINTS:---batch 2 --prompt-len 16384 --decode-steps 48;--batch 8 --prompt-len 4096 --decode-steps 64}"
+  for point in "${points[@]}"; do
+    echo "== $point (carveout)"
+    BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh - attention_decode=21 "$c" \
+      "attention_decode=21,$c" 2>&1 | tail -5
   done
 fi
 if [[ " $steps " == *" ncu "* ]]; then
