@@ -11,7 +11,8 @@
 # carveout (LANTERN_SMALL_BATCH_CARVEOUT=50:8), default and variant 21 (session 40's hypothesis: from 2 rows
 # the driver picks each kernel's carveout, variant 21's combine kernel (no shared memory) and its split kernel
 # (98 KB) want different ones, and an SM that switches carveouts between two kernels cannot hold blocks of both,
-# which costs the PDL overlap twice per layer). Steps: tests, sweep, ncu, record, carveout (default: tests sweep ncu).
+# which costs the PDL overlap twice per layer), and variant 21 with only its two kernels at 50 %
+# (LANTERN_ROWS_CARVEOUT=50). Steps: tests, sweep, ncu, record, carveout (default: tests sweep ncu).
 # NCU_POINT / NCU_SKIP move the profiled launch: e.g. NCU_POINT="--batch 8 --prompt-len 4096 --decode-steps 40"
 # NCU_SKIP=400 profiles a full-batch step (the first decode steps run partial batches while prompts prefill).
 #   OUT=DIR [ROUNDS=2] [SIDES="- attention_decode=21 attention_decode=21,LANTERN_ROWS_SETS=2"] [POINTS="bench args;bench args"] bash scripts/gpu-rows.sh [tests] [sweep] [ncu] [record]
@@ -42,7 +43,7 @@ if [[ " $steps " == *" carveout "* ]]; then
   for point in "${points[@]}"; do
     echo "== $point (carveout)"
     BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh - attention_decode=21 "$c" \
-      "attention_decode=21,$c" 2>&1 | tail -5
+      "attention_decode=21,$c" attention_decode=21,LANTERN_ROWS_CARVEOUT=50 2>&1 | tail -6
   done
 fi
 if [[ " $steps " == *" ncu "* ]]; then

@@ -238,6 +238,27 @@ int rows_sets() {
   return v == 2 ? 2 : 1;
 }
 
+// LANTERN_ROWS_CARVEOUT = P (0-100; unset: off), an experiment knob read once:
+// in steps where the engine leaves the carveout to the driver (from 2 rows),
+// variant 21's two kernels are launched preferring P % shared memory, so an SM
+// runs both (and their PDL overlap) under one L1 / shared split (session 40's
+// candidate for the batch 2-8 loss; scripts/gpu-rows.sh carveout).
+int rows_carveout() {
+  static const int v = env_int("LANTERN_ROWS_CARVEOUT", -1);
+  return v >= 0 && v <= 100 ? v : -1;
+}
+
+// The launch carveout for the scope's launches: `percent` where the step set none.
+struct RowsCarveout {
+  const int before = launch_carveout();
+  explicit RowsCarveout(int percent) {
+    if (before < 0 && percent >= 0) set_launch_carveout(percent);
+  }
+  ~RowsCarveout() { set_launch_carveout(before); }
+  RowsCarveout(const RowsCarveout&) = delete;
+  RowsCarveout& operator=(const RowsCarveout&) = delete;
+};
+
 // LANTERN_ROWS_CLUSTER = 4 or 8 (default): variant 22's cluster size, an experiment knob read once.
 int rows_cluster() {
   static const int v = env_int("LANTERN_ROWS_CLUSTER", 8);
@@ -289,6 +310,7 @@ int rows_cluster_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 template <int St, int kC, int kSets = 1>
 void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
   const KvCacheRef& c = a.cache;
+  const RowsCarveout carveout(rows_carveout());
   auto* kernel = decode_rows_kernel<St, kC, kSets>;
   static size_t smem_allowed = 0;  // per instantiation
   allow_smem(kernel, kRowsSmem<St>, &smem_allowed);
