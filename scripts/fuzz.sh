@@ -33,7 +33,11 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ not found: run scripts/se
 
 cmake -S tests/fuzz -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" >/dev/null
+if ! cmake --build "$BUILD" -j "$(nproc)" >"$BUILD/build.log" 2>&1; then
+  echo "fuzz: the fuzz targets did not build (whole log: $BUILD/build.log):" >&2
+  grep -E "error|undefined reference|FAILED" "$BUILD/build.log" | head -20 >&2
+  exit 1
+fi
 ((BUILD_ONLY)) && exit 0
 
 # Scratch files (each input is written out, as the readers take paths) in RAM when possible.
