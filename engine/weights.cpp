@@ -13,14 +13,12 @@
 
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <thread>
 
 #include "engine/device.h"
@@ -43,10 +41,6 @@ constexpr size_t kProgressThreshold = 1'000'000'000;  // print progress for mode
 
 size_t align_up(size_t x) {
   return (x + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Pinned staging buffers, their events and the copy stream; the destructor

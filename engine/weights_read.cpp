@@ -18,6 +18,14 @@
 
 namespace lantern::weights_io {
 
+Fd::~Fd() {
+  if (fd >= 0) ::close(fd);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 size_t count_nonfinite_bf16(const char* p, size_t bytes) {
   size_t n = 0;
   for (size_t i = 0; i + 1 < bytes; i += 2) {
@@ -131,7 +139,7 @@ std::function<void(size_t, size_t)> stderr_progress(kernels::Backend backend) {
   auto t0 = std::chrono::steady_clock::now();
   return [=](size_t done, size_t total) {
     double pct = 100.0 * double(done) / double(total);
-    double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double now = seconds_since(t0);
     // A terminal gets a line redrawn every 0.2 s; a log one line per quarter.
     bool show = tty ? (now - *last >= 0.2 || done == total)
                     : (std::floor(pct / 25) > std::floor(*last / 25) || done == total);

@@ -3,8 +3,7 @@
 // NaN/Inf tally of what was read and the stderr progress line.
 #pragma once
 
-#include <unistd.h>
-
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -27,9 +26,7 @@ struct Fd {
   Fd() = default;
   Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
   Fd(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
+  ~Fd();
 };
 
 // One contiguous file range and where its bytes go.
@@ -46,6 +43,9 @@ struct Chunk {
   std::vector<Piece> pieces;
   size_t bytes = 0;
 };
+
+// Seconds from t0 to now.
+double seconds_since(std::chrono::steady_clock::time_point t0);
 
 // bf16 values whose exponent is all ones (NaN or Inf). A corrupt or badly
 // converted checkpoint otherwise shows up only as NaN logits much later.
