@@ -30,21 +30,22 @@ if [[ " $steps " == *" tests "* ]]; then
     cp "$LOGS/tests-sets$sets.log" "$OUT/"
   done
 fi
-if [[ " $steps " == *" sweep "* ]]; then
-  IFS=';' read -ra points <<< "${POINTS:---batch 1 --prompt-len 32768 --decode-steps 32;--batch 1 --prompt-len 128 --decode-steps 128;--batch 1 --prompt-len 2048 --decode-steps 64;--batch 8 --prompt-len 4096 --decode-steps 64}"
+# sweep_points "POINT;POINT" SIDE...: every point, the sides interleaved (scripts/gpu-knob-sweep.sh).
+sweep_points() {
+  local point points; IFS=';' read -ra points <<< "$1"; shift
   for point in "${points[@]}"; do
     echo "== $point"
-    BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh "${sides[@]}" 2>&1 | tail -$(( ${#sides[@]} + 1 ))
+    BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh "$@" 2>&1 | tail -$(( $# + 1 ))
   done
+}
+if [[ " $steps " == *" sweep "* ]]; then
+  sweep_points "${POINTS:---batch 1 --prompt-len 32768 --decode-steps 32;--batch 1 --prompt-len 128 --decode-steps 128;--batch 1 --prompt-len 2048 --decode-steps 64;--batch 8 --prompt-len 4096 --decode-steps 64}" \
+    "${sides[@]}"
 fi
 if [[ " $steps " == *" carveout "* ]]; then
   c=LANTERN_SMALL_BATCH_CARVEOUT=50:8
-  IFS=';' read -ra points <<< "${CARVEOUT_POINTS:---batch 2 --prompt-len 16384 --decode-steps 48;--batch 8 --prompt-len 4096 --decode-steps 64}"
-  for point in "${points[@]}"; do
-    echo "== $point (carveout)"
-    BENCH="$point" OUT=$LOGS ROUNDS=${ROUNDS:-2} bash scripts/gpu-knob-sweep.sh - attention_decode=21 "$c" \
-      "attention_decode=21,$c" attention_decode=21,LANTERN_ROWS_CARVEOUT=50 2>&1 | tail -6
-  done
+  sweep_points "${CARVEOUT_POINTS:---batch 2 --prompt-len 16384 --decode-steps 48;--batch 8 --prompt-len 4096 --decode-steps 64}" \
+    - attention_decode=21 "$c" "attention_decode=21,$c" attention_decode=21,LANTERN_ROWS_CARVEOUT=50
 fi
 if [[ " $steps " == *" ncu "* ]]; then
   # Variant 21's two kernels (the split kernel and its combine), variant 22's split kernel, then the
