@@ -161,10 +161,8 @@ int small_batch_carveout(int rows) {
 }
 
 void Model::forward(const ForwardShape& s) {
-  struct Carveout {  // this step's launches (and graph captures) only
-    explicit Carveout(int p) { kernels::set_launch_carveout(p); }
-    ~Carveout() { kernels::set_launch_carveout(-1); }
-  } carveout(dev_.is_cuda() ? small_batch_carveout(s.n) : -1);
+  // This step's launches (and graph captures) only.
+  const kernels::ScopedLaunchCarveout carveout(dev_.is_cuda() ? small_batch_carveout(s.n) : -1);
   int layer = -1;
   for (const OpSpec& o : op_table_->ops(s.kind)) {
     if (o.layer != layer) {

@@ -246,6 +246,17 @@ void register_cpu_kernels(Registry& r);
 // LANTERN_SMEM_CARVEOUT (cuda_common.cuh) overrides it for every launch.
 void set_launch_carveout(int percent);
 int launch_carveout();
+// set_launch_carveout(percent) for a scope; the value before it comes back at the end.
+class ScopedLaunchCarveout {
+ public:
+  explicit ScopedLaunchCarveout(int percent) : before_(launch_carveout()) { set_launch_carveout(percent); }
+  ~ScopedLaunchCarveout() { set_launch_carveout(before_); }
+  ScopedLaunchCarveout(const ScopedLaunchCarveout&) = delete;
+  ScopedLaunchCarveout& operator=(const ScopedLaunchCarveout&) = delete;
+
+ private:
+  const int before_;
+};
 
 // rmsnorm(x) * norm.weight into norm.out ([m, k]) by the backend's preferred
 // rmsnorm variant (PrologueNorm's fallback); returns norm.out. Throws when

@@ -248,17 +248,6 @@ int rows_carveout() {
   return v >= 0 && v <= 100 ? v : -1;
 }
 
-// The launch carveout for the scope's launches: `percent` where the step set none.
-struct RowsCarveout {
-  const int before = launch_carveout();
-  explicit RowsCarveout(int percent) {
-    if (before < 0 && percent >= 0) set_launch_carveout(percent);
-  }
-  ~RowsCarveout() { set_launch_carveout(before); }
-  RowsCarveout(const RowsCarveout&) = delete;
-  RowsCarveout& operator=(const RowsCarveout&) = delete;
-};
-
 // LANTERN_ROWS_CLUSTER = 4 or 8 (default): variant 22's cluster size, an experiment knob read once.
 int rows_cluster() {
   static const int v = env_int("LANTERN_ROWS_CLUSTER", 8);
@@ -310,7 +299,8 @@ int rows_cluster_splits(const AttentionDecodeArgs& a, const LaunchCtx& ctx) {
 template <int St, int kC, int kSets = 1>
 void launch_rows(const AttentionDecodeArgs& a, const LaunchCtx& ctx, int splits) {
   const KvCacheRef& c = a.cache;
-  const RowsCarveout carveout(rows_carveout());
+  // The step's carveout where it set one, else LANTERN_ROWS_CARVEOUT's (-1: the driver's choice).
+  const ScopedLaunchCarveout carveout(launch_carveout() >= 0 ? launch_carveout() : rows_carveout());
   auto* kernel = decode_rows_kernel<St, kC, kSets>;
   static size_t smem_allowed = 0;  // per instantiation
   allow_smem(kernel, kRowsSmem<St>, &smem_allowed);
